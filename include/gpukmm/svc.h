@@ -1,0 +1,94 @@
+/* gpukmm — what every service binary shares: command line, logging, the
+ * supervisor's Control service (Ready, Heartbeat with counters), SIGTERM.
+ *
+ * A service's main() looks like:
+ *
+ *     gk_svc svc;
+ *     if (gk_svc_init(&svc, "watcher", argc, argv, extra_opts, &err)) ...
+ *     ... open its sockets from svc.addr.* and register their fds on svc.loop ...
+ *     gk_svc_ready(&svc);                // after its initial sync
+ *     int rc = gk_loop_run(svc.loop);    // returns on SIGTERM/SIGINT
+ *     ... close sockets ...
+ *     gk_svc_fini(&svc);
+ *     return rc;
+ *
+ * Without a supervisor (no --control and no $GPUKMM_CONTROL) Ready and
+ * heartbeats are skipped, so every service also runs standalone. */
+#ifndef GPUKMM_SVC_H
+#define GPUKMM_SVC_H
+
+#include <stdint.h>
+
+#include "gpukmm/err.h"
+#include "gpukmm/ipc.h"
+#include "gpukmm/loop.h"
+
+/* Socket addresses, from flags or env (flag wins). Unset = NULL.
+ * Defaults derive from --runtime-dir / $GPUKMM_RUNTIME_DIR when given:
+ *   control   ipc://<dir>/control.sock     (supervisor Control)
+ *   listen    ipc://<dir>/<service>.sock   (this service's RPC server)
+ *   watcher   ipc://<dir>/watcher.sock     (Watcher RPC)
+ *   events    ipc://<dir>/events.sock      (watcher bus)
+ *   statusd   ipc://<dir>/statusd.sock     (Status RPC) */
+typedef struct gk_svc_addrs {
+	const char *runtime_dir;
+	const char *control;
+	const char *listen;
+	const char *watcher;
+	const char *events;
+	const char *statusd;
+} gk_svc_addrs;
+
+/* A service-specific counter exported in heartbeats (and so in /metrics). */
+typedef struct gk_svc_counter {
+	const char *name;
+	const char *help;
+	const uint64_t *value;   /* read at each heartbeat */
+} gk_svc_counter;
+
+/* Extra command-line options of a service: getopt_long style, handled by
+ * `fn` (return 0 ok, else an error message is printed and exit 2). */
+typedef struct gk_svc_opt {
+	const char *name;        /* long option name */
+	int has_arg;             /* 0 / 1 */
+	const char *help;        /* one line for --help */
+	int (*fn)(void *user, const char *arg);
+	void *user;
+} gk_svc_opt;
+
+typedef struct gk_svc {
+	const char *name;
+	gk_loop *loop;
+	gk_svc_addrs addr;
+	int heartbeat_ms;                /* default 1000, --heartbeat-ms / $GPUKMM_HEARTBEAT_MS */
+	const char *kubeconfig;          /* --kubeconfig / $KUBECONFIG, NULL = in-cluster */
+	const char *token_file;          /* --token-file / $GPUKMM_TOKEN_FILE */
+	const char *ns;                  /* --namespace / $OPERATOR_NAMESPACE, default intel-gpu-base-operator */
+	int stopping;                    /* set when SIGTERM/SIGINT arrived */
+	/* private */
+	gk_ipc_client *control;
+	gk_timer_id hb_timer;
+	const gk_svc_counter *counters;
+	size_t n_counters;
+	int ready_sent;
+	void (*on_stop)(void *user);
+	void *on_stop_user;
+} gk_svc;
+
+/* Parses common flags (--help, --log-format, --log-level, --runtime-dir,
+ * --control, --listen, --watcher, --events, --statusd, --kubeconfig,
+ * --token-file, --namespace, --heartbeat-ms) plus `extra` (terminated by a
+ * zeroed entry, may be NULL); creates the loop; installs SIGTERM/SIGINT to stop
+ * the loop (or call on_stop if set); connects to Control if configured.
+ * Returns 0, or 2 after printing usage/error (caller exits with it). */
+int gk_svc_init(gk_svc *svc, const char *name, int argc, char **argv,
+		const gk_svc_opt *extra, gk_err *err);
+/* Counters sent with every heartbeat. The array must outlive the service. */
+void gk_svc_set_counters(gk_svc *svc, const gk_svc_counter *c, size_t n);
+/* Called on SIGTERM/SIGINT instead of stopping the loop at once (to drain). */
+void gk_svc_on_stop(gk_svc *svc, void (*fn)(void *user), void *user);
+/* Tell the supervisor we are ready (once); starts heartbeats. */
+int gk_svc_ready(gk_svc *svc);
+void gk_svc_fini(gk_svc *svc);
+
+#endif

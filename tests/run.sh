@@ -1,0 +1,93 @@
+#!/bin/bash
+# Runs every test of one build dir and prints one closing line "N passed, N failed".
+#  - Criterion binaries in $BUILD/tests/unit and $BUILD/tests/ipc: counted from their
+#    "[====] Synthesis:" line; a binary that runs no test counts as a failure.
+#  - Script tests tests/*/*.sh (not run.sh): each prints "ok - name" / "not ok - name"
+#    lines; a script that exits non-zero without a "not ok" line counts one failure.
+# Usage: BUILD=build tests/run.sh [PATTERN]   (PATTERN: substring of the test path)
+set -u
+BUILD=${BUILD:-build}
+PATTERN=${1:-}
+export BUILD
+export GPUKMM_BIN="$PWD/$BUILD/bin" GPUKMM_TBIN="$PWD/$BUILD/tests/bin" GPUKMM_SRC="$PWD"
+case "${SAN:-0}" in 1)
+	export ASAN_OPTIONS="halt_on_error=1:abort_on_error=1:detect_leaks=1:detect_stack_use_after_return=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+	export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+	export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
+	;;
+esac
+JOBS=${TEST_JOBS:-2}
+passed=0 failed=0 skipped=0
+failures=()
+logdir="$BUILD/test-logs"
+mkdir -p "$logdir"
+
+run_criterion() {
+	local bin=$1 name log synth t p f c
+	name=${bin#$BUILD/tests/}
+	log="$logdir/${name//\//_}.log"
+	timeout -k 10 "${TEST_TIMEOUT:-900}" "$bin" --jobs "$JOBS" --timeout "${CRIT_TIMEOUT:-300}" >"$log" 2>&1
+	local rc=$?
+	synth=$(grep -a 'Synthesis:' "$log" | tail -1)
+	t=$(sed -n 's/.*Tested: \([0-9]*\).*/\1/p' <<<"$synth"); t=${t:-0}
+	p=$(sed -n 's/.*Passing: \([0-9]*\).*/\1/p' <<<"$synth"); p=${p:-0}
+	f=$(sed -n 's/.*Failing: \([0-9]*\).*/\1/p' <<<"$synth"); f=${f:-0}
+	c=$(sed -n 's/.*Crashing: \([0-9]*\).*/\1/p' <<<"$synth"); c=${c:-0}
+	if [ "$t" = 0 ] || [ $rc -ne 0 ] && [ $((f + c)) = 0 ]; then
+		f=$((f + 1))
+	fi
+	passed=$((passed + p)); failed=$((failed + f + c))
+	if [ $((f + c)) -gt 0 ]; then
+		failures+=("$name")
+		echo "FAIL $name (tested $t, passing $p, failing $f, crashing $c, rc $rc) — log: $log"
+		grep -a -E '\[----\]|\[FAIL\]|ERROR|Sanitizer|runtime error' "$log" | head -40
+	else
+		echo "PASS $name ($p tests)"
+	fi
+}
+
+run_script() {
+	local sh=$1 log ok nok
+	log="$logdir/${sh//\//_}.log"
+	timeout -k 10 "${TEST_TIMEOUT:-900}" bash "$sh" >"$log" 2>&1
+	local rc=$?
+	ok=$(grep -a -c '^ok ' "$log"); nok=$(grep -a -c '^not ok ' "$log")
+	sk=$(grep -a -c '^skip ' "$log")
+	if [ $rc -ne 0 ] && [ "$nok" = 0 ]; then nok=1; fi
+	if [ "$ok" = 0 ] && [ "$nok" = 0 ]; then nok=1; fi
+	passed=$((passed + ok)); failed=$((failed + nok)); skipped=$((skipped + sk))
+	if [ "$nok" -gt 0 ]; then
+		failures+=("$sh")
+		echo "FAIL $sh (ok $ok, not ok $nok, rc $rc) — log: $log"
+		grep -a -E '^not ok|^#' "$log" | head -40; tail -20 "$log"
+	else
+		echo "PASS $sh ($ok checks)"
+	fi
+}
+
+for bin in $(ls "$BUILD"/tests/unit/* "$BUILD"/tests/ipc/* 2>/dev/null | grep -v '\.d$' | sort); do
+	[ -x "$bin" ] || continue
+	[ -n "$PATTERN" ] && [[ $bin != *"$PATTERN"* ]] && continue
+	run_criterion "$bin"
+done
+for sh in $(ls tests/ipc/*.sh tests/e2e/*.sh 2>/dev/null | sort); do
+	case $sh in *chaos.sh) [ -z "${CHAOS_IN_CHECK:-1}" ] && continue ;; esac
+	[ -n "$PATTERN" ] && [[ $sh != *"$PATTERN"* ]] && continue
+	run_script "$sh"
+done
+
+echo
+if [ ${#failures[@]} -gt 0 ]; then
+	echo "failed: ${failures[*]}"
+fi
+if [ $((passed + failed)) -eq 0 ]; then
+	echo "no test ran"
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+if [ "$skipped" -gt 0 ]; then
+	echo "$passed passed, $failed failed, $skipped skipped"
+else
+	echo "$passed passed, $failed failed"
+fi
+[ "$failed" -eq 0 ]

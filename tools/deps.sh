@@ -1,0 +1,31 @@
+#!/bin/sh
+# Installs (as root) or lists (otherwise) the Debian 12 packages gpukmm needs to
+# build, test and run its demo. kubectl is not a Debian 12 package: the machines
+# this project targets ship it; we only check that it is there.
+set -e
+PKGS="build-essential pkg-config protobuf-c-compiler libprotobuf-c-dev libnng-dev
+libcurl4-openssl-dev libcjson-dev libkmod-dev libpci-dev libcriterion-dev
+libmicrohttpd-dev libyaml-dev libpcre2-dev libre2-dev libssl-dev
+pciutils kmod runit curl openssl clang procps psmisc"
+missing=""
+for p in $PKGS; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+	if [ "$(id -u)" != 0 ]; then
+		echo "deps: missing Debian packages:$missing" >&2
+		echo "deps: run as root: apt-get install -y$missing" >&2
+		exit 1
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	# shellcheck disable=SC2086
+	apt-get install -y -qq --no-install-recommends $missing
+	echo "deps: installed:$missing"
+else
+	echo "deps: all Debian packages present"
+fi
+if ! command -v kubectl >/dev/null 2>&1; then
+	echo "deps: kubectl not found on PATH: the kubectl end-to-end tests need it" >&2
+	exit 1
+fi
