@@ -1,0 +1,38 @@
+/* gpukmmctl — the command-line tool: one binary, one subcommand per file. */
+#include <stdio.h>
+#include <string.h>
+
+#include "ctl.h"
+#include "gpukmm/log.h"
+
+/* Subcommands, one line each (keep sorted). */
+static const gkctl_cmd commands[] = {
+	{ NULL, NULL, NULL },
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: gpukmmctl COMMAND [ARGS...]\n\ncommands:\n");
+	for (const gkctl_cmd *c = commands; c->name; c++)
+		fprintf(f, "  %-10s %s\n", c->name, c->summary);
+	fprintf(f, "\n`gpukmmctl COMMAND --help` describes each command.\n");
+}
+
+int main(int argc, char **argv)
+{
+	gk_log_init_env("gpukmmctl");
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	for (const gkctl_cmd *c = commands; c->name; c++)
+		if (strcmp(argv[1], c->name) == 0)
+			return c->run(argc - 1, argv + 1);
+	fprintf(stderr, "gpukmmctl: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
+}
