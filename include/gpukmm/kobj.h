@@ -1,0 +1,46 @@
+/* gpukmm — Kubernetes object JSON (cJSON, as the API returns it) <-> typed
+ * protobuf objects of proto/kube.proto. All API JSON is parsed here, once.
+ *
+ * *_from_json take the whole object ({"apiVersion","kind","metadata",...}) and
+ * return a newly allocated message (free with gk_kobj_free). They are strict on
+ * types (a string where an object belongs is an error naming the field path)
+ * and lenient on absence (absent optional fields stay unset). Maps become
+ * repeated KeyValue sorted by key.
+ *
+ * Ownership of the files in lib/kobj/: meta.c, clusterpolicy.c, module.c
+ * (policy side); node.c, resourceclaim.c, daemonset.c, pod.c (watcher side). */
+#ifndef GPUKMM_KOBJ_H
+#define GPUKMM_KOBJ_H
+
+#include <cJSON.h>
+
+#include "gpukmm/err.h"
+#include "kube.pb-c.h"
+
+/* Frees any message built by this module (or NULL). */
+void gk_kobj_free(void *msg);
+
+/* metadata. `keep_annotation` (may be NULL = keep all) filters annotations by key. */
+int gk_kobj_meta_from_json(const cJSON *obj, int (*keep_annotation)(const char *key),
+			   Gpukmm__ObjectMeta **out, gk_err *err);
+cJSON *gk_kobj_meta_to_json(const Gpukmm__ObjectMeta *m);
+
+int gk_kobj_cluster_policy_from_json(const cJSON *obj, Gpukmm__ClusterPolicy **out, gk_err *err);
+cJSON *gk_kobj_cluster_policy_status_to_json(const Gpukmm__ClusterPolicyStatus *st);
+
+int gk_kobj_module_from_json(const cJSON *obj, Gpukmm__Module **out, gk_err *err);
+/* The Module's spec as the API wants it (only the fields set in `spec`). */
+cJSON *gk_kobj_module_spec_to_json(const Gpukmm__ModuleSpec *spec);
+
+/* Node annotations kept: gpukmm.io/* only. */
+int gk_kobj_node_from_json(const cJSON *obj, Gpukmm__Node **out, gk_err *err);
+int gk_kobj_resource_claim_from_json(const cJSON *obj, Gpukmm__ResourceClaim **out, gk_err *err);
+int gk_kobj_daemon_set_from_json(const cJSON *obj, Gpukmm__DaemonSet **out, gk_err *err);
+/* Pods: gpu_resources lists gpu.intel.com/* resource names of any container's
+ * requests or limits (init containers included). */
+int gk_kobj_pod_from_json(const cJSON *obj, Gpukmm__Pod **out, gk_err *err);
+
+/* Map helpers on sorted repeated KeyValue. */
+const char *gk_kv_get(Gpukmm__KeyValue *const *kv, size_t n, const char *key);
+
+#endif
