@@ -265,8 +265,9 @@ Test(api, gc_foreground_waits_for_dependents)
 	int code;
 	cJSON *o = call("GET", NODES "/owner", NULL, NULL, &code);
 	cr_assert_eq(code, 200, "owner must wait for its dependents");
-	cr_assert(strstr(cJSON_PrintUnformatted(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "metadata"), "finalizers")),
-			 "foregroundDeletion"));
+	char *fins = cJSON_PrintUnformatted(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "metadata"), "finalizers"));
+	cr_assert(fins && strstr(fins, "foregroundDeletion"), "%s", fins ? fins : "");
+	free(fins);
 	cJSON_Delete(o);
 	cr_assert_eq(do_("PATCH", CM "/dep1", "{\"metadata\":{\"finalizers\":null}}", MERGE), 200);
 	cr_assert_eq(do_("GET", CM "/dep1", NULL, NULL), 404);
