@@ -74,8 +74,13 @@ int gk_probe_unload_verdict(Gpukmm__NodeReport *r, gk_err *err)
 	}
 	if (m && m->loaded) {
 		/* VFs: the known KMM limitation, the driver cannot go while VFs exist */
+		bool unknown = false;
 		for (size_t i = 0; i < r->n_gpus; i++) {
 			const Gpukmm__PciGpu *g = r->gpus[i];
+			if (!g->is_vf && g->has_sriov_totalvfs && !g->has_sriov_numvfs) {
+				sb_add(&why, "the number of active SR-IOV VFs on %s is unknown", g->address ? g->address : "?");
+				unknown = true;
+			}
 			if (g->is_vf || !g->has_sriov_numvfs || g->sriov_numvfs == 0)
 				continue;
 			sb_add(&why, "%u SR-IOV VF%s active on %s (set sriov_numvfs to 0 first)", g->sriov_numvfs,
@@ -99,7 +104,12 @@ int gk_probe_unload_verdict(Gpukmm__NodeReport *r, gk_err *err)
 				sb_add(&why, "%s is in use (refcount %d: a process or device holds it open)", name,
 				       m->refcount);
 			verdict = GPUKMM__TRI_STATE__TRI_NO;
+		} else if (!m->has_refcount) {
+			sb_add(&why, "the refcount of %s is unknown", name);
+			unknown = true;
 		}
+		if (unknown && verdict == GPUKMM__TRI_STATE__TRI_YES)
+			verdict = GPUKMM__TRI_STATE__TRI_UNKNOWN;
 	}
 	r->has_can_unload = 1;
 	r->can_unload = verdict;
@@ -150,7 +160,10 @@ int gk_probe_warnings(Gpukmm__NodeReport *r, gk_err *err)
 		const Gpukmm__PciGpu *g = r->gpus[i];
 		if (g->is_vf)
 			continue;
-		if (!g->driver && r->n_gpus && m && m->loaded) {
+		bool dump = r->pci_source && !strcmp(r->pci_source, "dump"); /* no driver links in a dump */
+		if (dump)
+			continue;
+		if (!g->driver && m && m->loaded) {
 			snprintf(w, sizeof w, "GPU %s has no driver bound although %s is loaded", g->address, name);
 			if ((rc = add_warning(r, w, err)))
 				return rc;

@@ -26,12 +26,13 @@ typedef struct kofacts {
 	bool intree;
 } kofacts;
 
-static void ko_info(struct kmod_module *m, kofacts *k)
+static int ko_info(struct kmod_module *m, kofacts *k)
 {
 	memset(k, 0, sizeof *k);
 	struct kmod_list *info = NULL, *it;
-	if (kmod_module_get_info(m, &info) < 0)
-		return;
+	int rc = kmod_module_get_info(m, &info);
+	if (rc < 0)
+		return rc;
 	kmod_list_foreach(it, info)
 	{
 		const char *key = kmod_module_info_get_key(it), *val = kmod_module_info_get_value(it);
@@ -49,6 +50,7 @@ static void ko_info(struct kmod_module *m, kofacts *k)
 			k->intree = !strcmp(val, "Y");
 	}
 	kmod_module_info_free_list(info);
+	return 0;
 }
 
 /* Printable, one token: safe to put into a report. */
@@ -218,7 +220,9 @@ static Gpukmm__KernelModuleInfo *module_info(gk_probe_run_t *pr, modctx *mc, con
 			if (path && !strncmp(path, mc->kdir, kl) && path[kl] == '/' && clean(path + kl + 1)) {
 				const char *krel = path + kl + 1;
 				mi->ko_path = gkp_strdup(pr, krel);
-				ko_info(m, &ko);
+				if (ko_info(m, &ko) < 0)
+					gkp_problem(pr, "/lib/modules/%s/%s is unreadable: libkmod cannot read its module "
+						    "info (not a kernel module?)", pr->kver, krel);
 				if (ko.version[0] && clean(ko.version))
 					mi->ko_version = gkp_strdup(pr, ko.version);
 				if (ko.srcversion[0] && clean(ko.srcversion))
@@ -241,7 +245,9 @@ static Gpukmm__KernelModuleInfo *module_info(gk_probe_run_t *pr, modctx *mc, con
 			struct kmod_module *im = NULL;
 			if (snprintf(full, sizeof full, "%s/%s", mc->kdir, irel) < (int)sizeof full &&
 			    kmod_module_new_from_path(mc->kctx, full, &im) == 0 && im) {
-				ko_info(im, &it);
+				if (ko_info(im, &it) < 0)
+					gkp_problem(pr, "/lib/modules/%s/%s is unreadable: libkmod cannot read its module "
+						    "info (not a kernel module?)", pr->kver, irel);
 				have_it = true;
 				mi->in_tree_ko_path = gkp_strdup(pr, irel);
 				kmod_module_unref(im);

@@ -344,6 +344,7 @@ void gkp_pci(gk_probe_run_t *pr)
 {
 	devlist l = { 0 };
 	bool use_libpci = true;
+	pr->r->pci_source = gkp_strdup(pr, pr->pci_dump ? "dump" : "sysfs");
 	if (pr->pci_dump) {
 		FILE *f = fopen(pr->pci_dump, "r");
 		long sz = -1;

@@ -76,25 +76,20 @@ static void probe_secure_boot(gk_probe_run_t *pr)
 				r->secure_boot = GPUKMM__TRI_STATE__TRI_NO;
 		}
 	}
-	char mode[32];
-	int rc = gkp_read_line(pr, "sys/kernel/security/lockdown", mode, sizeof mode);
-	if (rc == GK_OK) {
-		char *b;
-		size_t n;
+	char mode[32], *b;
+	size_t n;
+	if (gkp_read(pr, "sys/kernel/security/lockdown", &b, &n, false) == GK_OK) {
 		gk_err e;
-		/* re-parse the raw text: parse_line above only checked it is one clean line */
-		if (gkp_read(pr, "sys/kernel/security/lockdown", &b, &n, false) == 0) {
-			if (gk_probe_parse_lockdown(b, n, mode, sizeof mode, &e)) {
-				gkp_problem(pr, "/sys/kernel/security/lockdown is unreadable: it %s", e.msg);
-				snprintf(mode, sizeof mode, "unknown");
-			}
-			free(b);
-			r->lockdown = gkp_strdup(pr, mode);
+		if (gk_probe_parse_lockdown(b, n, mode, sizeof mode, &e)) {
+			gkp_problem(pr, "/sys/kernel/security/lockdown is unreadable: it %s", e.msg);
+			snprintf(mode, sizeof mode, "unknown");
 		}
+		free(b);
 	} else {
 		/* no lockdown LSM (or securityfs not mounted) */
-		r->lockdown = gkp_strdup(pr, "unknown");
+		snprintf(mode, sizeof mode, "unknown");
 	}
+	r->lockdown = gkp_strdup(pr, mode);
 }
 
 void gk_probe_report_free(Gpukmm__NodeReport *r)

@@ -40,7 +40,7 @@ static const char *source_text(Gpukmm__ModuleSource s)
 	}
 }
 
-static void print_gpu(FILE *o, const Gpukmm__PciGpu *g)
+static void print_gpu(FILE *o, const Gpukmm__PciGpu *g, int dump)
 {
 	if (g->is_vf) {
 		fprintf(o, "  %s  VF of %s [%04x:%04x], driver: %s\n", g->address, g->physfn ? g->physfn : "?",
@@ -52,7 +52,7 @@ static void print_gpu(FILE *o, const Gpukmm__PciGpu *g)
 		g->product_name ? g->product_name : "unknown device", g->vendor_id, g->device_id);
 	if (g->has_subsystem_vendor_id)
 		fprintf(o, "\tSubsystem: [%04x:%04x]\n", g->subsystem_vendor_id, g->subsystem_device_id);
-	fprintf(o, "\tKernel driver in use: %s\n", g->driver ? g->driver : "none");
+	fprintf(o, "\tKernel driver in use: %s\n", g->driver ? g->driver : dump ? "unknown (PCI dump)" : "none");
 	if (g->has_numa_node)
 		fprintf(o, "\tNUMA node: %d\n", g->numa_node);
 	if (g->has_sriov_totalvfs)
@@ -62,15 +62,16 @@ static void print_gpu(FILE *o, const Gpukmm__PciGpu *g)
 
 static void print_module(FILE *o, const Gpukmm__KernelModuleInfo *m, const char *indent)
 {
+	const char *sub = *indent ? "    " : "\t";
 	fprintf(o, "%s%s: %s", indent, m->name, source_text(m->source));
 	if (m->taint)
 		fprintf(o, " (taint %s)", m->taint);
 	fprintf(o, "\n");
 	if (m->version || m->srcversion)
-		fprintf(o, "%s\tversion: %s, srcversion: %s\n", indent, m->version ? m->version : "-",
+		fprintf(o, "%sversion: %s, srcversion: %s\n", sub, m->version ? m->version : "-",
 			m->srcversion ? m->srcversion : "-");
 	if (m->loaded) {
-		fprintf(o, "%s\trefcount: ", indent);
+		fprintf(o, "%srefcount: ", sub);
 		if (m->has_refcount)
 			fprintf(o, "%d", m->refcount);
 		else
@@ -81,18 +82,17 @@ static void print_module(FILE *o, const Gpukmm__KernelModuleInfo *m, const char 
 		fprintf(o, "%s\n", m->n_holders ? "" : "none");
 	}
 	if (m->ko_path)
-		fprintf(o, "%s\tmodprobe would load: %s (version %s, %s%s%s)\n", indent, m->ko_path,
+		fprintf(o, "%smodprobe would load: %s (version %s, %s%s%s%s)\n", sub, m->ko_path,
 			m->ko_version ? m->ko_version : "-", m->ko_signer ? "signed by " : "unsigned",
-			m->ko_signer ? m->ko_signer : "", m->ko_sig_hashalgo ? ", " : "");
-	if (m->ko_path && m->ko_sig_hashalgo)
-		fprintf(o, "%s\t  signature hash: %s\n", indent, m->ko_sig_hashalgo);
+			m->ko_signer ? m->ko_signer : "", m->ko_sig_hashalgo ? ", " : "",
+			m->ko_sig_hashalgo ? m->ko_sig_hashalgo : "");
 	if (m->in_tree_ko_exists)
-		fprintf(o, "%s\tin-tree .ko: %s (srcversion %s, %s%s)\n", indent,
+		fprintf(o, "%sin-tree .ko: %s (srcversion %s, %s%s)\n", sub,
 			m->in_tree_ko_path ? m->in_tree_ko_path : "?",
 			m->in_tree_srcversion ? m->in_tree_srcversion : "-", m->signer ? "signed by " : "unsigned",
 			m->signer ? m->signer : "");
 	else
-		fprintf(o, "%s\tin-tree .ko: none\n", indent);
+		fprintf(o, "%sin-tree .ko: none\n", sub);
 }
 
 static void print_human(FILE *o, const Gpukmm__NodeReport *r)
@@ -104,6 +104,7 @@ static void print_human(FILE *o, const Gpukmm__NodeReport *r)
 	fprintf(o, "Secure Boot: %s, lockdown: %s\n", tri(r->secure_boot, "on", "off"),
 		r->lockdown ? r->lockdown : "unknown");
 	size_t vfs = 0;
+	int dump = r->pci_source && !strcmp(r->pci_source, "dump");
 	for (size_t i = 0; i < r->n_gpus; i++)
 		vfs += r->gpus[i]->is_vf;
 	if (r->n_gpus == 0)
@@ -112,12 +113,12 @@ static void print_human(FILE *o, const Gpukmm__NodeReport *r)
 		fprintf(o, "\nIntel GPUs: %zu physical, %zu virtual functions\n", r->n_gpus - vfs, vfs);
 	for (size_t i = 0; i < r->n_gpus; i++)
 		if (!r->gpus[i]->is_vf)
-			print_gpu(o, r->gpus[i]);
+			print_gpu(o, r->gpus[i], dump);
 	if (vfs) {
 		fprintf(o, "Virtual functions:\n");
 		for (size_t i = 0; i < r->n_gpus; i++)
 			if (r->gpus[i]->is_vf)
-				print_gpu(o, r->gpus[i]);
+				print_gpu(o, r->gpus[i], dump);
 	}
 	fprintf(o, "\nModule ");
 	if (r->module)
