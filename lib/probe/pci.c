@@ -323,7 +323,7 @@ static char (*list_bdfs(gk_probe_run_t *pr, size_t *n))[16]
 			v = nv;
 			cap = nc;
 		}
-		snprintf(v[(*n)++], 16, "%s", e->d_name);
+		memcpy(v[(*n)++], e->d_name, 13); /* valid_bdf: exactly 12 chars + NUL */
 	}
 	closedir(d);
 	return v;

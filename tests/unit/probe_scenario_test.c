@@ -144,7 +144,7 @@ Test(probe_scenario, oot_loaded_with_vfs)
 	cr_expect_eq(r->gpus[0]->sriov_totalvfs, 24);
 	cr_expect_eq(r->gpus[0]->sriov_numvfs, 4);
 	for (int i = 1; i <= 4; i++) {
-		char a[16];
+		char a[32];
 		snprintf(a, sizeof a, "0000:03:00.%d", i);
 		cr_expect_str_eq(r->gpus[i]->address, a);
 		cr_expect(r->gpus[i]->is_vf);
