@@ -6,7 +6,10 @@
 #include "gpukmm/log.h"
 
 /* Subcommands, one line each (keep sorted). */
+int gkctl_ipc(int argc, char **argv);
+
 static const gkctl_cmd commands[] = {
+	{ "ipc", "call an RPC, subscribe to or publish on a bus (JSON)", gkctl_ipc },
 	{ NULL, NULL, NULL },
 };
 
