@@ -169,7 +169,7 @@ static int get_i64(jctx *c, const cJSON *j, int64_t lo, int64_t hi, int64_t *out
 	if (!cJSON_IsNumber(j))
 		return jfail(c, "field %s: expected an integer%s", fname, "");
 	double d = j->valuedouble;
-	if (d != floor(d) || fabs(d) > 9007199254740992.0 || d < (double)lo || d > (double)hi)
+	if (d != floor(d) || fabs(d) >= 9007199254740992.0 || d < (double)lo || d > (double)hi)
 		return jfail(c, "field %s: number out of range or not an integer%s (pass 64-bit values as strings)",
 			     fname, "");
 	*out = (int64_t)d;
@@ -191,7 +191,7 @@ static int get_u64(jctx *c, const cJSON *j, uint64_t hi, uint64_t *out, const ch
 	if (!cJSON_IsNumber(j))
 		return jfail(c, "field %s: expected an unsigned integer%s", fname, "");
 	double d = j->valuedouble;
-	if (d != floor(d) || d < 0 || d > 9007199254740992.0 || d > (double)hi)
+	if (d != floor(d) || d < 0 || d >= 9007199254740992.0 || d > (double)hi)
 		return jfail(c, "field %s: number out of range or not an integer%s (pass 64-bit values as strings)",
 			     fname, "");
 	*out = (uint64_t)d;
