@@ -7,6 +7,8 @@
 
 /* Subcommands, one line each (keep sorted). */
 static const gkctl_cmd commands[] = {
+	{ "render", "print the KMM Module a ClusterPolicy file would produce", gkctl_render },
+	{ "validate", "check ClusterPolicy files like the admission webhook does", gkctl_validate },
 	{ NULL, NULL, NULL },
 };
 
