@@ -70,6 +70,30 @@ int fk_admit_module(const cJSON *obj, const cJSON *old, const fk_kube_version *k
  * Returns the malloc'd response body, NULL only on out-of-memory. */
 char *fk_review_handle(const char *body, size_t len, const fk_kube_version *kv, int *http_status);
 
+/* ---- webhook listener and its registration (webhook.c, whconfig.c) ------ */
+typedef struct fk_listen {
+	int tls;        /* https */
+	char host[64];  /* numeric IPv4 address */
+	int port;       /* 0 = ephemeral */
+} fk_listen;
+/* "http://127.0.0.1:0", "https://0.0.0.0:9443"; host must be numeric IPv4. */
+int fk_listen_parse(const char *url, fk_listen *l, gk_err *err);
+
+/* The ValidatingWebhookConfiguration KMM installs (vmodule.kb.io, CREATE and
+ * UPDATE of modules, failurePolicy Fail) pointing at `url` (clientConfig.url,
+ * path included); ca_pem (may be NULL) becomes clientConfig.caBundle. */
+cJSON *fk_webhook_config_object(const char *name, const char *url, const char *ca_pem);
+
+typedef struct fk_webhook fk_webhook;
+/* Serves POST FK_WEBHOOK_PATH and GET /healthz on its own thread (libmicrohttpd).
+ * cert/key files (PEM) are needed for https. kv: Kubernetes version for the DRA
+ * gate (copied; NULL = no gate). */
+int fk_webhook_start(fk_webhook **out, const fk_listen *l, const char *cert_file, const char *key_file,
+		     const fk_kube_version *kv, gk_err *err);
+/* "http://127.0.0.1:PORT" with the port really bound. */
+const char *fk_webhook_base_url(const fk_webhook *w);
+void fk_webhook_stop(fk_webhook *w);
+
 /* ---- views of Modules and Nodes (model.c) --------------------------------
  * Strings point into the cJSON object the view was parsed from (borrowed:
  * keep the object alive while the view is used). Bounded arrays. */

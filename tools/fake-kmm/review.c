@@ -10,21 +10,15 @@
 static char *respond(const char *uid, int allowed, int code, const char *reason, const char *message)
 {
 	cJSON *root = cJSON_CreateObject();
-	cJSON *resp = cJSON_CreateObject();
-	cJSON *st = cJSON_CreateObject();
 	char *out = NULL;
-	if (!root || !resp || !st) {
-		cJSON_Delete(root);
-		cJSON_Delete(resp);
-		cJSON_Delete(st);
+	if (!root)
 		return NULL;
-	}
-	cJSON_AddItemToObject(root, "response", resp);
-	cJSON_AddItemToObject(resp, "status", st);
+	cJSON *resp, *st;
 	if (!cJSON_AddStringToObject(root, "apiVersion", "admission.k8s.io/v1") ||
 	    !cJSON_AddStringToObject(root, "kind", "AdmissionReview") ||
+	    !(resp = cJSON_AddObjectToObject(root, "response")) ||
 	    !cJSON_AddStringToObject(resp, "uid", uid ? uid : "") ||
-	    !cJSON_AddBoolToObject(resp, "allowed", allowed) ||
+	    !cJSON_AddBoolToObject(resp, "allowed", allowed) || !(st = cJSON_AddObjectToObject(resp, "status")) ||
 	    !cJSON_AddNumberToObject(st, "code", code) ||
 	    (reason && !cJSON_AddStringToObject(st, "reason", reason)) ||
 	    (message && *message && !cJSON_AddStringToObject(st, "message", message)))
