@@ -92,6 +92,8 @@ int fk_webhook_start(fk_webhook **out, const fk_listen *l, const char *cert_file
 		     const fk_kube_version *kv, gk_err *err);
 /* "http://127.0.0.1:PORT" with the port really bound. */
 const char *fk_webhook_base_url(const fk_webhook *w);
+/* The PEM certificate served (https), NULL for http: the caBundle to register. */
+const char *fk_webhook_cert_pem(const fk_webhook *w);
 void fk_webhook_stop(fk_webhook *w);
 
 /* ---- views of Modules and Nodes (model.c) --------------------------------

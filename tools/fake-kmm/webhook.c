@@ -215,6 +215,11 @@ const char *fk_webhook_base_url(const fk_webhook *w)
 	return w->base;
 }
 
+const char *fk_webhook_cert_pem(const fk_webhook *w)
+{
+	return w->cert;
+}
+
 void fk_webhook_stop(fk_webhook *w)
 {
 	if (!w)
