@@ -1,7 +1,6 @@
 /* fake-kmm — a fake KMM controller for tests: serves KMM's Module admission
- * webhook and (with API access) loads/unloads modules on nodes by labels,
- * talking to the Kubernetes API only. See fakekmm.h for the node annotations. */
-#include <errno.h>
+ * webhook and loads/unloads modules on nodes by labels, talking to the
+ * Kubernetes API only (like KMM). Node annotations: see fakekmm.h / README.md. */
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -10,18 +9,25 @@
 #include <unistd.h>
 
 #include "gpukmm/log.h"
+#include "gpukmm/loop.h"
 
+#include "ctrl.h"
 #include "fakekmm.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: fake-kmm [options]\n"
+		"  --kubeconfig FILE        API access (default: $KUBECONFIG, in-cluster, ~/.kube/config)\n"
 		"  --webhook-listen URL     http[s]://IPV4:PORT for the admission webhook (default http://127.0.0.1:0)\n"
-		"  --tls-cert FILE          PEM certificate for https (also sent as the caBundle)\n"
+		"  --webhook-url URL        base URL the API server calls (default: the listen URL with the bound port)\n"
+		"  --webhook-config NAME    ValidatingWebhookConfiguration to register (default fake-kmm-validating-webhook-configuration)\n"
+		"  --tls-cert FILE          PEM certificate for https (also registered as the caBundle)\n"
 		"  --tls-key FILE           PEM key for https\n"
+		"  --load-delay-ms N        time a load takes (default 500)\n"
+		"  --unload-delay-ms N      time an unload takes (default 500)\n"
 		"  --url-file FILE          write the webhook base URL there once listening\n"
-		"  --kube-version MAJ.MIN   Kubernetes version for KMM's DRA gate (default: asked from the API, else 1.32)\n"
+		"  --kube-version MAJ.MIN   Kubernetes version for KMM's DRA gate (default: the API's /version, else 1.32)\n"
 		"  --webhook-only           serve the webhook only, no API access\n"
 		"  --log-level L, --log-format F\n"
 		"  -h, --help\n");
@@ -42,6 +48,16 @@ static int parse_kv(const char *s, fk_kube_version *kv)
 	return 0;
 }
 
+static int parse_ms(const char *s, int64_t *out)
+{
+	char *end;
+	long long v = strtoll(s, &end, 10);
+	if (end == s || *end || v < 0 || v > 86400000LL)
+		return -1;
+	*out = v;
+	return 0;
+}
+
 static int write_url_file(const char *path, const char *url)
 {
 	char tmp[4096];
@@ -59,13 +75,20 @@ static int write_url_file(const char *path, const char *url)
 	return 0;
 }
 
+static void on_signal(gk_loop *l, int signo, void *u)
+{
+	GK_INFO("signal %d: stopping", signo);
+	gk_loop_stop(l, 0);
+}
+
 int main(int argc, char **argv)
 {
 	const char *listen = "http://127.0.0.1:0", *cert = NULL, *key = NULL, *url_file = NULL;
-	const char *log_level = NULL, *log_format = NULL;
+	const char *log_level = NULL, *log_format = NULL, *webhook_url = NULL;
+	fk_ctrl_opts co = { .load_delay_ms = 500, .unload_delay_ms = 500 };
 	fk_kube_version kv = { 1, 32 };
-	int webhook_only = 0;
-	enum { O_LISTEN = 256, O_CERT, O_KEY, O_URLFILE, O_KV, O_WHONLY, O_LL, O_LF };
+	int webhook_only = 0, kv_given = 0;
+	enum { O_LISTEN = 256, O_CERT, O_KEY, O_URLFILE, O_KV, O_WHONLY, O_LL, O_LF, O_KCFG, O_WHURL, O_WHCFG, O_LOAD, O_UNLOAD };
 	static const struct option opts[] = {
 		{ "webhook-listen", required_argument, NULL, O_LISTEN },
 		{ "tls-cert", required_argument, NULL, O_CERT },
@@ -75,6 +98,11 @@ int main(int argc, char **argv)
 		{ "webhook-only", no_argument, NULL, O_WHONLY },
 		{ "log-level", required_argument, NULL, O_LL },
 		{ "log-format", required_argument, NULL, O_LF },
+		{ "kubeconfig", required_argument, NULL, O_KCFG },
+		{ "webhook-url", required_argument, NULL, O_WHURL },
+		{ "webhook-config", required_argument, NULL, O_WHCFG },
+		{ "load-delay-ms", required_argument, NULL, O_LOAD },
+		{ "unload-delay-ms", required_argument, NULL, O_UNLOAD },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -90,10 +118,22 @@ int main(int argc, char **argv)
 				fprintf(stderr, "fake-kmm: --kube-version wants MAJOR.MINOR, got '%s'\n", optarg);
 				return 2;
 			}
+			kv_given = 1;
 			break;
 		case O_WHONLY: webhook_only = 1; break;
 		case O_LL: log_level = optarg; break;
 		case O_LF: log_format = optarg; break;
+		case O_KCFG: co.kubeconfig = optarg; break;
+		case O_WHURL: webhook_url = optarg; break;
+		case O_WHCFG: co.webhook_config = optarg; break;
+		case O_LOAD:
+		case O_UNLOAD:
+			if (parse_ms(optarg, c == O_LOAD ? &co.load_delay_ms : &co.unload_delay_ms) != 0) {
+				fprintf(stderr, "fake-kmm: %s wants milliseconds (0..86400000), got '%s'\n",
+					c == O_LOAD ? "--load-delay-ms" : "--unload-delay-ms", optarg);
+				return 2;
+			}
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -112,7 +152,6 @@ int main(int argc, char **argv)
 		}
 		gk_log_init("fake-kmm", (enum gk_log_format)lf, (enum gk_log_level)lv);
 	}
-	(void)webhook_only;
 
 	fk_listen l;
 	gk_err err = { 0 };
@@ -120,31 +159,46 @@ int main(int argc, char **argv)
 		GK_ERROR("%s", err.msg);
 		return 2;
 	}
-	/* Signals are taken synchronously (sigwait); the webhook thread inherits
-	 * the blocked mask. */
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
-
+	gk_loop *loop = NULL;
 	fk_webhook *wh = NULL;
+	fk_ctrl *ctrl = NULL;
+	int rc = 1;
+	/* signals first: the webhook thread must inherit the blocked mask */
+	if (gk_loop_new(&loop, &err) || gk_loop_signal(loop, SIGTERM, on_signal, NULL, &err) ||
+	    gk_loop_signal(loop, SIGINT, on_signal, NULL, &err)) {
+		GK_ERROR("%s", err.msg);
+		goto out;
+	}
+	if (!webhook_only && !kv_given) {
+		if (fk_ctrl_kube_version(co.kubeconfig, &kv.major, &kv.minor, &err) != 0)
+			GK_WARN("Kubernetes version unknown (%s): assuming %d.%d", err.msg, kv.major, kv.minor);
+		else
+			GK_INFO("Kubernetes %d.%d", kv.major, kv.minor);
+	}
 	if (fk_webhook_start(&wh, &l, cert, key, &kv, &err) != 0) {
 		GK_ERROR("%s", err.msg);
-		return 1;
+		goto out;
 	}
 	GK_INFO("webhook listening on %s%s", fk_webhook_base_url(wh), FK_WEBHOOK_PATH);
 	if (url_file && write_url_file(url_file, fk_webhook_base_url(wh)) != 0) {
-		GK_ERROR("cannot write %s: %s", url_file, strerror(errno));
-		fk_webhook_stop(wh);
-		return 1;
+		GK_ERROR("cannot write %s", url_file);
+		goto out;
 	}
-	int sig = 0;
-	while (sigwait(&set, &sig) == 0 && sig == SIGHUP)
-		;
-	GK_INFO("signal %d: stopping", sig);
+	char full[1024];
+	if (!webhook_only) {
+		snprintf(full, sizeof full, "%s%s", webhook_url ? webhook_url : fk_webhook_base_url(wh), FK_WEBHOOK_PATH);
+		co.webhook_url = full;
+		co.ca_pem = fk_webhook_cert_pem(wh);
+		if (fk_ctrl_start(&ctrl, loop, &co, &err) != 0) {
+			GK_ERROR("%s", err.msg);
+			goto out;
+		}
+	}
+	rc = gk_loop_run(loop);
+out:
+	fk_ctrl_stop(ctrl);
 	fk_webhook_stop(wh);
-	return 0;
+	gk_loop_free(loop);
+	return rc;
 }

@@ -189,13 +189,13 @@ int fk_webhook_start(fk_webhook **out, const fk_listen *l, const char *cert_file
 		flags |= MHD_USE_TLS;
 	}
 	if (l->tls)
-		w->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, w, MHD_OPTION_SOCK_ADDR, &sa,
-					MHD_OPTION_NOTIFY_COMPLETED, completed, w, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, w,
+		w->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, w, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, w,
+					MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_NOTIFY_COMPLETED, completed, w,
 					MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_CONNECTION_LIMIT, 64u,
 					MHD_OPTION_HTTPS_MEM_CERT, w->cert, MHD_OPTION_HTTPS_MEM_KEY, w->key, MHD_OPTION_END);
 	else
-		w->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, w, MHD_OPTION_SOCK_ADDR, &sa,
-					MHD_OPTION_NOTIFY_COMPLETED, completed, w, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, w,
+		w->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, w, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, w,
+					MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_NOTIFY_COMPLETED, completed, w,
 					MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_END);
 	if (!w->d) {
 		free(w->cert);
