@@ -22,13 +22,13 @@ if ! "$CLANG" -fsanitize=fuzzer -o "$out/probe" "$probe" 2>"$out/probe.log"; the
 	head -3 "$out/probe.log" >&2
 	exit 3
 fi
-if [ ! -f "$BUILD/gen/rpc.pb-c.h" ]; then
-	echo "fuzz: $BUILD/gen missing: run 'make proto' (make fuzz does)" >&2
+if [ ! -f "$BUILD/gen/pb_registry.c" ]; then
+	echo "fuzz: $BUILD/gen missing: run make first (make fuzz does)" >&2
 	exit 2
 fi
-CFLAGS="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -Iinclude -I$BUILD/gen $(pkg-config --cflags libprotobuf-c libcjson)"
+CFLAGS="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -Iinclude -Ilib -I$BUILD/gen $(pkg-config --cflags libprotobuf-c libcjson)"
 LIBS="$(pkg-config --libs libprotobuf-c libcjson) -lm"
-COMMON="lib/ipc/frame.c lib/ipc/unpack.c lib/ipc/json.c lib/ipc/registry.c lib/ipc/pb_registry.c lib/base/err.c $BUILD/gen/*.pb-c.c"
+COMMON="lib/ipc/frame.c lib/ipc/unpack.c lib/ipc/json.c lib/ipc/registry.c $BUILD/gen/pb_registry.c lib/base/err.c $BUILD/gen/*.pb-c.c"
 rc=0
 for src in tests/fuzz/fuzz_*.c; do
 	t=$(basename "$src" .c)
