@@ -156,4 +156,94 @@ int gk_sup_intensity_count(const gk_sup_intensity *w, int64_t now_ms);
 /* xorshift64* for the jitter; state lives in the supervisor, never global. */
 double gk_sup_rand01(uint64_t *state);
 
+/* ---- spawning (spawn.c) --------------------------------------------------------- */
+
+typedef struct gk_sup_spawn {
+	const char *path;
+	char *const *argv;
+	char *const *envp;
+	int null_fd;             /* /dev/null, becomes stdin */
+	int out_fd;              /* write end of the service's log pipe, becomes stdout and stderr */
+	long uid, gid;           /* -1 = keep */
+	int pdeath_signal;       /* sent to the child when the supervisor dies */
+} gk_sup_spawn;
+
+/* fork + immediate exec (nng is not fork-safe: the child runs only system calls):
+ * new session and process group, default signal mask and dispositions,
+ * PR_SET_PDEATHSIG (and exits if the supervisor is already gone), stdin
+ * /dev/null, stdout+stderr to out_fd, every other fd closed on exec, optional
+ * gid/uid drop, PR_SET_NO_NEW_PRIVS. A failure in the child before exec is
+ * reported here with the step and errno; the child is then reaped. */
+int gk_sup_spawn_child(const gk_sup_spawn *sp, pid_t *pid, gk_err *err);
+
+/* argv for a service: path, then its args with "{runtime_dir}" and "{name}"
+ * expanded. NULL-terminated, free with gk_sup_strv_free. NULL on OOM. */
+char **gk_sup_build_argv(const gk_sup_svc_conf *s, const char *runtime_dir);
+
+typedef struct gk_sup_env_in {
+	char *const *base;       /* the supervisor's environment */
+	const char *runtime_dir;
+	const char *control_url;
+	const char *token_file;  /* NULL = none */
+	const char *kubeconfig;  /* NULL = none */
+} gk_sup_env_in;
+/* The child's environment: the supervisor's minus systemd's notify/watchdog/
+ * socket-activation variables and minus credentials (GPUKMM_TOKEN_FILE,
+ * KUBECONFIG) unless the service needs them; plus GPUKMM_RUNTIME_DIR,
+ * GPUKMM_CONTROL, GPUKMM_HEARTBEAT_MS and the service's own env (which wins). */
+char **gk_sup_build_env(const gk_sup_svc_conf *s, const gk_sup_env_in *in);
+void gk_sup_strv_free(char **v);
+
+/* ---- log forwarding (logfwd.c) ---------------------------------------------- */
+
+#define GK_SUP_LINE_MAX 4096
+
+/* Splits a byte stream into lines (a longer line is cut into pieces). */
+typedef struct gk_sup_linebuf {
+	char buf[GK_SUP_LINE_MAX];
+	size_t len;
+} gk_sup_linebuf;
+typedef void (*gk_sup_line_fn)(void *user, const char *line, size_t len);
+void gk_sup_lines_feed(gk_sup_linebuf *lb, const char *data, size_t n, gk_sup_line_fn fn, void *user);
+void gk_sup_lines_flush(gk_sup_linebuf *lb, gk_sup_line_fn fn, void *user); /* emit a partial tail */
+
+/* The bounded, never-blocking sink all output goes through (fd is non-blocking). */
+typedef struct gk_sup_out {
+	int fd;
+	int json;                /* 1: one JSON object per line */
+	char *buf;
+	size_t cap, start, len;  /* pending bytes are buf[start .. start+len) */
+	uint64_t lines, dropped, dropped_unreported;
+	uint64_t write_errors;
+} gk_sup_out;
+int gk_sup_out_init(gk_sup_out *o, int fd, size_t cap, int json, gk_err *err);
+void gk_sup_out_fini(gk_sup_out *o);
+/* One line of a service (no trailing newline), prefixed "name | " or wrapped in JSON. */
+void gk_sup_out_line(gk_sup_out *o, const char *service, pid_t pid, const char *line, size_t len);
+/* Bytes that already form whole lines (the supervisor's own log records). */
+void gk_sup_out_raw(gk_sup_out *o, const char *data, size_t len);
+/* Write what the fd takes now; returns true while bytes are still pending. */
+bool gk_sup_out_flush(gk_sup_out *o);
+
+/* ---- sd_notify (notify.c) ---------------------------------------------------- */
+
+/* Opens a datagram socket to $NOTIFY_SOCKET ("/path" or "@abstract"); -1 when
+ * unset or invalid (then every send is a no-op). */
+int gk_sup_notify_open(const char *notify_socket, gk_err *err);
+int gk_sup_notify_send(int fd, const char *msg);
+/* Half of $WATCHDOG_USEC in ms when the watchdog is meant for this pid, else 0. */
+int64_t gk_sup_watchdog_ms(const char *usec, const char *wpid, pid_t self);
+
+/* ---- runtime directory (rundir.c) ------------------------------------------ */
+
+/* Create dir 0700 (or check an existing one: a directory, not a symlink, ours,
+ * then chmod 0700), take its lock (a second supervisor on it fails with
+ * ALREADY_EXISTS) and remove stale *.sock files. Returns the lock fd in *lock_fd. */
+int gk_sup_rundir_prepare(const char *dir, int *lock_fd, gk_err *err);
+/* Remove our socket files (at exit). */
+void gk_sup_rundir_clean(const char *dir);
+/* Default: $RUNTIME_DIRECTORY, else /run/gpukmm as root, else $XDG_RUNTIME_DIR/gpukmm,
+ * else <tmp>/gpukmm-<uid>. Malloc'd. */
+char *gk_sup_rundir_default(void);
+
 #endif
