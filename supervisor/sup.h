@@ -246,4 +246,112 @@ void gk_sup_rundir_clean(const char *dir);
  * else <tmp>/gpukmm-<uid>. Malloc'd. */
 char *gk_sup_rundir_default(void);
 
+/* ---- the running supervisor (sup.c, control.c, metrics.c, http.c) ------------- */
+
+#include "gpukmm/loop.h"
+
+#define GK_SUP_MAX_COUNTERS 32
+
+typedef struct gk_sup_counter {
+	char name[64];
+	char help[128];
+	uint64_t value;
+} gk_sup_counter;
+
+struct gk_sup;
+
+typedef struct gk_sup_svc {
+	const gk_sup_svc_conf *conf;
+	struct gk_sup *sup;
+	enum gk_sup_state state;
+	pid_t pid;                /* main process, 0 when none */
+	pid_t pgid;               /* its process group (kept after it died, for leftovers) */
+	int64_t spawned_ms, ready_ms, last_hb_ms;
+	uint32_t restarts;        /* restarts scheduled so far */
+	unsigned failures;        /* consecutive, for the backoff */
+	int last_exit_code;       /* -1: none yet / killed by a signal */
+	int last_signal;          /* 0: none */
+	int wstatus;              /* of the exit being handled */
+	int64_t backoff_ms;       /* delay of the pending restart */
+	gk_timer_id timer;        /* the one timer of this service */
+	bool hung;                /* killed for lost liveness */
+	int log_rd, log_wr;       /* output pipe, kept across restarts */
+	gk_sup_linebuf lines;
+	gk_sup_counter counters[GK_SUP_MAX_COUNTERS];
+	size_t n_counters;
+	char last_error[200];
+} gk_sup_svc;
+
+typedef struct gk_sup_http gk_sup_http;
+
+typedef struct gk_sup_opts {
+	const char *runtime_dir;
+	const char *token_file;
+	const char *kubeconfig;
+	int log_json;
+	const char *http_listen;      /* "ADDR:PORT", NULL = no HTTP */
+	char *const *environ_base;
+	int out_fd;                   /* where forwarded lines go (1) */
+} gk_sup_opts;
+
+typedef struct gk_sup {
+	gk_sup_conf *conf;
+	gk_sup_svc *svcs;
+	size_t n;
+	gk_loop *loop;
+	gk_sup_opts opts;
+	char control_url[4200];
+	gk_sup_out out;
+	gk_sup_intensity intensity;
+	uint64_t rng;
+	int null_fd;
+	int notify_fd;
+	int64_t watchdog_ms;
+	int64_t start_ms;
+	bool ready;               /* every required service is ready */
+	bool ready_notified;
+	bool stopping;
+	bool in_stop;
+	bool escalated;
+	bool unclean;             /* a service needed SIGKILL or died badly during stop */
+	int stop_signo;           /* signal that started the stop, 0 = none */
+	size_t stop_cursor;
+	int exit_code;
+	uint64_t unknown_reaped;  /* children reaped that were no service's main process */
+	uint64_t spawn_errors;
+	bool out_watched;         /* the sink's fd is in the loop for EPOLLOUT */
+	void *log_stream;         /* FILE * of our own log records into out */
+	void *control;            /* gk_ipc_server * */
+	void *control_impl;
+	bool control_dirty;       /* re-open pending (see control_refresh in sup.c) */
+	gk_sup_http *http;
+} gk_sup;
+
+/* Set up (nothing started yet): loop, signals, output, pipes, Control server, HTTP. */
+int gk_sup_init(gk_sup *s, gk_sup_conf *conf, const gk_sup_opts *opts, gk_err *err);
+/* Start every service in order and run until stopped; returns the exit code:
+ * 0 clean stop, 1 intensity exceeded (escalation), 128+sig when a stop by
+ * signal could not stop everything cleanly. */
+int gk_sup_run(gk_sup *s);
+void gk_sup_fini(gk_sup *s);
+/* Feed one event to one service (the table decides). */
+void gk_sup_event(gk_sup *s, gk_sup_svc *v, enum gk_sup_event ev);
+/* Begin the ordered stop (reverse start order). signo 0 = escalation. */
+void gk_sup_stop_all(gk_sup *s, int signo);
+gk_sup_svc *gk_sup_find(gk_sup *s, pid_t pid, const char *name);
+int64_t gk_sup_now_ms(void);   /* CLOCK_MONOTONIC */
+
+/* control.c: register the Control service on s->control. */
+int gk_sup_control_open(gk_sup *s, gk_err *err);
+void gk_sup_control_close(gk_sup *s);
+
+/* metrics.c: Prometheus text of the supervisor and its services (malloc'd). */
+char *gk_sup_metrics_render(const gk_sup *s, int64_t now_ms, size_t *len);
+/* Current RSS of this process in bytes (0 if unknown). */
+uint64_t gk_sup_rss_bytes(void);
+
+/* http.c */
+int gk_sup_http_start(gk_sup *s, const char *listen, gk_err *err);
+void gk_sup_http_stop(gk_sup *s);
+
 #endif
