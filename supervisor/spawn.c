@@ -81,7 +81,9 @@ int gk_sup_spawn_child(const gk_sup_spawn *sp, pid_t *pid, gk_err *err)
 	if (pipe2(ep, O_CLOEXEC) < 0)
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "pipe: %s", strerror(errno));
 	pid_t parent = getpid();
-	pid_t p = fork();
+	/* _Fork: no atfork handlers, no malloc locks taken in the parent (glibc >= 2.34):
+	 * the child only makes system calls until exec */
+	pid_t p = _Fork();
 	if (p < 0) {
 		int e = errno;
 		close(ep[0]);
