@@ -6,10 +6,12 @@
 #include "gpukmm/log.h"
 
 int gkctl_probe(int argc, char **argv);
+int gkctl_status(int argc, char **argv);
 
 /* Subcommands, one line each (keep sorted). */
 static const gkctl_cmd commands[] = {
 	{ "probe", "node report: Intel GPUs, the GPU kernel module, Secure Boot, unload verdict", gkctl_probe },
+	{ "status", "the supervisor's service table (Control.List)", gkctl_status },
 	{ NULL, NULL, NULL },
 };
 
