@@ -108,8 +108,8 @@ static void on_after(gk_loop *l, gk_timer_id id, void *user)
 		_exit(0);
 	}
 	if (strcmp(a->mode, "late-ready") == 0) {
+		trace(a, "ready");   /* before telling: the supervisor may react at once */
 		gk_svc_ready(&a->svc);
-		trace(a, "ready");
 		return;
 	}
 	if (strcmp(a->mode, "hang") == 0) {
@@ -188,8 +188,8 @@ int main(int argc, char **argv)
 	a.ticks = 42;
 	gk_svc_set_counters(&a.svc, counters, 1);
 	if (strcmp(a.mode, "never-ready") != 0 && strcmp(a.mode, "late-ready") != 0) {
-		gk_svc_ready(&a.svc);
 		trace(&a, "ready");
+		gk_svc_ready(&a.svc);
 		if (a.ready_line)
 			write_all(1, "READY\n", 6);
 	}
