@@ -13,6 +13,8 @@
  *                        --after-ms, then exit 5 itself (the grandchild is orphaned)
  *   --mode flood         ready, write --lines numbered lines to stdout as fast as
  *                        it can, then "flood done", then run until SIGTERM
+ *   --mode crash-when-ready  as soon as the supervisor acknowledged Ready (or at
+ *                        once when standalone), trace "acked" and exit 4 (benchmarks)
  *   --mode orphan        (internal: the grandchild) wait --after-ms, exit 0
  *   --ready-line         print "READY" on stdout when ready (readiness for runit)
  *
@@ -119,6 +121,20 @@ static void on_after(gk_loop *l, gk_timer_id id, void *user)
 	}
 }
 
+static void on_poll_ack(gk_loop *l, gk_timer_id id, void *user)
+{
+	struct app *a = user;
+	if (!a->svc.ready_sent) {   /* the reply to Ready has not arrived yet */
+		gk_loop_timer(l, 1, on_poll_ack, a);
+		return;
+	}
+	trace(a, "acked");
+	if (a->ready_line)
+		write_all(1, "READY\n", 6);
+	trace(a, "exit");
+	_exit(4);
+}
+
 static void on_ignore_stop(void *user)
 {
 	trace(user, "term-ignored");
@@ -193,6 +209,8 @@ int main(int argc, char **argv)
 		if (a.ready_line)
 			write_all(1, "READY\n", 6);
 	}
+	if (strcmp(a.mode, "crash-when-ready") == 0)
+		gk_loop_timer(a.svc.loop, 0, on_poll_ack, &a);
 	if (strcmp(a.mode, "ignore-term") == 0)
 		gk_svc_on_stop(&a.svc, on_ignore_stop, &a);
 	if (strcmp(a.mode, "crash-after") == 0 || strcmp(a.mode, "hang") == 0 || strcmp(a.mode, "exit-clean") == 0 ||
