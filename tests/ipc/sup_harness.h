@@ -258,11 +258,14 @@ static inline void sh_cleanup(void)
 static inline Gpukmm__ServiceTable *sh_list(sh_sup *s)
 {
 	Gpukmm__Empty e = GPUKMM__EMPTY__INIT;
-	ProtobufCMessage *r = NULL;
 	gk_err err;
-	if (gk_ipc_call(s->cli, &gpukmm__control__descriptor, "List", &e.base, &r, 500 * sh_slow(), &err) != 0)
-		return NULL;
-	return (Gpukmm__ServiceTable *)r;
+	/* the control socket is re-opened after each service death: retry a little */
+	for (int64_t end = sh_now() + 3000 * sh_slow(); !s->exited && sh_now() < end;) {
+		ProtobufCMessage *r = NULL;
+		if (gk_ipc_call(s->cli, &gpukmm__control__descriptor, "List", &e.base, &r, 1000 * sh_slow(), &err) == 0)
+			return (Gpukmm__ServiceTable *)r;
+	}
+	return NULL;
 }
 
 static inline Gpukmm__ServiceInfo *sh_svc(Gpukmm__ServiceTable *t, const char *name)
