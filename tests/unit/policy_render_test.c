@@ -11,6 +11,7 @@
 #include "gpukmm/policy.h"
 #include "gpukmm/yamljson.h"
 #include "schema_check.h"
+#include "../../tools/fake-kmm/fakekmm.h"
 
 static Gpukmm__ClusterPolicy *load_cp(const char *name, const char *spec)
 {
@@ -382,6 +383,16 @@ Test(diff, version_toggle_detection)
 	cr_assert(gk_policy_version_toggled(b, a));
 	cr_assert(!gk_policy_version_toggled(b, c));
 	cr_assert(!gk_policy_version_toggled(a, a));
+	/* what the toggle avoids: KMM (the fake KMM's webhook) refuses the in-place update */
+	cJSON *ja = gk_policy_module_to_json(a), *jb = gk_policy_module_to_json(b), *jc = gk_policy_module_to_json(c);
+	fk_kube_version kv = { 1, 32 };
+	char msg[512];
+	cr_assert_eq(fk_admit_module(jb, ja, &kv, msg, sizeof(msg)), FK_ADMIT_DENY);
+	cr_assert(strstr(msg, "cannot update to or from an empty version"), "%s", msg);
+	cr_assert_eq(fk_admit_module(jc, jb, &kv, msg, sizeof(msg)), FK_ADMIT_ALLOW, "%s", msg);
+	cJSON_Delete(ja);
+	cJSON_Delete(jb);
+	cJSON_Delete(jc);
 	cJSON *patch = NULL;
 	cr_assert_eq(gk_policy_module_diff(b, c, &patch, NULL), 0);
 	char *s = cJSON_PrintUnformatted(patch);
@@ -430,6 +441,9 @@ Test(kmm_crd, rendered_modules_pass_schema_and_kmm_admission)
 		cr_expect_str_empty(errs, "policy %zu:\n%s", i, errs);
 		char msg[512];
 		cr_expect_eq(gk_policy_kmm_admit(m, msg, sizeof(msg)), 0, "policy %zu: %s", i, msg);
+		/* and the fake KMM's independent implementation of KMM's webhook agrees */
+		fk_kube_version kv = { 1, 32 };
+		cr_expect_eq(fk_admit_module(j, NULL, &kv, msg, sizeof(msg)), FK_ADMIT_ALLOW, "policy %zu: fake-kmm: %s", i, msg);
 		cJSON_Delete(j);
 		gk_kobj_free(m);
 	}
