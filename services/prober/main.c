@@ -64,6 +64,7 @@ static int opt_interval(void *u, const char *arg) { return opt_ms(arg, 100, 8640
 static int opt_debounce(void *u, const char *arg) { return opt_ms(arg, 0, 60000, &((struct app *)u)->debounce_ms); }
 static int opt_rmin(void *u, const char *arg) { return opt_ms(arg, 10, 600000, &((struct app *)u)->retry_min_ms); }
 static int opt_rmax(void *u, const char *arg) { return opt_ms(arg, 10, 3600000, &((struct app *)u)->retry_max_ms); }
+static int opt_stimeout(void *u, const char *arg) { return opt_ms(arg, 50, 600000, &((struct app *)u)->send_timeout_ms); }
 
 static uint64_t next_rnd(struct app *a)
 {
@@ -203,6 +204,7 @@ int main(int argc, char **argv)
 		{ "debounce-ms", 1, "delay between an inotify event and the probe (default 200)", opt_debounce, &a },
 		{ "retry-min-ms", 1, "first retry delay when statusd is down (default 100)", opt_rmin, &a },
 		{ "retry-max-ms", 1, "longest retry delay (default 30000)", opt_rmax, &a },
+		{ "send-timeout-ms", 1, "deadline of one ReportNode call (default 5000)", opt_stimeout, &a },
 		{ 0 },
 	};
 	gk_err err = { 0 };
