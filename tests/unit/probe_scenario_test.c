@@ -357,3 +357,40 @@ Test(probe_scenario, missing_pci_dump_is_a_problem)
 	cr_expect_eq(r->n_gpus, 0);
 	gk_probe_report_free(r);
 }
+
+Test(probe_scenario, corrupt_pci_dump_is_a_problem)
+{
+	char path[] = "/tmp/gk-probe-dump-XXXXXX";
+	int fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	char junk[300];
+	for (size_t i = 0; i < sizeof junk; i++)
+		junk[i] = (char)(i * 131 + 7); /* binary, no newline for a long stretch */
+	cr_assert_eq(write(fd, junk, sizeof junk), (ssize_t)sizeof junk);
+	close(fd);
+	gk_probe_opts o = { .root = "/", .pci_dump = path };
+	Gpukmm__NodeReport *r = NULL;
+	cr_assert_eq(gk_probe_run(&o, &r, NULL), GK_OK);
+	cr_expect(has_problem(r, path, "is unreadable"));
+	cr_expect_eq(r->n_gpus, 0);
+	gk_probe_report_free(r);
+	unlink(path);
+}
+
+Test(probe_scenario, non_ascii_attribute_is_a_problem)
+{
+	char root[PATH_MAX], tmpl[] = "/tmp/gk-probe-XXXXXX", cmd[3 * PATH_MAX];
+	probe_fixture("bmg2", root);
+	cr_assert_not_null(mkdtemp(tmpl));
+	snprintf(cmd, sizeof cmd, "cp -a '%s/.' '%s/' && printf 'v\\303\\251rsion\\n' > '%s/sys/module/xe/srcversion'",
+		 root, tmpl, tmpl);
+	cr_assert_eq(system(cmd), 0);
+	gk_probe_opts o = { .root = tmpl };
+	Gpukmm__NodeReport *r = NULL;
+	cr_assert_eq(gk_probe_run(&o, &r, NULL), GK_OK);
+	cr_expect(has_problem(r, "/sys/module/xe/srcversion", "binary data"));
+	cr_expect_null(r->module->srcversion);
+	gk_probe_report_free(r);
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpl);
+	cr_expect_eq(system(cmd), 0);
+}
