@@ -394,3 +394,23 @@ Test(probe_scenario, non_ascii_attribute_is_a_problem)
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpl);
 	cr_expect_eq(system(cmd), 0);
 }
+
+Test(probe_scenario, committed_64_byte_dump)
+{
+	const char *src = getenv("GPUKMM_SRC");
+	char dump[PATH_MAX];
+	snprintf(dump, sizeof dump, "%s/tests/fixtures/probe/flex-64.lspci", src ? src : ".");
+	gk_probe_opts o = { .root = "/", .pci_dump = dump };
+	Gpukmm__NodeReport *r = NULL;
+	cr_assert_eq(gk_probe_run(&o, &r, NULL), GK_OK);
+	dump_problems(r);
+	cr_expect_eq(r->n_problems, 0);
+	cr_assert_eq(r->n_gpus, 1);
+	cr_expect_str_eq(r->gpus[0]->address, "0000:4d:00.0");
+	cr_expect_eq(r->gpus[0]->device_id, 0x56c0);
+	cr_expect_eq(r->gpus[0]->class_code, 0x038000);
+	cr_expect_eq(r->gpus[0]->subsystem_device_id, 0x4020);
+	cr_expect(strstr(r->gpus[0]->product_name, "Flex 170"), "%s", r->gpus[0]->product_name);
+	cr_expect(!r->gpus[0]->has_sriov_totalvfs, "a 64-byte dump has no extended capabilities");
+	gk_probe_report_free(r);
+}
