@@ -256,6 +256,7 @@ int main(int argc, char **argv)
 	gk_svc_ready(&a.svc);
 	rc = gk_loop_run(a.svc.loop);
 out:
+	GK_INFO("stopping");
 	a.closing = 1;
 	if (a.statusd) {
 		gk_loop_del_fd(a.svc.loop, gk_ipc_client_fd(a.statusd));
@@ -267,5 +268,6 @@ out:
 	gk_reporter_fini(&a.rep);
 	gk_svc_fini(&a.svc);
 	gk_ipc_fini();
+	GK_INFO("stopped (exit %d)", rc);
 	return rc;
 }

@@ -115,11 +115,19 @@ static pid_t spawn_prober(const char *root, const char *url, const char *log, co
 	return pid;
 }
 
-/* SIGTERM and wait (bounded); returns the exit status or -1. */
-static int stop_prober(pid_t pid)
+static void dump_log(const char *log)
+{
+	char cmd[PATH_MAX];
+	snprintf(cmd, sizeof cmd, "tail -n 30 '%s' >&2", log);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not show %s\n", log);
+}
+
+/* SIGTERM and wait (bounded); returns the exit status or -1 (then the log is shown). */
+static int stop_prober(pid_t pid, const char *log)
 {
 	kill(pid, SIGTERM);
-	int64_t end = th_ms() + 10000;
+	int64_t end = th_ms() + 20000;
 	int st;
 	while (th_ms() < end) {
 		pid_t r = waitpid(pid, &st, WNOHANG);
@@ -128,6 +136,11 @@ static int stop_prober(pid_t pid)
 		struct timespec ts = { 0, 10 * 1000000 };
 		nanosleep(&ts, NULL); /* polling a child's exit with a deadline */
 	}
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "cat /proc/%d/task/*/wchan /proc/%d/task/*/stat >&2", (int)pid, (int)pid);
+	if (system(cmd) != 0)
+		fprintf(stderr, "no /proc view of %d\n", (int)pid);
+	dump_log(log);
 	kill(pid, SIGKILL);
 	waitpid(pid, &st, 0);
 	return -1;
@@ -142,14 +155,18 @@ static void copy_fixture(const char *scen, char *dir, size_t cap)
 	cr_assert_eq(system(cmd), 0);
 }
 
+/* Replace a fixture file atomically (write + rename): the prober must never
+ * see a half-written file here (a torn read would be a different, valid report). */
 static void write_file(const char *dir, const char *rel, const char *text)
 {
-	char p[PATH_MAX];
+	char p[PATH_MAX], tmp[PATH_MAX + 8];
 	snprintf(p, sizeof p, "%s/%s", dir, rel);
-	FILE *f = fopen(p, "w");
-	cr_assert_not_null(f, "%s", p);
+	snprintf(tmp, sizeof tmp, "%s.new", p);
+	FILE *f = fopen(tmp, "w");
+	cr_assert_not_null(f, "%s", tmp);
 	fputs(text, f);
 	cr_assert_eq(fclose(f), 0);
+	cr_assert_eq(rename(tmp, p), 0, "%s", p);
 }
 
 static bool file_has(const char *path, const char *needle, int timeout_ms)
@@ -204,7 +221,7 @@ Test(prober, reports_changes_and_skips_unchanged, .timeout = 60)
 	cr_expect_eq(s.numvfs, 3);
 	cr_expect_eq(n_reports(), 3, "unchanged reports are not resent");
 
-	cr_expect_eq(stop_prober(pid), 0, "SIGTERM: clean exit 0");
+	cr_expect_eq(stop_prober(pid, log), 0, "SIGTERM: clean exit 0");
 	th_server_stop(&srv);
 	th_rmdir(dir);
 }
@@ -233,7 +250,7 @@ Test(prober, statusd_down_then_up, .timeout = 60)
 	cr_expect_geq(n_reports(), 1, "delivered once statusd is up");
 	cr_expect_eq(store.v[0].generation, 1, "the same state, not a new generation");
 	cr_expect(file_has(log, "statusd reachable again", 5000));
-	cr_expect_eq(stop_prober(pid), 0);
+	cr_expect_eq(stop_prober(pid, log), 0);
 	gk_ipc_server_close(s);
 	th_rmdir(dir);
 }
