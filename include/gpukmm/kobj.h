@@ -32,11 +32,11 @@ int gk_kobj_module_from_json(const cJSON *obj, Gpukmm__Module **out, gk_err *err
 /* The Module's spec as the API wants it (only the fields set in `spec`). */
 cJSON *gk_kobj_module_spec_to_json(const Gpukmm__ModuleSpec *spec);
 
-/* Node annotations kept: gpukmm.io/* only. */
+/* Node annotations kept: gpukmm.io/... only. */
 int gk_kobj_node_from_json(const cJSON *obj, Gpukmm__Node **out, gk_err *err);
 int gk_kobj_resource_claim_from_json(const cJSON *obj, Gpukmm__ResourceClaim **out, gk_err *err);
 int gk_kobj_daemon_set_from_json(const cJSON *obj, Gpukmm__DaemonSet **out, gk_err *err);
-/* Pods: gpu_resources lists gpu.intel.com/* resource names of any container's
+/* Pods: gpu_resources lists gpu.intel.com/... resource names of any container's
  * requests or limits (init containers included). */
 int gk_kobj_pod_from_json(const cJSON *obj, Gpukmm__Pod **out, gk_err *err);
 

@@ -5,8 +5,11 @@
 #include "ctl.h"
 #include "gpukmm/log.h"
 
+int gkctl_probe(int argc, char **argv);
+
 /* Subcommands, one line each (keep sorted). */
 static const gkctl_cmd commands[] = {
+	{ "probe", "node report: Intel GPUs, the GPU kernel module, Secure Boot, unload verdict", gkctl_probe },
 	{ NULL, NULL, NULL },
 };
 
