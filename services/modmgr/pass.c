@@ -171,7 +171,7 @@ int gk_mm_pass(gk_mmv *v, const char *policy, const gk_mm_ops *ops, gk_mm_plan *
 	char *patch = NULL;
 	char diff_err[GK_ERR_MSG_MAX] = "";
 	mv.module_up_to_date = true;
-	if (wants && mv.module) {
+	if (wants && mv.module && !gk_mm_owned_by_other(mv.module, policy, NULL, NULL)) {
 		gk_err e;
 		if (ops->diff(ops->user, cp, mv.module, &patch, &e) != GK_OK)
 			snprintf(diff_err, sizeof(diff_err), "%s", e.msg);
