@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gpukmm/policy.h"
+
 #define MODULE_RES "modules.kmm.sigs.x-k8s.io"
 
 static void cpy(char *dst, size_t cap, const char *src)
@@ -28,6 +30,14 @@ void gk_mm_plan_add_error(gk_mm_plan *plan, const char *fmt, ...)
 	}
 	memcpy(plan->errors[plan->n_errors++], buf, sizeof(buf));
 }
+
+/* Add a message formatted by lib/policy (the exact upstream strings). */
+#define ADD_MSG(plan, fn, ...)                                          \
+	do {                                                            \
+		char msg_[GK_ERR_MSG_MAX];                              \
+		(fn)(msg_, sizeof(msg_), __VA_ARGS__);                  \
+		gk_mm_plan_add_error((plan), "%s", msg_);               \
+	} while (0)
 
 static void add_event(gk_mm_plan *plan, bool warning, const char *reason, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
@@ -178,15 +188,15 @@ static bool guard(const gk_mm_view *v, gk_mm_plan *plan, const char *what, bool 
 	bool pods = v->gpu_pods && is_dp(v->policy);
 	if (!claims && !pods)
 		return false;
+	bool recreate = strcmp(what, "deletion") != 0;
 	if (report_errors) {
 		if (claims)
-			gk_mm_plan_add_error(plan, "allocated GPU ResourceClaims blocking " MODULE_RES "/%s %s",
-					     plan->module, what);
+			ADD_MSG(plan, recreate ? gk_policy_msg_blocking_recreation : gk_policy_msg_blocking_deletion,
+				plan->module);
 		if (pods)
 			gk_mm_plan_add_error(plan, "pods requesting gpu.intel.com resources blocking " MODULE_RES
 					     "/%s %s", plan->module, what);
 	}
-	bool recreate = strcmp(what, "deletion") != 0;
 	add_event(plan, true, recreate ? "ModuleRecreationBlocked" : "ModuleDeletionBlocked",
 		  "KMM Module %s/%s %s blocked: %s%s%s in use", v->ns, plan->module, what,
 		  claims ? "allocated GPU ResourceClaims" : "", claims && pods ? " and " : "",
@@ -205,8 +215,7 @@ static void loaded_cond(gk_mm_plan *plan, const Gpukmm__Module *m, bool fresh)
 		desired = m->module_loader_status->has_desired_number ? m->module_loader_status->desired_number : 0;
 	}
 	if (desired > 0 && avail < desired)
-		gk_mm_plan_add_error(plan, "module loader not fully available (%d/%d) for " MODULE_RES "/%s",
-				     avail, desired, plan->module);
+		ADD_MSG(plan, gk_policy_msg_not_fully_available, plan->module, avail, desired);
 	if (desired > 0 && avail >= desired)
 		cond(plan, "True", "ModuleLoaded", "KMM Module %s is loaded on %d/%d nodes", plan->module,
 		     avail, desired);
@@ -226,7 +235,7 @@ static void decide_delete(const gk_mm_view *v, gk_mm_plan *plan, bool policy_ali
 	bool report_errors = v->policy != NULL;
 	if (!m) {
 		if (policy_alive)
-			set_status(plan, "N/A");
+			set_status(plan, GK_POLICY_STATUS_NA);
 		cond(plan, "False", policy_alive ? "InTreeDriver" : "PolicyDeleted",
 		     policy_alive ? "spec.kernelModule is not set: no KMM Module, the in-tree driver is used"
 				  : "the ClusterPolicy is being deleted and its KMM Module is gone");
@@ -237,7 +246,7 @@ static void decide_delete(const gk_mm_view *v, gk_mm_plan *plan, bool policy_ali
 	if (gk_mm_owned_by_other(m, plan->policy, &okind, &oname)) {
 		/* never delete what another controller owns; nothing of ours to protect */
 		if (policy_alive)
-			set_status(plan, "N/A");
+			set_status(plan, GK_POLICY_STATUS_NA);
 		cond(plan, "False", "OwnedByOther", "KMM Module %s/%s is controlled by %s %s, not deleted",
 		     v->ns, plan->module, okind, oname);
 		if (gk_mm_has_finalizer(v->policy))
@@ -249,8 +258,8 @@ static void decide_delete(const gk_mm_view *v, gk_mm_plan *plan, bool policy_ali
 		return;
 	if (deleting(m->metadata)) {
 		if (report_errors)
-			gk_mm_plan_add_error(plan, MODULE_RES "/%s is pending deletion", plan->module);
-		set_status(plan, "Removing");
+			ADD_MSG(plan, gk_policy_msg_pending_deletion, plan->module);
+		set_status(plan, GK_POLICY_STATUS_REMOVING);
 		cond(plan, "False", "Removing", "KMM Module %s is being deleted", plan->module);
 		requeue(plan, GK_MM_REQUEUE_MS); /* honoured, unlike upstream (§10.3) */
 		return;
@@ -282,7 +291,7 @@ void gk_mm_decide(const gk_mm_view *v, gk_mm_plan *plan)
 	if (!v->kmm) {
 		/* §5.2 row 1: kmmStatus untouched, no Module, not an error return */
 		if (alive && km) {
-			gk_mm_plan_add_error(plan, "KMM is not installed in the cluster.");
+			gk_mm_plan_add_error(plan, "%s", GK_POLICY_MSG_KMM_NOT_INSTALLED);
 			cond(plan, "False", "KMMNotInstalled",
 			     "spec.kernelModule is set but the KMM API (kmm.sigs.x-k8s.io) is not served");
 		} else if (alive) {
@@ -320,10 +329,9 @@ void gk_mm_decide(const gk_mm_view *v, gk_mm_plan *plan)
 		char st[32];
 		gk_mm_kmm_status_of(m, st, sizeof(st));
 		set_status(plan, st);
-		gk_mm_plan_add_error(plan,
-				     "failed to reconcile KMM Module %s for ClusterPolicy %s: failed to set "
-				     "controller reference: Object %s/%s is already owned by another %s controller %s",
-				     plan->module, plan->policy, v->ns, plan->module, okind, oname);
+		char oc[GK_ERR_MSG_MAX];
+		gk_policy_msg_owner_conflict(oc, sizeof(oc), v->ns, plan->module, okind, oname);
+		ADD_MSG(plan, gk_policy_msg_reconcile_failed, plan->module, plan->policy, oc);
 		cond(plan, "False", "OwnedByOther", "KMM Module %s/%s is controlled by %s %s", v->ns,
 		     plan->module, okind, oname);
 		add_event(plan, true, "ModuleApplyFailed", "KMM Module %s/%s is already owned by %s %s",
@@ -336,7 +344,7 @@ void gk_mm_decide(const gk_mm_view *v, gk_mm_plan *plan)
 	const char *have_version = gk_mm_module_version(m);
 	if ((*have_version == '\0') != (*want_version == '\0')) {
 		if (deleting(m->metadata)) {
-			set_status(plan, "Recreating");
+			set_status(plan, GK_POLICY_STATUS_RECREATING);
 			cond(plan, "False", "Recreating", "KMM Module %s is being recreated for a version change",
 			     plan->module);
 			requeue(plan, GK_MM_REQUEUE_MS);
@@ -346,7 +354,7 @@ void gk_mm_decide(const gk_mm_view *v, gk_mm_plan *plan)
 			return;
 		plan->module_op = GK_MM_MOD_DELETE;
 		plan->delete_for_version_change = true;
-		set_status(plan, "Recreating");
+		set_status(plan, GK_POLICY_STATUS_RECREATING);
 		cond(plan, "False", "Recreating", "KMM Module %s is being recreated for a version change",
 		     plan->module);
 		requeue(plan, GK_MM_REQUEUE_MS);
@@ -379,22 +387,20 @@ void gk_mm_plan_fail(gk_mm_plan *plan, int failure, const char *apierr)
 	const char *reason = "ApplyFailed", *ev = "ModuleApplyFailed";
 	switch (failure) {
 	case GK_MM_FAIL_GET:
-		gk_mm_plan_add_error(plan, "failed to get KMM Module %s: %s", plan->module, e);
+		ADD_MSG(plan, gk_policy_msg_get_failed, plan->module, e);
 		reason = "GetFailed";
 		ev = "ModuleGetFailed";
 		break;
 	case GK_MM_FAIL_APPLY:
-		gk_mm_plan_add_error(plan, "failed to reconcile KMM Module %s for ClusterPolicy %s: %s",
-				     plan->module, plan->policy, e);
+		ADD_MSG(plan, gk_policy_msg_reconcile_failed, plan->module, plan->policy, e);
 		break;
 	case GK_MM_FAIL_DELETE:
-		gk_mm_plan_add_error(plan, "failed to delete KMM Module %s: %s", plan->module, e);
+		ADD_MSG(plan, gk_policy_msg_delete_failed, plan->module, e);
 		reason = "DeleteFailed";
 		ev = "ModuleDeleteFailed";
 		break;
 	case GK_MM_FAIL_DELETE_VERSION:
-		gk_mm_plan_add_error(plan, "failed to delete KMM Module %s for version change: %s",
-				     plan->module, e);
+		ADD_MSG(plan, gk_policy_msg_delete_for_version_failed, plan->module, e);
 		reason = "DeleteFailed";
 		ev = "ModuleDeleteFailed";
 		break;
