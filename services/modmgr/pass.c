@@ -185,7 +185,7 @@ int gk_mm_pass(gk_mmv *v, const char *policy, const gk_mm_ops *ops, gk_mm_plan *
 		gk_mm_plan_fail(plan, GK_MM_FAIL_APPLY, diff_err);
 		goto out;
 	}
-	if (plan->ordered_upgrade)
+	if (plan->ordered_upgrade && (plan->module_op == GK_MM_MOD_CREATE || plan->module_op == GK_MM_MOD_PATCH))
 		GK_INFO("KMM Module %s uses ordered upgrade (version=\"%s\"); nodes must be labeled "
 			"kmm.node.kubernetes.io/version-module.%s.%s=%s before the module loads",
 			plan->module, cp->spec->kernel_module->version, mv.ns, plan->module,

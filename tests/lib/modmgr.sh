@@ -119,13 +119,17 @@ mm_setup() {
 	mm_kubeconfig
 	k apply -f "$GPUKMM_SRC/deploy/crd/intel.com_clusterpolicies.yaml" >/dev/null || return 1
 	[ -n "${MM_NO_KMM:-}" ] || mm_install_kmm || return 1
-	k create namespace "$MM_NS" >/dev/null || return 1
+	mk_namespace "$MM_NS" || return 1
 	: >"$MM_DIR/reports"
 	mm_start_statusd
 	mm_start_watcher
 	mm_start_modmgr
 }
 
+# (kubectl create sends protobuf for built-in kinds: create them as JSON)
+mk_namespace() {
+	kraw POST /api/v1/namespaces "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"$1\"}}" >/dev/null
+}
 writes() { kraw GET /kubesim/stats | jq -r '.writes'; }
 module_writes() { kraw GET /kubesim/stats | jq -r '.writesByResource.modules // 0'; }
 module_json() { kraw GET "/apis/kmm.sigs.x-k8s.io/v1beta1/namespaces/$MM_NS/modules/${1:-gpu}-gpu"; }
