@@ -29,7 +29,9 @@ void gk_loop_del_fd(gk_loop *l, int fd);
 gk_timer_id gk_loop_timer(gk_loop *l, int64_t ms, gk_timer_fn fn, void *user);
 void gk_loop_cancel(gk_loop *l, gk_timer_id id);
 
-/* Blocks these signals for the process and delivers them through signalfd. */
+/* Blocks these signals for the calling thread and delivers them through
+ * signalfd. Threads inherit the mask: call this before any thread is created
+ * (before opening nng sockets), or another thread may take the signal. */
 int gk_loop_signal(gk_loop *l, int signo, gk_signal_fn fn, void *user, gk_err *err);
 
 /* Run until gk_loop_stop(); returns the code given to stop. */

@@ -73,21 +73,31 @@ typedef struct gk_svc {
 	int ready_sent;
 	void (*on_stop)(void *user);
 	void *on_stop_user;
+	int ready_inflight, hb_inflight, finishing;
+	uint64_t heartbeats_ok, heartbeats_failed;
+	char *owned[8];                  /* strings built from --runtime-dir */
 } gk_svc;
 
 /* Parses common flags (--help, --log-format, --log-level, --runtime-dir,
  * --control, --listen, --watcher, --events, --statusd, --kubeconfig,
  * --token-file, --namespace, --heartbeat-ms) plus `extra` (terminated by a
  * zeroed entry, may be NULL); creates the loop; installs SIGTERM/SIGINT to stop
- * the loop (or call on_stop if set); connects to Control if configured.
- * Returns 0, or 2 after printing usage/error (caller exits with it). */
+ * the loop (or call on_stop if set; a second signal stops at once); connects
+ * to Control if configured. Environment fallbacks: $GPUKMM_RUNTIME_DIR,
+ * $GPUKMM_CONTROL, $GPUKMM_LISTEN, $GPUKMM_WATCHER, $GPUKMM_EVENTS,
+ * $GPUKMM_STATUSD, $GPUKMM_HEARTBEAT_MS, $KUBECONFIG, $GPUKMM_TOKEN_FILE,
+ * $OPERATOR_NAMESPACE, $GPUKMM_LOG_FORMAT, $GPUKMM_LOG_LEVEL.
+ * --help prints usage and exits 0. Returns 0, or 2 after printing a usage
+ * error (caller exits with it); on 2 nothing needs gk_svc_fini. */
 int gk_svc_init(gk_svc *svc, const char *name, int argc, char **argv,
 		const gk_svc_opt *extra, gk_err *err);
 /* Counters sent with every heartbeat. The array must outlive the service. */
 void gk_svc_set_counters(gk_svc *svc, const gk_svc_counter *c, size_t n);
 /* Called on SIGTERM/SIGINT instead of stopping the loop at once (to drain). */
 void gk_svc_on_stop(gk_svc *svc, void (*fn)(void *user), void *user);
-/* Tell the supervisor we are ready (once); starts heartbeats. */
+/* Tell the supervisor we are ready (once, asynchronously, retried every
+ * heartbeat interval until it succeeds); then heartbeats start. A heartbeat
+ * reply with stop_requested acts like SIGTERM. */
 int gk_svc_ready(gk_svc *svc);
 void gk_svc_fini(gk_svc *svc);
 

@@ -1,0 +1,303 @@
+/* gpukmm — Kubernetes API client (libcurl + cJSON), DESIGN.md §4.
+ *
+ * Pieces, from pure to I/O:
+ *   config     in-cluster / kubeconfig (libyaml) → gk_kube_config
+ *   path       (group, version, resource, namespace, name, subresource) → URL path
+ *   status     HTTP status + `Status` body → gk_code, reason, message, Retry-After
+ *   bucket     client-side QPS limit (token bucket), backoff (0.8 s ×2 → 30 s, jitter)
+ *   framer     watch stream → one JSON document at a time, any chunking, bad lines skipped
+ *   diff       relist: which cached keys vanished (synthesised DELETEs)
+ *   client     blocking verbs on one reused connection (get/list/create/update/patch/delete)
+ *   mux        curl multi + epoll behind one pollable fd: lists and watches of many
+ *              kinds in one event loop (gk_kube_watch: list → watch → 410 → relist)
+ *   discovery  does group/version/resource exist (cached with a TTL)
+ *
+ * Errors are gk_code values (err.h); HTTP classes map as: 400/422 INVALID_ARGUMENT,
+ * 401 UNAUTHENTICATED, 403 PERMISSION_DENIED, 404 NOT_FOUND, 409 ALREADY_EXISTS
+ * (reason AlreadyExists) or ABORTED (conflict), 410 OUT_OF_RANGE (expired RV /
+ * continue token), 429 RESOURCE_EXHAUSTED, 500 INTERNAL, 502/503 UNAVAILABLE,
+ * 504 DEADLINE_EXCEEDED; transport failures UNAVAILABLE. Tokens never reach logs. */
+#ifndef GPUKMM_KUBE_H
+#define GPUKMM_KUBE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cJSON.h>
+
+#include "gpukmm/err.h"
+
+/* ---- config ------------------------------------------------------------ */
+
+typedef struct gk_kube_blob {
+	unsigned char *data;     /* decoded PEM bytes (kubeconfig *-data), NULL if none */
+	size_t len;
+} gk_kube_blob;
+
+typedef struct gk_kube_config {
+	char *server;            /* "https://host:port" (no trailing slash) */
+	char *ca_file;           /* or ca (in memory) */
+	gk_kube_blob ca;
+	char *cert_file;         /* client certificate: file or in memory */
+	gk_kube_blob cert;
+	char *key_file;
+	gk_kube_blob key;
+	char *token;             /* static token (kubeconfig `token`) */
+	char *token_file;        /* re-read every 60 s and after a 401 */
+	bool insecure;           /* only if the kubeconfig says insecure-skip-tls-verify */
+	char *tls_server_name;   /* kubeconfig tls-server-name (SNI/verify name), optional */
+} gk_kube_config;
+
+/* Default in-cluster paths. `sa_dir` NULL = /var/run/secrets/kubernetes.io/serviceaccount.
+ * Reads KUBERNETES_SERVICE_HOST / _PORT (IPv6 hosts bracketed). */
+int gk_kube_config_in_cluster(gk_kube_config *c, const char *sa_dir, gk_err *err);
+/* Parse kubeconfig YAML text. `context` NULL = current-context. `base_dir` resolves
+ * relative file paths (the kubeconfig's directory), may be NULL. */
+int gk_kube_config_parse(gk_kube_config *c, const char *yaml, size_t len, const char *context,
+			 const char *base_dir, gk_err *err);
+/* Read a kubeconfig file. */
+int gk_kube_config_file(gk_kube_config *c, const char *path, const char *context, gk_err *err);
+/* The usual chain: explicit path, else $KUBECONFIG (first existing entry of the
+ * colon-separated list), else in-cluster, else $HOME/.kube/config. */
+int gk_kube_config_load(gk_kube_config *c, const char *kubeconfig, gk_err *err);
+void gk_kube_config_free(gk_kube_config *c);
+
+/* ---- paths ------------------------------------------------------------- */
+
+typedef struct gk_kube_ref {
+	const char *group;       /* "" or NULL = core ("/api/v1") */
+	const char *version;     /* "v1" */
+	const char *resource;    /* plural: "nodes" */
+	const char *ns;          /* NULL/"" = cluster-scoped or all namespaces */
+	const char *name;        /* NULL = collection */
+	const char *subresource; /* "status", NULL */
+} gk_kube_ref;
+
+/* Writes "/apis/<g>/<v>/namespaces/<ns>/<res>/<name>/<sub>" (segments
+ * percent-escaped). Returns the length, or -1 if it does not fit / a field is
+ * invalid (missing version/resource, subresource without name). */
+int gk_kube_path(char *buf, size_t cap, const gk_kube_ref *r);
+/* Append "?k=v" / "&k=v" with v percent-escaped. Returns new length or -1. */
+int gk_kube_query_add(char *buf, size_t cap, const char *key, const char *value);
+
+/* ---- status decoding ---------------------------------------------------- */
+
+typedef struct gk_kube_status {
+	long http;               /* HTTP status, 0 = transport failure */
+	char reason[64];         /* Status.reason ("NotFound", "Expired", "Conflict"...) */
+	char message[256];       /* Status.message */
+	int retry_after_s;       /* Retry-After header or details.retryAfterSeconds, -1 = none */
+} gk_kube_status;
+
+/* Map HTTP status (+ reason) to a gk_code. 2xx → GK_OK. */
+int gk_kube_code_of(long http, const char *reason);
+/* Fill st->reason/message from a Status JSON body (tolerates non-Status bodies). */
+void gk_kube_status_decode(gk_kube_status *st, const char *body, size_t len);
+/* Fill from a parsed Status object (e.g. a watch ERROR event's object); returns
+ * its code (Status.code, 0 if absent). */
+long gk_kube_status_from_json(gk_kube_status *st, const cJSON *status);
+/* Retry-After header value: seconds or HTTP date (now = unix seconds). -1 invalid. */
+int gk_kube_parse_retry_after(const char *v, int64_t now_s);
+/* Should the operation be retried (after a backoff)? 429, 5xx, transport, 409-conflict. */
+bool gk_kube_retryable(int code);
+
+/* ---- rate limit and backoff (pure: time is passed in, ms) --------------- */
+
+typedef struct gk_kube_bucket {
+	double qps, burst, tokens;
+	int64_t last_ms;
+} gk_kube_bucket;
+
+void gk_kube_bucket_init(gk_kube_bucket *b, double qps, int burst, int64_t now_ms);
+/* Take one token; returns 0 if allowed now, else the ms to wait (a token is
+ * reserved: the caller proceeds after waiting). qps <= 0 = unlimited. */
+int64_t gk_kube_bucket_take(gk_kube_bucket *b, int64_t now_ms);
+
+typedef struct gk_kube_backoff {
+	int64_t initial_ms, max_ms, reset_after_ms; /* 800, 30000, 120000 */
+	double factor, jitter;                      /* 2.0, 1.0 */
+	int64_t cur_ms;                             /* next base delay */
+	int64_t last_ms;                            /* time of the last failure, 0 = none */
+	uint64_t rng;                               /* xorshift state */
+} gk_kube_backoff;
+
+void gk_kube_backoff_init(gk_kube_backoff *b, uint64_t seed);
+/* Next delay after a failure at now_ms: base × (1 + jitter·U[0,1)), base doubles
+ * up to max; resets to initial when the previous failure is older than reset_after. */
+int64_t gk_kube_backoff_next(gk_kube_backoff *b, int64_t now_ms);
+void gk_kube_backoff_reset(gk_kube_backoff *b);
+/* Uniform random in [lo, hi] from the backoff's generator (timeoutSeconds). */
+int64_t gk_kube_rand_range(gk_kube_backoff *b, int64_t lo, int64_t hi);
+
+/* ---- watch framing (pure) ---------------------------------------------- */
+
+typedef struct gk_kube_framer gk_kube_framer;
+/* Called once per complete, parsed document; the callee owns `doc` (cJSON_Delete).
+ * Return 0 to go on, non-zero to stop: feed then drops the rest of the stream
+ * and returns GK_CANCELLED (e.g. an in-stream 410). */
+typedef int (*gk_kube_doc_fn)(void *user, cJSON *doc);
+
+/* max_doc: the largest document accepted (0 = 16 MiB). */
+gk_kube_framer *gk_kube_framer_new(size_t max_doc);
+void gk_kube_framer_free(gk_kube_framer *f);
+void gk_kube_framer_reset(gk_kube_framer *f);
+/* Feed bytes. Documents end at their closing brace (newline or not); a line that
+ * is not a JSON object, or does not parse, is skipped and counted. Returns 0, or
+ * GK_RESOURCE_EXHAUSTED when one document exceeds max_doc (stream must restart),
+ * GK_CANCELLED when fn asked to stop. */
+int gk_kube_framer_feed(gk_kube_framer *f, const char *data, size_t len, gk_kube_doc_fn fn,
+			void *user);
+/* At end of stream: a trailing complete document without newline is emitted by
+ * feed already; anything left is a truncated document: counted bad, dropped. */
+void gk_kube_framer_finish(gk_kube_framer *f);
+uint64_t gk_kube_framer_bad(const gk_kube_framer *f);
+uint64_t gk_kube_framer_docs(const gk_kube_framer *f);
+
+/* ---- relist diff (pure) ------------------------------------------------ */
+
+/* Keys in `old` that are not in `cur` (both arrays of "ns/name" strings, any
+ * order, not modified). Calls fn for each, in sorted order. Returns the count,
+ * or -1 on allocation failure. */
+long gk_kube_relist_gone(const char *const *old, size_t n_old, const char *const *cur,
+			 size_t n_cur, void (*fn)(void *user, const char *key), void *user);
+/* "ns/name" (or "name" when cluster-scoped) of an object JSON; NULL if no name. */
+char *gk_kube_obj_key(const cJSON *obj);
+
+/* ---- blocking client ------------------------------------------------------ */
+
+typedef struct gk_kube_client gk_kube_client;
+
+typedef struct gk_kube_opts {
+	double qps;              /* 0 = 5 (client-go), <0 = unlimited */
+	int burst;               /* 0 = 10 */
+	int timeout_ms;          /* whole request, 0 = 30000 (not for watches) */
+	int connect_timeout_ms;  /* 0 = 10000 */
+	size_t max_response;     /* 0 = 64 MiB */
+	int token_refresh_ms;    /* 0 = 60000 */
+	const char *user_agent;  /* NULL = "gpukmm" */
+} gk_kube_opts;
+
+int gk_kube_client_new(gk_kube_client **out, const gk_kube_config *cfg, const gk_kube_opts *opts,
+		       gk_err *err);
+void gk_kube_client_free(gk_kube_client *c);
+
+typedef struct gk_kube_client_stats {
+	uint64_t requests, errors, unauthorized, token_reloads, throttled_ms;
+} gk_kube_client_stats;
+void gk_kube_client_stats_get(const gk_kube_client *c, gk_kube_client_stats *out);
+
+/* Raw request: `path` includes the query. body may be NULL. On 2xx *out (if
+ * non-NULL) gets the parsed JSON (NULL for an empty body). On error returns the
+ * code, fills st (if non-NULL) and err. A 401 re-reads the token and retries once. */
+int gk_kube_request(gk_kube_client *c, const char *method, const char *path,
+		    const char *content_type, const char *body, size_t body_len, cJSON **out,
+		    gk_kube_status *st, gk_err *err);
+
+int gk_kube_get(gk_kube_client *c, const gk_kube_ref *r, cJSON **out, gk_kube_status *st,
+		gk_err *err);
+
+typedef struct gk_kube_list_opts {
+	const char *label_selector;
+	const char *field_selector;
+	const char *resource_version;    /* NULL = unset (consistent read) */
+	const char *resource_version_match;
+	int limit;                       /* page size, 0 = 500 */
+} gk_kube_list_opts;
+/* Every item of every page → fn (borrowed; detach to keep). The list's
+ * resourceVersion is copied into rv (if non-NULL). An expired continue token
+ * returns GK_OUT_OF_RANGE: the caller starts over. */
+typedef void (*gk_kube_item_fn)(void *user, const cJSON *item);
+int gk_kube_list(gk_kube_client *c, const gk_kube_ref *r, const gk_kube_list_opts *lo,
+		 gk_kube_item_fn fn, void *user, char *rv, size_t rv_cap, gk_kube_status *st,
+		 gk_err *err);
+
+int gk_kube_create(gk_kube_client *c, const gk_kube_ref *r, const cJSON *obj, cJSON **out,
+		   gk_kube_status *st, gk_err *err);
+/* PUT; obj must carry metadata.resourceVersion (409 → ABORTED on a stale one). */
+int gk_kube_update(gk_kube_client *c, const gk_kube_ref *r, const cJSON *obj, cJSON **out,
+		   gk_kube_status *st, gk_err *err);
+
+enum gk_kube_patch_type { GK_PATCH_MERGE, GK_PATCH_JSON, GK_PATCH_APPLY };
+/* field_manager required for APPLY; force only for APPLY. */
+int gk_kube_patch(gk_kube_client *c, const gk_kube_ref *r, enum gk_kube_patch_type type,
+		  const char *body, const char *field_manager, bool force, cJSON **out,
+		  gk_kube_status *st, gk_err *err);
+
+typedef struct gk_kube_delete_opts {
+	const char *uid;                 /* preconditions.uid */
+	const char *resource_version;    /* preconditions.resourceVersion */
+	const char *propagation;         /* "Background" | "Foreground" | "Orphan" | NULL */
+} gk_kube_delete_opts;
+int gk_kube_delete(gk_kube_client *c, const gk_kube_ref *r, const gk_kube_delete_opts *d,
+		   cJSON **out, gk_kube_status *st, gk_err *err);
+
+/* ---- discovery ---------------------------------------------------------- */
+
+/* Is resource `resource` of group/version served? (group "" = core). Cached per
+ * group/version for ttl_ms (0 = 30 s); `refresh` forces a re-read. Returns 1
+ * yes, 0 no (group, version or resource absent), or -code on API error. */
+int gk_kube_discover(gk_kube_client *c, const char *group, const char *version,
+		     const char *resource, int64_t ttl_ms, bool refresh, gk_err *err);
+
+/* ---- async engine: curl multi behind one pollable fd ------------------------
+ *
+ * Register gk_kube_mux_fd() for EPOLLIN in the service loop, and arm a timer for
+ * gk_kube_mux_timeout_ms(); on either call gk_kube_mux_run(). Everything
+ * (callbacks of watches) runs inside gk_kube_mux_run(). */
+
+typedef struct gk_kube_mux gk_kube_mux;
+
+int gk_kube_mux_new(gk_kube_mux **out, gk_kube_client *c, gk_err *err);
+void gk_kube_mux_free(gk_kube_mux *m);
+int gk_kube_mux_fd(const gk_kube_mux *m);
+/* ms until gk_kube_mux_run() must be called even without I/O; -1 = no deadline. */
+int64_t gk_kube_mux_timeout_ms(gk_kube_mux *m);
+/* Process ready sockets, timeouts and due restarts. Returns transfers completed. */
+int gk_kube_mux_run(gk_kube_mux *m);
+
+/* ---- reflector (list + watch of one kind) ------------------------------- */
+
+typedef struct gk_kube_watch gk_kube_watch;
+
+enum gk_kube_event { GK_KUBE_ADDED = 1, GK_KUBE_MODIFIED, GK_KUBE_DELETED };
+
+typedef struct gk_kube_watch_cbs {
+	/* An object changed. `obj` is borrowed; for a synthesised DELETE (vanished
+	 * during a relist) obj is NULL and key names it. */
+	void (*on_event)(void *user, enum gk_kube_event type, const char *key, const cJSON *obj);
+	/* Initial list (and every relist) applied. */
+	void (*on_synced)(void *user);
+	/* A failure (logged by the watch too); the watch retries by itself. */
+	void (*on_error)(void *user, int code, const char *msg);
+} gk_kube_watch_cbs;
+
+typedef struct gk_kube_watch_opts {
+	const char *label_selector;
+	const char *field_selector;
+	int min_timeout_s, max_timeout_s; /* watch timeoutSeconds range, 0 = 300..600 */
+	int low_speed_s;                  /* no byte for this long → restart, 0 = 90 */
+	int page_limit;                   /* list page size, 0 = 500 */
+	uint64_t seed;                    /* rng seed (0 = from time/pid) */
+	/* Watch from this resourceVersion without listing first (replay of the
+	 * history; benchmarks and resumption). The cache starts empty; a 410
+	 * falls back to a normal relist. NULL = list first (the normal case). */
+	const char *start_resource_version;
+} gk_kube_watch_opts;
+
+typedef struct gk_kube_watch_stats {
+	uint64_t events, bookmarks, relists, expired, restarts, errors, bad_docs, http_requests;
+	size_t cached;                    /* keys known */
+	bool synced;
+	char rv[64];
+} gk_kube_watch_stats;
+
+/* Starts at once (list). `r->name` must be NULL. Strings in r/opts are copied. */
+int gk_kube_watch_start(gk_kube_watch **out, gk_kube_mux *m, const gk_kube_ref *r,
+			const gk_kube_watch_opts *opts, const gk_kube_watch_cbs *cbs, void *user,
+			gk_err *err);
+/* Stops and frees (no more callbacks). Safe from inside a callback of this watch. */
+void gk_kube_watch_stop(gk_kube_watch *w);
+void gk_kube_watch_stats_get(const gk_kube_watch *w, gk_kube_watch_stats *out);
+
+#endif

@@ -1,0 +1,559 @@
+/* Blocking client: one long-lived curl easy handle (connection reuse), token
+ * re-read every refresh period and after a 401 (retried once), QPS limit,
+ * bounded responses, typed Status errors. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gpukmm/log.h"
+#include "internal.h"
+
+#define TOKEN_MAX 65536
+
+int64_t gk_kube__mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static char *dup_or_null(const char *s, bool *fail)
+{
+	if (!s)
+		return NULL;
+	char *d = strdup(s);
+	if (!d)
+		*fail = true;
+	return d;
+}
+
+static void blob_dup(gk_kube_blob *dst, const gk_kube_blob *src, bool *fail)
+{
+	dst->data = NULL;
+	dst->len = 0;
+	if (!src->data)
+		return;
+	dst->data = malloc(src->len);
+	if (!dst->data) {
+		*fail = true;
+		return;
+	}
+	memcpy(dst->data, src->data, src->len);
+	dst->len = src->len;
+}
+
+static int config_dup(gk_kube_config *d, const gk_kube_config *s)
+{
+	bool fail = false;
+	memset(d, 0, sizeof *d);
+	d->server = dup_or_null(s->server, &fail);
+	d->ca_file = dup_or_null(s->ca_file, &fail);
+	d->cert_file = dup_or_null(s->cert_file, &fail);
+	d->key_file = dup_or_null(s->key_file, &fail);
+	d->token = dup_or_null(s->token, &fail);
+	d->token_file = dup_or_null(s->token_file, &fail);
+	d->tls_server_name = dup_or_null(s->tls_server_name, &fail);
+	blob_dup(&d->ca, &s->ca, &fail);
+	blob_dup(&d->cert, &s->cert, &fail);
+	blob_dup(&d->key, &s->key, &fail);
+	d->insecure = s->insecure;
+	if (fail)
+		gk_kube_config_free(d);
+	return fail ? -1 : 0;
+}
+
+int gk_kube_client_new(gk_kube_client **out, const gk_kube_config *cfg, const gk_kube_opts *opts,
+		       gk_err *err)
+{
+	*out = NULL;
+	if (!cfg || !cfg->server)
+		return gk_err_set(err, GK_INVALID_ARGUMENT, "kube client: no server configured");
+	gk_kube_client *c = calloc(1, sizeof *c);
+	if (!c)
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+	if (opts)
+		c->opts = *opts;
+	if (c->opts.qps == 0)
+		c->opts.qps = 5;
+	if (c->opts.burst <= 0)
+		c->opts.burst = 10;
+	if (c->opts.timeout_ms <= 0)
+		c->opts.timeout_ms = 30000;
+	if (c->opts.connect_timeout_ms <= 0)
+		c->opts.connect_timeout_ms = 10000;
+	if (c->opts.max_response == 0)
+		c->opts.max_response = 64u << 20;
+	if (c->opts.token_refresh_ms <= 0)
+		c->opts.token_refresh_ms = 60000;
+	c->user_agent = strdup(c->opts.user_agent ? c->opts.user_agent : "gpukmm");
+	c->opts.user_agent = NULL;
+	if (!c->user_agent || config_dup(&c->cfg, cfg) || !(c->easy = curl_easy_init())) {
+		gk_kube_client_free(c);
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+	}
+	gk_kube_bucket_init(&c->bucket, c->opts.qps, c->opts.burst, gk_kube__mono_ms());
+	if (c->cfg.token_file && !gk_kube__token(c, true))
+		GK_WARN("kube: token file %s unreadable now; will retry", c->cfg.token_file);
+	*out = c;
+	return 0;
+}
+
+void gk_kube_client_free(gk_kube_client *c)
+{
+	if (!c)
+		return;
+	if (c->easy)
+		curl_easy_cleanup(c->easy);
+	if (c->token) {
+		explicit_bzero(c->token, strlen(c->token));
+		free(c->token);
+	}
+	gk_kube__disc_free(c);
+	gk_kube_config_free(&c->cfg);
+	free(c->user_agent);
+	free(c);
+}
+
+void gk_kube_client_stats_get(const gk_kube_client *c, gk_kube_client_stats *out)
+{
+	*out = c->stats;
+}
+
+const char *gk_kube__token(gk_kube_client *c, bool force)
+{
+	if (!c->cfg.token_file)
+		return c->cfg.token;
+	int64_t now = gk_kube__mono_ms();
+	if (!force && c->token && now - c->token_read_ms < c->opts.token_refresh_ms)
+		return c->token;
+	FILE *f = fopen(c->cfg.token_file, "re");
+	if (!f) {
+		GK_WARN("kube: cannot read token file %s: %s (keeping the previous token)",
+			c->cfg.token_file, strerror(errno));
+		c->token_read_ms = now; /* do not hammer the file system */
+		return c->token ? c->token : c->cfg.token;
+	}
+	char *buf = malloc(TOKEN_MAX + 1);
+	if (!buf) {
+		fclose(f);
+		return c->token;
+	}
+	size_t n = fread(buf, 1, TOKEN_MAX, f);
+	fclose(f);
+	while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' ||
+		     buf[n - 1] == '\t'))
+		n--;
+	buf[n] = 0;
+	c->token_read_ms = now;
+	if (n == 0 || strpbrk(buf, "\r\n")) {
+		GK_WARN("kube: token file %s is empty or malformed (keeping the previous token)",
+			c->cfg.token_file);
+		explicit_bzero(buf, TOKEN_MAX + 1);
+		free(buf);
+		return c->token;
+	}
+	if (c->token) {
+		if (strcmp(c->token, buf))
+			c->stats.token_reloads++;
+		explicit_bzero(c->token, strlen(c->token));
+		free(c->token);
+	}
+	c->token = buf;
+	return c->token;
+}
+
+size_t gk_kube__write_buf(char *ptr, size_t size, size_t nmemb, void *user)
+{
+	gk_kube_buf *b = user;
+	size_t n = size * nmemb;
+	if (b->len + n > b->max) {
+		b->overflow = true;
+		return 0; /* aborts the transfer: CURLE_WRITE_ERROR */
+	}
+	if (b->len + n + 1 > b->cap) {
+		size_t nc = b->cap ? b->cap : 4096;
+		while (nc < b->len + n + 1)
+			nc *= 2;
+		char *d = realloc(b->data, nc);
+		if (!d) {
+			b->overflow = true;
+			return 0;
+		}
+		b->data = d;
+		b->cap = nc;
+	}
+	memcpy(b->data + b->len, ptr, n);
+	b->len += n;
+	b->data[b->len] = 0;
+	return n;
+}
+
+size_t gk_kube__header_cb(char *ptr, size_t size, size_t nmemb, void *user)
+{
+	gk_kube_status *st = user;
+	size_t n = size * nmemb;
+	if (st && n > 12 && !strncasecmp(ptr, "Retry-After:", 12)) {
+		char v[64];
+		size_t l = n - 12 < sizeof v - 1 ? n - 12 : sizeof v - 1;
+		memcpy(v, ptr + 12, l);
+		v[l] = 0;
+		st->retry_after_s = gk_kube_parse_retry_after(v, (int64_t)time(NULL));
+	}
+	return n;
+}
+
+int gk_kube__setup(gk_kube_client *c, CURL *e, const char *method, const char *path,
+		   const char *content_type, struct curl_slist **hdrs, gk_err *err)
+{
+	size_t ul = strlen(c->cfg.server) + strlen(path) + 1;
+	char *url = malloc(ul);
+	if (!url)
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+	snprintf(url, ul, "%s%s", c->cfg.server, path);
+	curl_easy_setopt(e, CURLOPT_URL, url);
+	free(url); /* curl copies strings */
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(e, CURLOPT_TCP_KEEPIDLE, 30L);
+	curl_easy_setopt(e, CURLOPT_TCP_KEEPINTVL, 15L);
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)c->opts.connect_timeout_ms);
+	curl_easy_setopt(e, CURLOPT_USERAGENT, c->user_agent);
+	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, c->cfg.insecure ? 0L : 1L);
+	curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, c->cfg.insecure ? 0L : 2L);
+	if (c->cfg.ca.data) {
+		struct curl_blob b = {c->cfg.ca.data, c->cfg.ca.len, CURL_BLOB_COPY};
+		curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &b);
+	} else if (c->cfg.ca_file) {
+		curl_easy_setopt(e, CURLOPT_CAINFO, c->cfg.ca_file);
+	}
+	if (c->cfg.cert.data) {
+		struct curl_blob b = {c->cfg.cert.data, c->cfg.cert.len, CURL_BLOB_COPY};
+		curl_easy_setopt(e, CURLOPT_SSLCERT_BLOB, &b);
+		curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
+	} else if (c->cfg.cert_file) {
+		curl_easy_setopt(e, CURLOPT_SSLCERT, c->cfg.cert_file);
+	}
+	if (c->cfg.key.data) {
+		struct curl_blob b = {c->cfg.key.data, c->cfg.key.len, CURL_BLOB_COPY};
+		curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &b);
+		curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
+	} else if (c->cfg.key_file) {
+		curl_easy_setopt(e, CURLOPT_SSLKEY, c->cfg.key_file);
+	}
+	if (!strcmp(method, "GET"))
+		curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+	else
+		curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+
+	struct curl_slist *h = NULL, *t;
+	char line[128];
+	if (!(t = curl_slist_append(h, "Accept: application/json")))
+		goto oom;
+	h = t;
+	if (content_type) {
+		snprintf(line, sizeof line, "Content-Type: %s", content_type);
+		if (!(t = curl_slist_append(h, line)))
+			goto oom;
+		h = t;
+	}
+	const char *tok = gk_kube__token(c, false);
+	if (tok && *tok) {
+		size_t al = strlen(tok) + 32;
+		char *a = malloc(al);
+		if (!a)
+			goto oom;
+		snprintf(a, al, "Authorization: Bearer %s", tok);
+		t = curl_slist_append(h, a);
+		explicit_bzero(a, al);
+		free(a);
+		if (!t)
+			goto oom;
+		h = t;
+	}
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
+	*hdrs = h;
+	return 0;
+oom:
+	curl_slist_free_all(h);
+	return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+}
+
+int gk_kube__result(gk_kube_client *c, CURLcode cc, long http, const char *errbuf,
+		    const gk_kube_buf *body, gk_kube_status *st, const char *method,
+		    const char *path, gk_err *err)
+{
+	if (cc != CURLE_OK) {
+		st->http = 0;
+		c->stats.errors++;
+		if (body && body->overflow)
+			return gk_err_set(err, GK_RESOURCE_EXHAUSTED,
+					  "%s %s: response larger than %zu bytes", method, path,
+					  c->opts.max_response);
+		int code = (cc == CURLE_OPERATION_TIMEDOUT) ? GK_DEADLINE_EXCEEDED : GK_UNAVAILABLE;
+		return gk_err_set(err, code, "%s %s: %s", method, path,
+				  errbuf && *errbuf ? errbuf : curl_easy_strerror(cc));
+	}
+	st->http = http;
+	if (http >= 200 && http < 300)
+		return 0;
+	c->stats.errors++;
+	if (body)
+		gk_kube_status_decode(st, body->data, body->len);
+	int code = gk_kube_code_of(http, st->reason);
+	return gk_err_set(err, code, "%s %s: HTTP %ld%s%s%s%s", method, path, http,
+			  st->reason[0] ? " " : "", st->reason, st->message[0] ? ": " : "",
+			  st->message);
+}
+
+static void throttle(gk_kube_client *c)
+{
+	int64_t wait = gk_kube_bucket_take(&c->bucket, gk_kube__mono_ms());
+	if (wait <= 0)
+		return;
+	/* a blocking client blocks: the caller asked for a synchronous request */
+	c->stats.throttled_ms += (uint64_t)wait;
+	struct timespec ts = {wait / 1000, (wait % 1000) * 1000000};
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+int gk_kube_request(gk_kube_client *c, const char *method, const char *path,
+		    const char *content_type, const char *body, size_t body_len, cJSON **out,
+		    gk_kube_status *st, gk_err *err)
+{
+	gk_kube_status st_local;
+	if (!st)
+		st = &st_local;
+	if (out)
+		*out = NULL;
+	for (int attempt = 0;; attempt++) {
+		memset(st, 0, sizeof *st);
+		st->retry_after_s = -1;
+		throttle(c);
+		CURL *e = c->easy;
+		curl_easy_reset(e);
+		struct curl_slist *hdrs = NULL;
+		if (gk_kube__setup(c, e, method, path, content_type, &hdrs, err))
+			return err ? err->code : GK_RESOURCE_EXHAUSTED;
+		gk_kube_buf rb = {.max = c->opts.max_response};
+		char errbuf[CURL_ERROR_SIZE] = "";
+		curl_easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf);
+		curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, gk_kube__write_buf);
+		curl_easy_setopt(e, CURLOPT_WRITEDATA, &rb);
+		curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, gk_kube__header_cb);
+		curl_easy_setopt(e, CURLOPT_HEADERDATA, st);
+		curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)c->opts.timeout_ms);
+		if (body) {
+			curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
+			curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
+		}
+		c->stats.requests++;
+		CURLcode cc = curl_easy_perform(e);
+		long http = 0;
+		curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &http);
+		curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);
+		curl_slist_free_all(hdrs);
+		int rc = gk_kube__result(c, cc, http, errbuf, &rb, st, method, path, err);
+		if (rc == GK_UNAUTHENTICATED && attempt == 0 && c->cfg.token_file) {
+			/* rotated token: re-read at once and retry once */
+			c->stats.unauthorized++;
+			free(rb.data);
+			gk_kube__token(c, true);
+			continue;
+		}
+		if (rc == GK_UNAUTHENTICATED)
+			c->stats.unauthorized++;
+		if (rc == 0 && out && rb.len) {
+			*out = cJSON_ParseWithLength(rb.data, rb.len);
+			if (!*out)
+				rc = gk_err_set(err, GK_INTERNAL, "%s %s: response is not JSON", method,
+						path);
+		}
+		free(rb.data);
+		return rc;
+	}
+}
+
+static int path_of(const gk_kube_ref *r, char *buf, size_t cap, gk_err *err)
+{
+	if (gk_kube_path(buf, cap, r) < 0)
+		return gk_err_set(err, GK_INVALID_ARGUMENT,
+				  "invalid resource reference (%s/%s %s %s/%s)",
+				  r->group ? r->group : "", r->version ? r->version : "?",
+				  r->resource ? r->resource : "?", r->ns ? r->ns : "",
+				  r->name ? r->name : "");
+	return 0;
+}
+
+#define PATH_CAP 2048
+
+int gk_kube_get(gk_kube_client *c, const gk_kube_ref *r, cJSON **out, gk_kube_status *st,
+		gk_err *err)
+{
+	char p[PATH_CAP];
+	if (path_of(r, p, sizeof p, err))
+		return err ? err->code : GK_INVALID_ARGUMENT;
+	return gk_kube_request(c, "GET", p, NULL, NULL, 0, out, st, err);
+}
+
+static int send_obj(gk_kube_client *c, const char *method, const char *path, const cJSON *obj,
+		    cJSON **out, gk_kube_status *st, gk_err *err)
+{
+	char *body = cJSON_PrintUnformatted(obj);
+	if (!body)
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+	int rc = gk_kube_request(c, method, path, "application/json", body, strlen(body), out, st,
+				 err);
+	free(body);
+	return rc;
+}
+
+int gk_kube_create(gk_kube_client *c, const gk_kube_ref *r, const cJSON *obj, cJSON **out,
+		   gk_kube_status *st, gk_err *err)
+{
+	char p[PATH_CAP];
+	gk_kube_ref coll = *r;
+	coll.name = NULL;
+	coll.subresource = NULL;
+	if (path_of(&coll, p, sizeof p, err))
+		return err ? err->code : GK_INVALID_ARGUMENT;
+	return send_obj(c, "POST", p, obj, out, st, err);
+}
+
+int gk_kube_update(gk_kube_client *c, const gk_kube_ref *r, const cJSON *obj, cJSON **out,
+		   gk_kube_status *st, gk_err *err)
+{
+	char p[PATH_CAP];
+	if (!r->name)
+		return gk_err_set(err, GK_INVALID_ARGUMENT, "update needs a name");
+	if (path_of(r, p, sizeof p, err))
+		return err ? err->code : GK_INVALID_ARGUMENT;
+	return send_obj(c, "PUT", p, obj, out, st, err);
+}
+
+int gk_kube_patch(gk_kube_client *c, const gk_kube_ref *r, enum gk_kube_patch_type type,
+		  const char *body, const char *field_manager, bool force, cJSON **out,
+		  gk_kube_status *st, gk_err *err)
+{
+	char p[PATH_CAP];
+	if (!r->name || !body)
+		return gk_err_set(err, GK_INVALID_ARGUMENT, "patch needs a name and a body");
+	if (path_of(r, p, sizeof p, err))
+		return err ? err->code : GK_INVALID_ARGUMENT;
+	const char *ct;
+	switch (type) {
+	case GK_PATCH_MERGE: ct = "application/merge-patch+json"; break;
+	case GK_PATCH_JSON: ct = "application/json-patch+json"; break;
+	case GK_PATCH_APPLY: ct = "application/apply-patch+yaml"; break;
+	default: return gk_err_set(err, GK_INVALID_ARGUMENT, "unknown patch type %d", (int)type);
+	}
+	if (type == GK_PATCH_APPLY && (!field_manager || !*field_manager))
+		return gk_err_set(err, GK_INVALID_ARGUMENT, "server-side apply needs a field manager");
+	if (field_manager && gk_kube_query_add(p, sizeof p, "fieldManager", field_manager) < 0)
+		return gk_err_set(err, GK_INVALID_ARGUMENT, "path too long");
+	if (force && type == GK_PATCH_APPLY && gk_kube_query_add(p, sizeof p, "force", "true") < 0)
+		return gk_err_set(err, GK_INVALID_ARGUMENT, "path too long");
+	return gk_kube_request(c, "PATCH", p, ct, body, strlen(body), out, st, err);
+}
+
+int gk_kube_delete(gk_kube_client *c, const gk_kube_ref *r, const gk_kube_delete_opts *d,
+		   cJSON **out, gk_kube_status *st, gk_err *err)
+{
+	char p[PATH_CAP];
+	if (!r->name)
+		return gk_err_set(err, GK_INVALID_ARGUMENT, "delete needs a name");
+	if (path_of(r, p, sizeof p, err))
+		return err ? err->code : GK_INVALID_ARGUMENT;
+	if (!d || (!d->uid && !d->resource_version && !d->propagation))
+		return gk_kube_request(c, "DELETE", p, NULL, NULL, 0, out, st, err);
+	cJSON *o = cJSON_CreateObject();
+	bool ok = o && cJSON_AddStringToObject(o, "kind", "DeleteOptions") &&
+		  cJSON_AddStringToObject(o, "apiVersion", "v1");
+	if (ok && (d->uid || d->resource_version)) {
+		cJSON *pre = cJSON_AddObjectToObject(o, "preconditions");
+		ok = pre && (!d->uid || cJSON_AddStringToObject(pre, "uid", d->uid)) &&
+		     (!d->resource_version ||
+		      cJSON_AddStringToObject(pre, "resourceVersion", d->resource_version));
+	}
+	if (ok && d->propagation)
+		ok = cJSON_AddStringToObject(o, "propagationPolicy", d->propagation) != NULL;
+	if (!ok) {
+		cJSON_Delete(o);
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+	}
+	int rc = send_obj(c, "DELETE", p, o, out, st, err);
+	cJSON_Delete(o);
+	return rc;
+}
+
+int gk_kube_list(gk_kube_client *c, const gk_kube_ref *r, const gk_kube_list_opts *lo,
+		 gk_kube_item_fn fn, void *user, char *rv, size_t rv_cap, gk_kube_status *st,
+		 gk_err *err)
+{
+	char base[PATH_CAP];
+	gk_kube_ref coll = *r;
+	coll.name = NULL;
+	coll.subresource = NULL;
+	if (path_of(&coll, base, sizeof base, err))
+		return err ? err->code : GK_INVALID_ARGUMENT;
+	char *cont = NULL;
+	char lim[16];
+	snprintf(lim, sizeof lim, "%d", lo && lo->limit > 0 ? lo->limit : 500);
+	for (int page = 0;; page++) {
+		char p[PATH_CAP + 1024];
+		snprintf(p, sizeof p, "%s", base);
+		bool ok = gk_kube_query_add(p, sizeof p, "limit", lim) >= 0;
+		if (ok && lo && lo->label_selector)
+			ok = gk_kube_query_add(p, sizeof p, "labelSelector", lo->label_selector) >= 0;
+		if (ok && lo && lo->field_selector)
+			ok = gk_kube_query_add(p, sizeof p, "fieldSelector", lo->field_selector) >= 0;
+		if (ok && cont)
+			ok = gk_kube_query_add(p, sizeof p, "continue", cont) >= 0;
+		else if (ok && lo && lo->resource_version) {
+			ok = gk_kube_query_add(p, sizeof p, "resourceVersion", lo->resource_version) >= 0;
+			if (ok && lo->resource_version_match)
+				ok = gk_kube_query_add(p, sizeof p, "resourceVersionMatch",
+						       lo->resource_version_match) >= 0;
+		}
+		free(cont);
+		cont = NULL;
+		if (!ok)
+			return gk_err_set(err, GK_INVALID_ARGUMENT, "list: query too long");
+		cJSON *j = NULL;
+		int rc = gk_kube_request(c, "GET", p, NULL, NULL, 0, &j, st, err);
+		if (rc)
+			return rc;
+		const cJSON *items = cJSON_GetObjectItemCaseSensitive(j, "items"), *it;
+		const cJSON *md = cJSON_GetObjectItemCaseSensitive(j, "metadata");
+		if (!cJSON_IsArray(items) && !cJSON_IsNull(items) && items) {
+			cJSON_Delete(j);
+			return gk_err_set(err, GK_INTERNAL, "list %s: items is not an array", base);
+		}
+		cJSON_ArrayForEach(it, items) {
+			if (fn)
+				fn(user, it);
+		}
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(md, "resourceVersion");
+		if (rv && rv_cap && cJSON_IsString(v))
+			snprintf(rv, rv_cap, "%s", v->valuestring);
+		v = cJSON_GetObjectItemCaseSensitive(md, "continue");
+		if (cJSON_IsString(v) && v->valuestring[0]) {
+			cont = strdup(v->valuestring);
+			if (!cont) {
+				cJSON_Delete(j);
+				return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+			}
+		}
+		cJSON_Delete(j);
+		if (!cont)
+			return 0;
+		if (page > 100000) {
+			free(cont);
+			return gk_err_set(err, GK_INTERNAL, "list %s: too many pages", base);
+		}
+	}
+}

@@ -1,0 +1,124 @@
+/* Discovery: is group/version/resource served? One GET of the group-version's
+ * APIResourceList, cached per group/version with a TTL (a missing group is
+ * cached as absent too, so a watcher re-checking every few seconds costs one
+ * request per TTL). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define DISC_MAX 64
+
+struct gk_kube_disc_entry {
+	gk_kube_disc_entry *next;
+	char *gv;            /* "group/version" or "v1" */
+	char **resources;    /* served resource names (including subresources "x/status") */
+	size_t n;
+	bool present;
+	int64_t fetched_ms;
+};
+
+static void entry_free(gk_kube_disc_entry *e)
+{
+	for (size_t i = 0; i < e->n; i++)
+		free(e->resources[i]);
+	free(e->resources);
+	free(e->gv);
+	free(e);
+}
+
+void gk_kube__disc_free(gk_kube_client *c)
+{
+	while (c->disc) {
+		gk_kube_disc_entry *n = c->disc->next;
+		entry_free(c->disc);
+		c->disc = n;
+	}
+}
+
+static int fetch(gk_kube_client *c, const char *group, const char *version,
+		 gk_kube_disc_entry *e, gk_err *err)
+{
+	char p[512];
+	if (group && *group)
+		snprintf(p, sizeof p, "/apis/%s/%s", group, version);
+	else
+		snprintf(p, sizeof p, "/api/%s", version);
+	cJSON *j = NULL;
+	gk_kube_status st;
+	gk_err lerr;
+	int rc = gk_kube_request(c, "GET", p, NULL, NULL, 0, &j, &st, &lerr);
+	for (size_t i = 0; i < e->n; i++)
+		free(e->resources[i]);
+	free(e->resources);
+	e->resources = NULL;
+	e->n = 0;
+	e->present = false;
+	if (rc == GK_NOT_FOUND) {
+		e->fetched_ms = gk_kube__mono_ms();
+		return 0;
+	}
+	if (rc) {
+		if (err)
+			*err = lerr;
+		return rc;
+	}
+	const cJSON *res = cJSON_GetObjectItemCaseSensitive(j, "resources"), *it;
+	size_t n = (size_t)cJSON_GetArraySize(res);
+	e->resources = calloc(n ? n : 1, sizeof *e->resources);
+	if (!e->resources) {
+		cJSON_Delete(j);
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+	}
+	cJSON_ArrayForEach(it, res) {
+		const cJSON *name = cJSON_GetObjectItemCaseSensitive(it, "name");
+		if (cJSON_IsString(name) && e->n < n && (e->resources[e->n] = strdup(name->valuestring)))
+			e->n++;
+	}
+	e->present = true;
+	e->fetched_ms = gk_kube__mono_ms();
+	cJSON_Delete(j);
+	return 0;
+}
+
+int gk_kube_discover(gk_kube_client *c, const char *group, const char *version,
+		     const char *resource, int64_t ttl_ms, bool refresh, gk_err *err)
+{
+	if (!version || !resource)
+		return -gk_err_set(err, GK_INVALID_ARGUMENT, "discover: version and resource needed");
+	if (ttl_ms <= 0)
+		ttl_ms = 30000;
+	char gv[256];
+	snprintf(gv, sizeof gv, "%s/%s", group ? group : "", version);
+	gk_kube_disc_entry *e = c->disc;
+	size_t count = 0;
+	for (; e; e = e->next, count++)
+		if (!strcmp(e->gv, gv))
+			break;
+	if (!e) {
+		if (count >= DISC_MAX)
+			gk_kube__disc_free(c); /* bounded: start over */
+		e = calloc(1, sizeof *e);
+		if (!e || !(e->gv = strdup(gv))) {
+			free(e);
+			return -gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+		}
+		e->next = c->disc;
+		c->disc = e;
+		refresh = true;
+	}
+	if (refresh || gk_kube__mono_ms() - e->fetched_ms >= ttl_ms) {
+		int rc = fetch(c, group, version, e, err);
+		if (rc) {
+			e->fetched_ms = 0; /* retry next time */
+			return -rc;
+		}
+	}
+	if (!e->present)
+		return 0;
+	for (size_t i = 0; i < e->n; i++)
+		if (!strcmp(e->resources[i], resource))
+			return 1;
+	return 0;
+}

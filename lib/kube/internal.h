@@ -1,0 +1,69 @@
+/* lib/kube private: shared between client.c, mux.c, watch.c. Not installed. */
+#ifndef GPUKMM_KUBE_INTERNAL_H
+#define GPUKMM_KUBE_INTERNAL_H
+
+#include <curl/curl.h>
+
+#include "gpukmm/kube.h"
+
+typedef struct gk_kube_disc_entry gk_kube_disc_entry;
+
+struct gk_kube_client {
+	gk_kube_config cfg;         /* deep copy */
+	gk_kube_opts opts;
+	char *user_agent;
+	CURL *easy;                 /* blocking requests: one handle = connection reuse */
+	char *token;                /* current bearer token (never logged) */
+	int64_t token_read_ms;      /* monotonic time of the last read, 0 = never */
+	gk_kube_bucket bucket;
+	gk_kube_client_stats stats;
+	gk_kube_disc_entry *disc;   /* discovery cache (list) */
+};
+
+/* Response accumulation with a cap. */
+typedef struct gk_kube_buf {
+	char *data;
+	size_t len, cap, max;
+	bool overflow;
+} gk_kube_buf;
+
+size_t gk_kube__write_buf(char *ptr, size_t size, size_t nmemb, void *user);
+size_t gk_kube__header_cb(char *ptr, size_t size, size_t nmemb, void *user);
+
+/* Current token, re-read from token_file when stale or when force. May be NULL. */
+const char *gk_kube__token(gk_kube_client *c, bool force);
+/* Common options of every handle: URL, TLS, auth, timeouts, keepalive. `hdrs`
+ * receives the header list the caller frees after the transfer. */
+int gk_kube__setup(gk_kube_client *c, CURL *e, const char *method, const char *path,
+		   const char *content_type, struct curl_slist **hdrs, gk_err *err);
+int64_t gk_kube__mono_ms(void);
+/* Fill st/err from a finished transfer (curl result, HTTP status, body). */
+int gk_kube__result(gk_kube_client *c, CURLcode cc, long http, const char *errbuf,
+		    const gk_kube_buf *body, gk_kube_status *st, const char *method,
+		    const char *path, gk_err *err);
+void gk_kube__disc_free(gk_kube_client *c);
+
+#endif
+
+/* ---- mux private ---- */
+typedef struct gk_kube__task gk_kube__task;
+struct gk_kube__task {
+	gk_kube__task *next, *prev;
+	int64_t due_ms;                              /* -1 = not armed */
+	void (*fire)(gk_kube__task *t);              /* due: called from mux_run */
+	void (*done)(gk_kube__task *t, CURLcode cc); /* its easy handle finished */
+};
+
+struct gk_kube_mux {
+	gk_kube_client *c;
+	CURLM *multi;
+	int epfd;
+	int64_t curl_due_ms;     /* -1 = none */
+	gk_kube__task tasks;     /* list head */
+};
+
+void gk_kube__mux_add_task(gk_kube_mux *m, gk_kube__task *t);
+void gk_kube__mux_del_task(gk_kube_mux *m, gk_kube__task *t);
+/* The easy handle's CURLOPT_PRIVATE must be the task. */
+int gk_kube__mux_start(gk_kube_mux *m, CURL *e);
+void gk_kube__mux_stop(gk_kube_mux *m, CURL *e);

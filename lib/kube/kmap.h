@@ -1,0 +1,27 @@
+/* lib/kube private: string → string hash map (object key → resourceVersion). */
+#ifndef GPUKMM_KUBE_KMAP_H
+#define GPUKMM_KUBE_KMAP_H
+
+#include <stddef.h>
+
+typedef struct gk_kmap_ent {
+	struct gk_kmap_ent *next;
+	char *val;
+	char key[]; /* NUL-terminated */
+} gk_kmap_ent;
+
+typedef struct gk_kmap {
+	gk_kmap_ent **b;
+	size_t nb, n;
+} gk_kmap;
+
+void gk_kmap_init(gk_kmap *m);
+void gk_kmap_clear(gk_kmap *m);
+gk_kmap_ent *gk_kmap_get(const gk_kmap *m, const char *key);
+/* Insert or replace value; returns the entry (NULL on OOM). *was_new set. */
+gk_kmap_ent *gk_kmap_put(gk_kmap *m, const char *key, const char *val, int *was_new);
+int gk_kmap_del(gk_kmap *m, const char *key);
+/* Array of every key (borrowed pointers, valid until the map changes); caller frees. */
+const char **gk_kmap_keys(const gk_kmap *m);
+
+#endif

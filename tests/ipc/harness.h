@@ -1,0 +1,121 @@
+/* Test helpers shared by the tests in tests/ipc: an in-process RPC server whose
+ * dispatch runs on its own thread, temp dirs, deadlines. Header-only (each
+ * test binary is one .c file). */
+#ifndef GPUKMM_TEST_HARNESS_H
+#define GPUKMM_TEST_HARNESS_H
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gpukmm/ipc.h"
+
+typedef struct th_server {
+	gk_ipc_server *s;
+	pthread_t th;
+	int stopfd;
+	char dir[64];
+	char url[128];
+} th_server;
+
+static void *th_server_main(void *arg)
+{
+	th_server *t = arg;
+	struct pollfd p[2] = { { gk_ipc_server_fd(t->s), POLLIN, 0 }, { t->stopfd, POLLIN, 0 } };
+	for (;;) {
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (p[1].revents)
+			break;
+		if (p[0].revents)
+			gk_ipc_server_dispatch(t->s);
+	}
+	return NULL;
+}
+
+static inline void th_tmpdir(char *dir, size_t cap)
+{
+	snprintf(dir, cap, "/tmp/gk-test-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+}
+
+static inline void th_rmdir(const char *dir)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cleanup of %s failed\n", dir);
+}
+
+/* Opens an ipc:// server in a fresh temp dir with `svc` registered, and starts
+ * its dispatch thread. */
+static inline void th_server_start(th_server *t, ProtobufCService *svc, void *user,
+				   const char *const *mutating, const gk_ipc_opts *opts)
+{
+	memset(t, 0, sizeof(*t));
+	th_tmpdir(t->dir, sizeof(t->dir));
+	snprintf(t->url, sizeof(t->url), "ipc://%s/s.sock", t->dir);
+	gk_err e;
+	cr_assert_eq(gk_ipc_server_open(&t->s, t->url, opts, &e), 0, "%s", e.msg);
+	if (svc)
+		cr_assert_eq(gk_ipc_server_add(t->s, svc, user, mutating, &e), 0, "%s", e.msg);
+	t->stopfd = eventfd(0, EFD_CLOEXEC);
+	cr_assert_eq(pthread_create(&t->th, NULL, th_server_main, t), 0);
+}
+
+static inline void th_server_stop(th_server *t)
+{
+	uint64_t one = 1;
+	cr_assert_eq(write(t->stopfd, &one, 8), 8);
+	pthread_join(t->th, NULL);
+	close(t->stopfd);
+	gk_ipc_server_close(t->s);
+	th_rmdir(t->dir);
+}
+
+/* Spawns $ENVDIR/prog with stderr appended to log (NULL = inherited). The
+ * child's environment drops BXFI_MAP: test helpers are linked with libcriterion
+ * (the Makefile's tests/ rule) and would otherwise believe they are Criterion
+ * workers and abort. */
+static inline pid_t th_spawn(const char *envdir, const char *prog, char *const argv[], const char *log)
+{
+	extern char **environ;
+	const char *d = getenv(envdir);
+	cr_assert_not_null(d, "$%s not set: run through tests/run.sh", envdir);
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", d, prog);
+	size_t n = 0;
+	while (environ[n])
+		n++;
+	char **env = calloc(n + 1, sizeof(char *));
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(environ[i], "BXFI_", 5) != 0)
+			env[k++] = environ[i];
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	if (log)
+		posix_spawn_file_actions_addopen(&fa, 2, log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+	pid_t pid;
+	int rc = posix_spawn(&pid, path, &fa, NULL, argv, env);
+	posix_spawn_file_actions_destroy(&fa);
+	free(env);
+	cr_assert_eq(rc, 0, "spawn %s", path);
+	return pid;
+}
+
+static inline int64_t th_ms(void)
+{
+	return gk_mono_ms();
+}
+
+#endif
