@@ -150,8 +150,12 @@ void gk_ipc_free(ProtobufCMessage *msg);
 typedef struct gk_ipc_pub gk_ipc_pub;
 typedef struct gk_ipc_sub gk_ipc_sub;
 
+/* The publisher listens on url; subscribers dial it. */
 int gk_ipc_pub_open(gk_ipc_pub **out, const char *url, const gk_ipc_opts *opts, gk_err *err);
-/* Publish msg on topic (a short name, no NUL). Returns the sequence number used. */
+const char *gk_ipc_pub_url(const gk_ipc_pub *p);    /* resolved like gk_ipc_server_url */
+int gk_ipc_pub_peers(const gk_ipc_pub *p);          /* subscribers connected now */
+/* Publish msg on topic (a short name, under 64 bytes). Returns the sequence
+ * number used, 0 when refused (bad topic, too many topics). Never blocks. */
 uint64_t gk_ipc_pub_send(gk_ipc_pub *p, const char *topic, const ProtobufCMessage *msg);
 uint64_t gk_ipc_pub_seq(const gk_ipc_pub *p, const char *topic); /* current number, 0 if none */
 /* Publish ticks for every topic; call from a timer (the library keeps no thread). */
@@ -162,7 +166,8 @@ void gk_ipc_pub_stats(const gk_ipc_pub *p, gk_ipc_stats *out);
 /* Deliveries: msg is unpacked with the descriptor given for the topic (owned by
  * the callee, free with gk_ipc_free). */
 typedef void (*gk_ipc_event_fn)(void *user, const char *topic, uint64_t seq, ProtobufCMessage *msg);
-/* A gap: `expected` was due, `got` arrived (or a tick announced it). */
+/* A gap: `expected` was due, `got` arrived (or a tick announced it). A
+ * restarted publisher (its numbers start again) is a gap with expected 1. */
 typedef void (*gk_ipc_gap_fn)(void *user, const char *topic, uint64_t expected, uint64_t got);
 
 int gk_ipc_sub_open(gk_ipc_sub **out, const char *url, const gk_ipc_opts *opts,

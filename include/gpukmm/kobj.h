@@ -13,6 +13,7 @@
 #define GPUKMM_KOBJ_H
 
 #include <cJSON.h>
+#include <stdbool.h>
 
 #include "gpukmm/err.h"
 #include "kube.pb-c.h"
@@ -26,6 +27,15 @@ int gk_kobj_meta_from_json(const cJSON *obj, int (*keep_annotation)(const char *
 cJSON *gk_kobj_meta_to_json(const Gpukmm__ObjectMeta *m);
 
 int gk_kobj_cluster_policy_from_json(const cJSON *obj, Gpukmm__ClusterPolicy **out, gk_err *err);
+/* The collecting variant used by validation: does not stop at the first type
+ * error; each problem ("<field path>: <what>") goes to on_error and the field
+ * stays unset. With report_unknown, keys outside the ClusterPolicy schema are
+ * reported too ("spec.foo: unknown field"). Returns the number of problems
+ * (0: *out is complete), or -1 when out of memory (*out NULL). */
+typedef void (*gk_kobj_error_fn)(void *arg, const char *msg);
+int gk_kobj_cluster_policy_parse(const cJSON *obj, bool report_unknown, gk_kobj_error_fn on_error, void *arg,
+				 Gpukmm__ClusterPolicy **out);
+/* Status as the API wants it: errors always present (possibly []), so cleared errors vanish. */
 cJSON *gk_kobj_cluster_policy_status_to_json(const Gpukmm__ClusterPolicyStatus *st);
 
 int gk_kobj_module_from_json(const cJSON *obj, Gpukmm__Module **out, gk_err *err);

@@ -2,6 +2,7 @@
 #include "kj.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -311,4 +312,177 @@ cJSON *gk_kj_strings_to_array(char *const *s, size_t n)
 		cJSON_AddItemToArray(a, e);
 	}
 	return a;
+}
+
+/* ---- shared sub-objects ---------------------------------------------------- */
+
+static void *alloc_vec(size_t n, size_t sz)
+{
+	return n ? calloc(n, sz) : NULL;
+}
+
+int gk_kj_tolerations(const cJSON *obj, const char *key, const char *path, size_t *n_out,
+		      Gpukmm__Toleration ***out, gk_err *err)
+{
+	const cJSON *a;
+	int rc = gk_kj_array(obj, key, path, &a, err);
+	if (rc || !a || cJSON_GetArraySize(a) == 0)
+		return rc;
+	size_t cap = (size_t)cJSON_GetArraySize(a);
+	Gpukmm__Toleration **v = alloc_vec(cap, sizeof(*v));
+	if (!v)
+		return oom(err);
+	size_t n = 0;
+	const cJSON *e;
+	cJSON_ArrayForEach(e, a) {
+		char p[256];
+		snprintf(p, sizeof(p), "%s%s%s[%zu]", path, *path ? "." : "", key, n);
+		if (!cJSON_IsObject(e)) {
+			rc = gk_err_set(err, GK_INVALID_ARGUMENT, "%s: expected object, got %s", p, gk_kj_type_name(e));
+			goto fail;
+		}
+		Gpukmm__Toleration *t = malloc(sizeof(*t));
+		if (!t) {
+			rc = oom(err);
+			goto fail;
+		}
+		gpukmm__toleration__init(t);
+		v[n++] = t;
+		if ((rc = gk_kj_string(e, "key", p, &t->key, err)) ||
+		    (rc = gk_kj_string(e, "operator", p, &t->operator_, err)) ||
+		    (rc = gk_kj_string(e, "value", p, &t->value, err)) ||
+		    (rc = gk_kj_string(e, "effect", p, &t->effect, err)) ||
+		    (rc = gk_kj_int64(e, "tolerationSeconds", p, &t->has_toleration_seconds,
+				      &t->toleration_seconds, err)))
+			goto fail;
+	}
+	*out = v;
+	*n_out = n;
+	return 0;
+fail:
+	for (size_t i = 0; i < n; i++)
+		protobuf_c_message_free_unpacked(&v[i]->base, NULL);
+	free(v);
+	return rc;
+}
+
+int gk_kj_registry_tls(const cJSON *obj, const char *key, const char *path, Gpukmm__RegistryTLS **out,
+		       gk_err *err)
+{
+	const cJSON *o;
+	int rc = gk_kj_object(obj, key, path, &o, err);
+	if (rc || !o)
+		return rc;
+	char p[256];
+	snprintf(p, sizeof(p), "%s%s%s", path, *path ? "." : "", key);
+	Gpukmm__RegistryTLS *t = malloc(sizeof(*t));
+	if (!t)
+		return oom(err);
+	gpukmm__registry_tls__init(t);
+	if ((rc = gk_kj_bool(o, "insecure", p, &t->has_insecure, &t->insecure, err)) ||
+	    (rc = gk_kj_bool(o, "insecureSkipTLSVerify", p, &t->has_insecure_skip_tls_verify,
+			     &t->insecure_skip_tls_verify, err))) {
+		protobuf_c_message_free_unpacked(&t->base, NULL);
+		return rc;
+	}
+	if (*out)
+		protobuf_c_message_free_unpacked(&(*out)->base, NULL);
+	*out = t;
+	return 0;
+}
+
+int gk_kj_build_args(const cJSON *obj, const char *key, const char *path, size_t *n_out,
+		     Gpukmm__BuildArg ***out, gk_err *err)
+{
+	const cJSON *a;
+	int rc = gk_kj_array(obj, key, path, &a, err);
+	if (rc || !a || cJSON_GetArraySize(a) == 0)
+		return rc;
+	size_t cap = (size_t)cJSON_GetArraySize(a), n = 0;
+	Gpukmm__BuildArg **v = alloc_vec(cap, sizeof(*v));
+	if (!v)
+		return oom(err);
+	const cJSON *e;
+	cJSON_ArrayForEach(e, a) {
+		char p[256];
+		snprintf(p, sizeof(p), "%s%s%s[%zu]", path, *path ? "." : "", key, n);
+		if (!cJSON_IsObject(e)) {
+			rc = gk_err_set(err, GK_INVALID_ARGUMENT, "%s: expected object, got %s", p, gk_kj_type_name(e));
+			goto fail;
+		}
+		Gpukmm__BuildArg *b = malloc(sizeof(*b));
+		if (!b) {
+			rc = oom(err);
+			goto fail;
+		}
+		gpukmm__build_arg__init(b);
+		v[n++] = b;
+		if ((rc = gk_kj_string(e, "name", p, &b->name, err)) ||
+		    (rc = gk_kj_string(e, "value", p, &b->value, err)))
+			goto fail;
+	}
+	*out = v;
+	*n_out = n;
+	return 0;
+fail:
+	for (size_t i = 0; i < n; i++)
+		protobuf_c_message_free_unpacked(&v[i]->base, NULL);
+	free(v);
+	return rc;
+}
+
+cJSON *gk_kj_tolerations_to_json(Gpukmm__Toleration *const *t, size_t n)
+{
+	cJSON *a = cJSON_CreateArray();
+	if (!a)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		cJSON *o = cJSON_CreateObject();
+		if (!o)
+			goto fail;
+		cJSON_AddItemToArray(a, o);
+		if (!gk_kj_add_str(o, "key", t[i]->key) || !gk_kj_add_str(o, "operator", t[i]->operator_) ||
+		    !gk_kj_add_str(o, "value", t[i]->value) || !gk_kj_add_str(o, "effect", t[i]->effect) ||
+		    (t[i]->has_toleration_seconds &&
+		     !cJSON_AddNumberToObject(o, "tolerationSeconds", (double)t[i]->toleration_seconds)))
+			goto fail;
+	}
+	return a;
+fail:
+	cJSON_Delete(a);
+	return NULL;
+}
+
+cJSON *gk_kj_registry_tls_to_json(const Gpukmm__RegistryTLS *t)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (!o || !t)
+		return o;
+	if ((t->has_insecure && !cJSON_AddBoolToObject(o, "insecure", t->insecure)) ||
+	    (t->has_insecure_skip_tls_verify &&
+	     !cJSON_AddBoolToObject(o, "insecureSkipTLSVerify", t->insecure_skip_tls_verify))) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+cJSON *gk_kj_build_args_to_json(Gpukmm__BuildArg *const *a, size_t n)
+{
+	cJSON *arr = cJSON_CreateArray();
+	if (!arr)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		cJSON *o = cJSON_CreateObject();
+		if (!o)
+			goto fail;
+		cJSON_AddItemToArray(arr, o);
+		if (!cJSON_AddStringToObject(o, "name", a[i]->name ? a[i]->name : "") ||
+		    !cJSON_AddStringToObject(o, "value", a[i]->value ? a[i]->value : ""))
+			goto fail;
+	}
+	return arr;
+fail:
+	cJSON_Delete(arr);
+	return NULL;
 }

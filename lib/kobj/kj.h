@@ -42,6 +42,19 @@ int gk_kj_string_list(const cJSON *obj, const char *key, const char *path, size_
 int gk_kj_name_list(const cJSON *obj, const char *key, const char *path, size_t *n_out, char ***out,
 		    gk_err *err);
 
+/* core/v1 Toleration list (first type error wins). */
+int gk_kj_tolerations(const cJSON *obj, const char *key, const char *path, size_t *n_out,
+		      Gpukmm__Toleration ***out, gk_err *err);
+/* {insecure, insecureSkipTLSVerify} -> *out (NULL when absent). */
+int gk_kj_registry_tls(const cJSON *obj, const char *key, const char *path, Gpukmm__RegistryTLS **out,
+		       gk_err *err);
+/* [{name, value}] build arguments. */
+int gk_kj_build_args(const cJSON *obj, const char *key, const char *path, size_t *n_out,
+		     Gpukmm__BuildArg ***out, gk_err *err);
+cJSON *gk_kj_tolerations_to_json(Gpukmm__Toleration *const *t, size_t n);
+cJSON *gk_kj_registry_tls_to_json(const Gpukmm__RegistryTLS *t);
+cJSON *gk_kj_build_args_to_json(Gpukmm__BuildArg *const *a, size_t n);
+
 /* Allocation helpers: NULL on out-of-memory. */
 char *gk_kj_strdup(const char *s);
 Gpukmm__KeyValue *gk_kj_kv_new(const char *key, const char *value);

@@ -6,6 +6,8 @@
 
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -78,6 +80,37 @@ static inline void th_server_stop(th_server *t)
 	close(t->stopfd);
 	gk_ipc_server_close(t->s);
 	th_rmdir(t->dir);
+}
+
+/* Spawns $ENVDIR/prog with stderr appended to log (NULL = inherited). The
+ * child's environment drops BXFI_MAP: test helpers are linked with libcriterion
+ * (the Makefile's tests/ rule) and would otherwise believe they are Criterion
+ * workers and abort. */
+static inline pid_t th_spawn(const char *envdir, const char *prog, char *const argv[], const char *log)
+{
+	extern char **environ;
+	const char *d = getenv(envdir);
+	cr_assert_not_null(d, "$%s not set: run through tests/run.sh", envdir);
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", d, prog);
+	size_t n = 0;
+	while (environ[n])
+		n++;
+	char **env = calloc(n + 1, sizeof(char *));
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(environ[i], "BXFI_", 5) != 0)
+			env[k++] = environ[i];
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	if (log)
+		posix_spawn_file_actions_addopen(&fa, 2, log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+	pid_t pid;
+	int rc = posix_spawn(&pid, path, &fa, NULL, argv, env);
+	posix_spawn_file_actions_destroy(&fa);
+	free(env);
+	cr_assert_eq(rc, 0, "spawn %s", path);
+	return pid;
 }
 
 static inline int64_t th_ms(void)

@@ -10,4 +10,8 @@ typedef struct gkctl_cmd {
 	int (*run)(int argc, char **argv); /* argv[0] is the subcommand name */
 } gkctl_cmd;
 
+/* subcommands (one per cmd_<name>.c) */
+int gkctl_render(int argc, char **argv);
+int gkctl_validate(int argc, char **argv);
+
 #endif

@@ -1,0 +1,195 @@
+/* gpukmm — the ClusterPolicy model: defaulting, validation (the upstream
+ * webhook's rules and messages plus gpukmm's stricter ones), KMM Module
+ * rendering, the label keys and DaemonSet names derived from a policy, the
+ * "does the existing Module already match" comparison, and the exact status /
+ * error strings. Pure code: no I/O, no global state.
+ *
+ * Typed objects are the protobuf messages of proto/kube.proto built by
+ * lib/kobj (free them with gk_kobj_free). */
+#ifndef GPUKMM_POLICY_H
+#define GPUKMM_POLICY_H
+
+#include <cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "gpukmm/err.h"
+#include "kube.pb-c.h"
+
+/* ---- constants ------------------------------------------------------------ */
+#define GK_POLICY_API_VERSION        "intel.com/v1alpha1"
+#define GK_POLICY_KIND               "ClusterPolicy"
+#define GK_POLICY_DEFAULT_MODULE     "xe"
+#define GK_POLICY_DEFAULT_NAMESPACE  "intel-gpu-base-operator"   /* $OPERATOR_NAMESPACE */
+#define GK_POLICY_DEFAULT_SA         "module-loader"             /* $MODULE_LOADER_SERVICE_ACCOUNT_NAME */
+#define GK_POLICY_FINALIZER          "gpu.intel.com/clusterpolicy-protection"
+#define GK_POLICY_MODULE_SUFFIX      "-gpu"
+#define GK_POLICY_KMM_API_VERSION    "kmm.sigs.x-k8s.io/v1beta1"
+#define GK_POLICY_KMM_GROUP          "kmm.sigs.x-k8s.io"
+#define GK_POLICY_KMM_LABEL_PREFIX   "kmm.node.kubernetes.io/"
+#define GK_POLICY_ARCH_LABEL         "kubernetes.io/arch"
+#define GK_POLICY_ARCH_VALUE         "amd64"
+#define GK_POLICY_NFD_LABEL          "intel.feature.node.kubernetes.io/gpu"
+#define GK_POLICY_KMM_DIRNAME_DEFAULT "/opt"
+#define GK_POLICY_KMM_MAX_NAME_NS    41  /* KMM: len(Module name) + len(namespace) */
+#define GK_POLICY_LABEL_NAME_MAX     63
+#define GK_POLICY_REQUEUE_DELAY_MS   5000
+/* Names and label keys never exceed this (incl. NUL) for valid object names. */
+#define GK_POLICY_KEY_MAX            512
+
+typedef struct gk_policy_opts {
+	const char *namespace_;       /* operator namespace; NULL = GK_POLICY_DEFAULT_NAMESPACE */
+	const char *service_account;  /* module-loader SA; NULL = GK_POLICY_DEFAULT_SA */
+} gk_policy_opts;
+
+/* ---- validation report ------------------------------------------------------ */
+typedef struct gk_policy_violation {
+	char *field;   /* field path, e.g. "spec.kernelModule.kernelMappings[0].regexp" */
+	char *msg;     /* the whole message as reported (upstream messages name the field themselves) */
+} gk_policy_violation;
+
+typedef struct gk_policy_report {
+	gk_policy_violation *v;
+	size_t n, cap;
+	char **warnings;
+	size_t n_warnings;
+	bool oom;      /* a message could not be recorded: treat as invalid */
+} gk_policy_report;
+
+void gk_policy_report_init(gk_policy_report *r);
+void gk_policy_report_free(gk_policy_report *r);
+bool gk_policy_report_ok(const gk_policy_report *r);   /* no violations, no oom */
+/* Violations' messages joined with "\n" (the upstream denial format); malloc'd, NULL on OOM. */
+char *gk_policy_report_join(const gk_policy_report *r);
+/* Record one violation (printf-style message). */
+void gk_policy_reportf(gk_policy_report *r, const char *field, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* ---- defaulting ----------------------------------------------------------------- */
+/* moduleName = "xe" when kernelModule is set and moduleName is empty. Returns
+ * 1 if changed, 0 if not, -1 on OOM. Idempotent. */
+int gk_policy_default(Gpukmm__ClusterPolicy *cp);
+/* The mutating webhook's RFC 6902 JSONPatch for the object as submitted: a JSON
+ * array, empty when nothing is to be defaulted. NULL on OOM. */
+cJSON *gk_policy_default_patch(const cJSON *obj);
+
+/* ---- validation ------------------------------------------------------------------ */
+/* Validates a ClusterPolicy JSON object as submitted: type errors (per field),
+ * unknown fields when report_unknown, schema rules (required, enums, minItems,
+ * ranges), then — on the defaulted typed model — every rule of the upstream
+ * webhook and gpukmm's own (gk_policy_validate). All violations are reported.
+ * `typed` (may be NULL) receives the defaulted model (also when invalid). */
+void gk_policy_validate_json(const cJSON *obj, bool report_unknown, const gk_policy_opts *o,
+			     gk_policy_report *r, Gpukmm__ClusterPolicy **typed);
+/* The admission rules on a typed policy, in upstream order, then gpukmm's.
+ * Deprecation warnings go to r->warnings. */
+void gk_policy_validate(const Gpukmm__ClusterPolicy *cp, const gk_policy_opts *o, gk_policy_report *r);
+
+/* Pieces also used elsewhere. Each returns 0 when valid, else writes a message. */
+int gk_policy_check_regexp(const char *re, char *msg, size_t cap);       /* Go RE2 syntax */
+/* lib/policy/re2go.cc (Go regexp semantics over RE2): check 0 ok / 1 invalid
+ * (Go's message) / -1 OOM; match (unanchored, like MatchString) 1 / 0 / -1 invalid. */
+int gk_policy_re2go_check(const char *pattern, char *msg, size_t cap);
+int gk_policy_re2go_match(const char *pattern, const char *text);
+int gk_policy_check_image_ref(const char *ref, char *msg, size_t cap);   /* distribution/reference */
+int gk_policy_check_dns1123_subdomain(const char *s, char *msg, size_t cap);
+int gk_policy_check_dns1123_label(const char *s, char *msg, size_t cap);
+int gk_policy_check_label_value(const char *s, char *msg, size_t cap);
+int gk_policy_check_qualified_name(const char *s, char *msg, size_t cap);
+/* KMM template placeholders (${...}, $NAME) replaced with "0"; malloc'd. */
+char *gk_policy_substitute_kmm_vars(const char *image);
+
+/* ---- names and keys --------------------------------------------------------------- */
+/* All write a NUL-terminated string into buf and return 0, or GK_OUT_OF_RANGE if
+ * it does not fit. */
+int gk_policy_module_name(char *buf, size_t cap, const char *cp_name);            /* <cp>-gpu */
+int gk_policy_ready_label(char *buf, size_t cap, const char *ns, const char *cp_name);
+/* kmm.node.kubernetes.io/version-module.<ns>.<cp>-gpu */
+int gk_policy_version_label(char *buf, size_t cap, const char *ns, const char *cp_name);
+
+enum gk_policy_ds {
+	GK_POLICY_DS_DEVICE_PLUGIN = 1u << 0,   /* <cp>-device-plugin */
+	GK_POLICY_DS_DRA = 1u << 1,             /* <cp>-gpu-dra */
+	GK_POLICY_DS_XPU_MANAGER = 1u << 2,     /* <cp>-xpu-manager */
+};
+#define GK_POLICY_DS_ALL (GK_POLICY_DS_DEVICE_PLUGIN | GK_POLICY_DS_DRA | GK_POLICY_DS_XPU_MANAGER)
+/* Which DaemonSets the policy deploys (dp: device plugin; dra with DRA available:
+ * DRA plugin; resourceMonitoring: XPU manager). */
+unsigned gk_policy_daemonsets(const Gpukmm__ClusterPolicySpec *spec, bool dra_available);
+int gk_policy_ds_name(char *buf, size_t cap, const char *cp_name, enum gk_policy_ds which);
+/* Gating applies when KMM is available and kernelModule is set. */
+bool gk_policy_gating_wanted(const Gpukmm__ClusterPolicySpec *spec, bool kmm_available);
+
+/* A node selector: sorted KeyValue list owned by the struct. */
+typedef struct gk_policy_selector {
+	Gpukmm__KeyValue **kv;
+	size_t n;
+} gk_policy_selector;
+void gk_policy_selector_free(gk_policy_selector *s);
+/* {arch: amd64} overlaid by spec.nodeSelector, + NFD label when useNFDLabeling,
+ * + {ready_label: ""} when ready_label is non-NULL (DaemonSets when gated; the
+ * Module's own selector never has it). 0 or GK_RESOURCE_EXHAUSTED. */
+int gk_policy_node_selector(const Gpukmm__ClusterPolicySpec *spec, const char *ready_label,
+			    gk_policy_selector *out);
+
+/* ---- Module rendering -------------------------------------------------------------- */
+/* The desired Module for a policy with kernelModule set (call gk_policy_default
+ * first; a policy that fails validation may render something KMM rejects).
+ * The owner reference's uid is the policy's metadata.uid (unset when absent).
+ * GK_FAILED_PRECONDITION when kernelModule is unset. */
+int gk_policy_render_module(const Gpukmm__ClusterPolicy *cp, const gk_policy_opts *o, Gpukmm__Module **out,
+			    gk_err *err);
+/* The whole Module object {apiVersion, kind, metadata{name, namespace,
+ * ownerReferences}, spec} as it would be created. NULL on OOM. */
+cJSON *gk_policy_module_to_json(const Gpukmm__Module *m);
+
+/* ---- existing vs desired ------------------------------------------------------------ */
+/* Compares the managed parts (controller owner reference, selector, tolerations,
+ * imageRepoSecret, moduleLoader) of the existing Module with the desired one,
+ * ignoring what KMM defaults (modprobe.dirName "/opt") and what gpukmm does not
+ * manage. *patch = NULL when no write is needed, else the JSON merge patch to
+ * send (removed keys null, lists replaced wholesale). GK_FAILED_PRECONDITION
+ * when the Module has another controller owner ("failed to set controller
+ * reference: ..."); GK_RESOURCE_EXHAUSTED on OOM. */
+int gk_policy_module_diff(const Gpukmm__Module *existing, const Gpukmm__Module *desired, cJSON **patch,
+			  gk_err *err);
+/* KMM rejects switching container.version between empty and non-empty in place:
+ * true when that is what existing -> desired would do (delete + recreate needed). */
+bool gk_policy_version_toggled(const Gpukmm__Module *existing, const Gpukmm__Module *desired);
+
+/* KMM's Module admission rules (kmm.md §1.3: name length, tolerations, the
+ * moduleLoader container/mapping/modprobe rules) on a typed Module: 0 when
+ * accepted, else the first error as KMM words it. For tests and the fake KMM. */
+int gk_policy_kmm_admit(const Gpukmm__Module *m, char *msg, size_t cap);
+
+/* ---- status and error strings (upstream §1.5 / §5.2, exact) --------------------------- */
+#define GK_POLICY_STATUS_NA          "N/A"
+#define GK_POLICY_STATUS_RECREATING  "Recreating"
+#define GK_POLICY_STATUS_REMOVING    "Removing"
+#define GK_POLICY_MSG_KMM_NOT_INSTALLED "KMM is not installed in the cluster."
+#define GK_POLICY_MSG_DRA_NOT_ENABLED   "DRA is not enabled in the cluster, but ClusterPolicy requests it."
+#define GK_POLICY_WARN_LEVELZERO        "dp.levelzero is no longer used and will be ignored."
+
+/* kmmStatus "<available>/<desired>" (missing counts as 0). */
+int gk_policy_kmm_status(char *buf, size_t cap, const Gpukmm__Module *m);
+/* desiredNumber > 0 && availableNumber < desiredNumber */
+bool gk_policy_module_not_fully_available(const Gpukmm__Module *m);
+
+/* Each formats one message into buf (snprintf semantics, returns its length).
+ * m = Module name, cp = ClusterPolicy name, e = the underlying error text. */
+int gk_policy_msg_not_fully_available(char *buf, size_t cap, const char *m, int avail, int desired);
+int gk_policy_msg_blocking_deletion(char *buf, size_t cap, const char *m);
+int gk_policy_msg_pending_deletion(char *buf, size_t cap, const char *m);
+int gk_policy_msg_blocking_recreation(char *buf, size_t cap, const char *m);
+int gk_policy_msg_get_failed(char *buf, size_t cap, const char *m, const char *e);
+int gk_policy_msg_delete_failed(char *buf, size_t cap, const char *m, const char *e);
+int gk_policy_msg_delete_for_version_failed(char *buf, size_t cap, const char *m, const char *e);
+int gk_policy_msg_reconcile_failed(char *buf, size_t cap, const char *m, const char *cp, const char *e);
+int gk_policy_msg_owner_conflict(char *buf, size_t cap, const char *ns, const char *m, const char *owner_kind,
+				 const char *owner_name);
+/* log lines */
+int gk_policy_log_ordered_upgrade(char *buf, size_t cap, const char *ns, const char *m, const char *version);
+int gk_policy_log_version_toggled(char *buf, size_t cap, const char *m, const char *old_v, const char *new_v);
+int gk_policy_log_apply_result(char *buf, size_t cap, const char *m, const char *result); /* unchanged|created|updated */
+
+#endif

@@ -1,0 +1,272 @@
+/* lib/policy: the KMM Module for a ClusterPolicy, exactly as upstream §2
+ * builds it (moduleLoader only; devicePlugin/dra never set). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpukmm/kobj.h"
+#include "gpukmm/policy.h"
+
+typedef struct rctx {
+	bool oom;
+} rctx;
+
+static char *dup(rctx *c, const char *s)
+{
+	char *d = strdup(s ? s : "");
+	if (!d)
+		c->oom = true;
+	return d;
+}
+
+static void *zalloc(rctx *c, size_t n, size_t sz)
+{
+	if (n == 0)
+		return NULL;
+	void *p = calloc(n, sz);
+	if (!p)
+		c->oom = true;
+	return p;
+}
+
+#define NEW(c, ptr, init) do { \
+	(ptr) = malloc(sizeof(*(ptr))); \
+	if (!(ptr)) { (c)->oom = true; return; } \
+	init(ptr); \
+} while (0)
+
+static void copy_strings(rctx *c, char **src, size_t n, char ***dst, size_t *n_dst)
+{
+	if (!n || !(*dst = zalloc(c, n, sizeof(char *))))
+		return;
+	for (size_t i = 0; i < n; i++) {
+		if (!((*dst)[i] = dup(c, src[i])))
+			return;
+		(*n_dst)++;
+	}
+}
+
+static void copy_tls(rctx *c, const Gpukmm__RegistryTLS *src, Gpukmm__RegistryTLS **dst)
+{
+	NEW(c, *dst, gpukmm__registry_tls__init);
+	/* upstream copies both booleans (Go has no absent bool); only true ones matter */
+	if (src && src->has_insecure && src->insecure) {
+		(*dst)->has_insecure = 1;
+		(*dst)->insecure = 1;
+	}
+	if (src && src->has_insecure_skip_tls_verify && src->insecure_skip_tls_verify) {
+		(*dst)->has_insecure_skip_tls_verify = 1;
+		(*dst)->insecure_skip_tls_verify = 1;
+	}
+}
+
+static void copy_selector(rctx *c, const gk_policy_selector *sel, Gpukmm__KeyValue ***dst, size_t *n_dst)
+{
+	if (!sel->n || !(*dst = zalloc(c, sel->n, sizeof(**dst))))
+		return;
+	for (size_t i = 0; i < sel->n; i++) {
+		Gpukmm__KeyValue *kv = malloc(sizeof(*kv));
+		if (!kv) {
+			c->oom = true;
+			return;
+		}
+		gpukmm__key_value__init(kv);
+		(*dst)[(*n_dst)++] = kv;
+		kv->key = dup(c, sel->kv[i]->key);
+		kv->value = dup(c, sel->kv[i]->value);
+	}
+}
+
+static void render_mapping(rctx *c, const Gpukmm__KernelModuleSpec *km, const Gpukmm__KernelMapping *src,
+			   const gk_policy_selector *sel, Gpukmm__ModuleKernelMapping *m)
+{
+	m->regexp = dup(c, src->regexp);
+	m->container_image = dup(c, src->container_image);
+	if (src->n_in_tree_modules_to_remove) {
+		/* dedupe([moduleName] + mapping list), first occurrence wins */
+		size_t cap = src->n_in_tree_modules_to_remove + 1;
+		if (!(m->in_tree_modules_to_remove = zalloc(c, cap, sizeof(char *))))
+			return;
+		m->has_has_in_tree_modules_to_remove = 1;
+		m->has_in_tree_modules_to_remove = 1;
+		for (size_t i = 0; i < cap; i++) {
+			const char *v = i == 0 ? km->module_name : src->in_tree_modules_to_remove[i - 1];
+			bool seen = false;
+			for (size_t j = 0; j < m->n_in_tree_modules_to_remove && !seen; j++)
+				seen = strcmp(m->in_tree_modules_to_remove[j], v ? v : "") == 0;
+			if (seen)
+				continue;
+			if (!(m->in_tree_modules_to_remove[m->n_in_tree_modules_to_remove] = dup(c, v)))
+				return;
+			m->n_in_tree_modules_to_remove++;
+		}
+	}
+	if (src->registry_tls)
+		copy_tls(c, src->registry_tls, &m->registry_tls);
+	if (src->build) {
+		const Gpukmm__KernelModuleBuild *b = src->build;
+		NEW(c, m->build, gpukmm__module_build__init);
+		m->build->dockerfile_config_map = dup(c, b->dockerfile_config_map);
+		if (b->n_build_args && (m->build->build_args = zalloc(c, b->n_build_args, sizeof(void *)))) {
+			for (size_t i = 0; i < b->n_build_args; i++) {
+				Gpukmm__BuildArg *a;
+				NEW(c, a, gpukmm__build_arg__init);
+				m->build->build_args[m->build->n_build_args++] = a;
+				a->name = dup(c, b->build_args[i]->name);
+				a->value = dup(c, b->build_args[i]->value);
+			}
+		}
+		copy_strings(c, b->secrets, b->n_secrets, &m->build->secrets, &m->build->n_secrets);
+		/* the build runs on the GPU nodes whose kernel headers it needs */
+		copy_selector(c, sel, &m->build->selector, &m->build->n_selector);
+	}
+}
+
+static void render(rctx *c, const Gpukmm__ClusterPolicy *cp, const gk_policy_opts *o, Gpukmm__Module *mod)
+{
+	const Gpukmm__ClusterPolicySpec *s = cp->spec;
+	const Gpukmm__KernelModuleSpec *km = s->kernel_module;
+	const char *cp_name = cp->metadata && cp->metadata->name ? cp->metadata->name : "";
+	const char *ns = o && o->namespace_ && *o->namespace_ ? o->namespace_ : GK_POLICY_DEFAULT_NAMESPACE;
+	const char *sa = o && o->service_account && *o->service_account ? o->service_account : GK_POLICY_DEFAULT_SA;
+	char name[GK_POLICY_KEY_MAX];
+	if (gk_policy_module_name(name, sizeof(name), cp_name)) {
+		c->oom = true;
+		return;
+	}
+
+	NEW(c, mod->metadata, gpukmm__object_meta__init);
+	mod->metadata->name = dup(c, name);
+	mod->metadata->namespace_ = dup(c, ns);
+	if (!(mod->metadata->owner_references = zalloc(c, 1, sizeof(void *))))
+		return;
+	Gpukmm__OwnerReference *ref;
+	NEW(c, ref, gpukmm__owner_reference__init);
+	mod->metadata->owner_references[mod->metadata->n_owner_references++] = ref;
+	ref->api_version = dup(c, GK_POLICY_API_VERSION);
+	ref->kind = dup(c, GK_POLICY_KIND);
+	ref->name = dup(c, cp_name);
+	if (cp->metadata && cp->metadata->uid)
+		ref->uid = dup(c, cp->metadata->uid);
+	ref->has_controller = ref->controller = 1;
+	ref->has_block_owner_deletion = ref->block_owner_deletion = 1;
+
+	NEW(c, mod->spec, gpukmm__module_spec__init);
+	Gpukmm__ModuleSpec *ms = mod->spec;
+	gk_policy_selector sel = { 0 };
+	if (gk_policy_node_selector(s, NULL, &sel)) {
+		c->oom = true;
+		return;
+	}
+	copy_selector(c, &sel, &ms->selector, &ms->n_selector);
+	if (s->n_tolerations && (ms->tolerations = zalloc(c, s->n_tolerations, sizeof(void *)))) {
+		for (size_t i = 0; i < s->n_tolerations && !c->oom; i++) {
+			const Gpukmm__Toleration *t = s->tolerations[i];
+			Gpukmm__Toleration *d = malloc(sizeof(*d));
+			if (!d) {
+				c->oom = true;
+				break;
+			}
+			gpukmm__toleration__init(d);
+			ms->tolerations[ms->n_tolerations++] = d;
+			if (t->key)
+				d->key = dup(c, t->key);
+			if (t->operator_)
+				d->operator_ = dup(c, t->operator_);
+			if (t->value)
+				d->value = dup(c, t->value);
+			if (t->effect)
+				d->effect = dup(c, t->effect);
+			d->has_toleration_seconds = t->has_toleration_seconds;
+			d->toleration_seconds = t->toleration_seconds;
+		}
+	}
+	if (s->pull_secret)
+		ms->image_repo_secret = dup(c, s->pull_secret);
+
+	Gpukmm__ModuleLoader *ml;
+	Gpukmm__ModuleLoaderContainer *ct;
+	Gpukmm__ModprobeSpec *mp;
+	ml = malloc(sizeof(*ml));
+	ct = malloc(sizeof(*ct));
+	mp = malloc(sizeof(*mp));
+	if (!ml || !ct || !mp) {
+		free(ml);
+		free(ct);
+		free(mp);
+		c->oom = true;
+		gk_policy_selector_free(&sel);
+		return;
+	}
+	gpukmm__module_loader__init(ml);
+	gpukmm__module_loader_container__init(ct);
+	gpukmm__modprobe_spec__init(mp);
+	ms->module_loader = ml;
+	ml->container = ct;
+	ct->modprobe = mp;
+	ml->service_account_name = dup(c, sa);
+	mp->module_name = dup(c, km->module_name);
+	if (km->firmware_path && *km->firmware_path)
+		mp->firmware_path = dup(c, km->firmware_path);
+	copy_strings(c, km->modules_loading_order, km->n_modules_loading_order, &mp->modules_loading_order,
+		     &mp->n_modules_loading_order);
+	if (km->version && *km->version)
+		ct->version = dup(c, km->version);
+	copy_strings(c, (char **)&km->module_name, 1, &ct->in_tree_modules_to_remove, &ct->n_in_tree_modules_to_remove);
+	ct->image_pull_policy = dup(c, "IfNotPresent");
+	copy_tls(c, km->registry_tls, &ct->registry_tls);
+	if (km->n_kernel_mappings && (ct->kernel_mappings = zalloc(c, km->n_kernel_mappings, sizeof(void *)))) {
+		for (size_t i = 0; i < km->n_kernel_mappings && !c->oom; i++) {
+			Gpukmm__ModuleKernelMapping *m = malloc(sizeof(*m));
+			if (!m) {
+				c->oom = true;
+				break;
+			}
+			gpukmm__module_kernel_mapping__init(m);
+			ct->kernel_mappings[ct->n_kernel_mappings++] = m;
+			render_mapping(c, km, km->kernel_mappings[i], &sel, m);
+		}
+	}
+	gk_policy_selector_free(&sel);
+}
+
+int gk_policy_render_module(const Gpukmm__ClusterPolicy *cp, const gk_policy_opts *o, Gpukmm__Module **out,
+			    gk_err *err)
+{
+	*out = NULL;
+	if (!cp || !cp->spec || !cp->spec->kernel_module)
+		return gk_err_set(err, GK_FAILED_PRECONDITION, "the ClusterPolicy has no spec.kernelModule: no Module");
+	Gpukmm__Module *m = malloc(sizeof(*m));
+	if (!m)
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+	gpukmm__module__init(m);
+	rctx c = { 0 };
+	render(&c, cp, o, m);
+	if (c.oom) {
+		gk_kobj_free(m);
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+	}
+	*out = m;
+	return 0;
+}
+
+cJSON *gk_policy_module_to_json(const Gpukmm__Module *m)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (!o)
+		return NULL;
+	if (!cJSON_AddStringToObject(o, "apiVersion", GK_POLICY_KMM_API_VERSION) ||
+	    !cJSON_AddStringToObject(o, "kind", "Module"))
+		goto fail;
+	cJSON *meta = gk_kobj_meta_to_json(m->metadata);
+	if (!meta)
+		goto fail;
+	cJSON_AddItemToObject(o, "metadata", meta);
+	cJSON *spec = gk_kobj_module_spec_to_json(m->spec);
+	if (!spec)
+		goto fail;
+	cJSON_AddItemToObject(o, "spec", spec);
+	return o;
+fail:
+	cJSON_Delete(o);
+	return NULL;
+}

@@ -1,0 +1,184 @@
+/* gpukmm-webhook — the ClusterPolicy admission webhook (AdmissionReview v1 over
+ * HTTPS): POST /mutate-intel-com-v1alpha1-clusterpolicy defaults
+ * kernelModule.moduleName, POST /validate-intel-com-v1alpha1-clusterpolicy
+ * applies lib/policy's rules; GET /healthz. Serving certificate files are
+ * re-read when they change. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpukmm/ipc.h"
+#include "gpukmm/log.h"
+#include "gpukmm/svc.h"
+#include "server.h"
+#include "tlsfiles.h"
+
+#define DEFAULT_LISTEN ":9443"
+
+struct app {
+	gk_svc svc;
+	gk_wh_server srv;
+	const char *cert_path, *key_path, *port_file, *service_account;
+	int insecure_http;
+	long reload_ms;
+	gk_wh_fileid cert_id, key_id;
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int opt_str(void *user, const char *arg)
+{
+	*(const char **)user = arg;
+	return 0;
+}
+
+static int opt_flag(void *user, const char *arg)
+{
+	*(int *)user = 1;
+	return 0;
+}
+
+static int opt_long(void *user, const char *arg)
+{
+	char *end;
+	long v = strtol(arg, &end, 10);
+	if (!*arg || *end || v <= 0)
+		return -1;
+	*(long *)user = v;
+	return 0;
+}
+
+static int opt_size(void *user, const char *arg)
+{
+	long v;
+	if (opt_long(&v, arg) || v > (64L << 20))
+		return -1;
+	*(size_t *)user = (size_t)v;
+	return 0;
+}
+
+static void check_certs(gk_loop *l, gk_timer_id id, void *user)
+{
+	struct app *a = user;
+	gk_wh_fileid c, k;
+	gk_wh_fileid_get(a->cert_path, &c);
+	gk_wh_fileid_get(a->key_path, &k);
+	if (!gk_wh_fileid_eq(&c, &a->cert_id) || !gk_wh_fileid_eq(&k, &a->key_id)) {
+		char *cert, *key, msg[512];
+		if (gk_wh_load_pair(a->cert_path, a->key_path, &cert, &key, msg, sizeof(msg)) != 0) {
+			/* e.g. the cert was written before the key: retry at the next tick */
+			GK_WARN("certificate files changed but are not usable yet: %s", msg);
+		} else {
+			gk_err err;
+			if (gk_wh_swap(&a->srv, cert, key, now_ms(), &err) == 0) {
+				GK_INFO("serving the new certificate from %s", a->cert_path);
+				a->cert_id = c;
+				a->key_id = k;
+			} else {
+				GK_ERROR("%s", err.msg);
+			}
+			free(cert);
+			gk_wh_free_secret(key);
+		}
+	}
+	gk_wh_reap(&a->srv, now_ms());
+	gk_loop_timer(l, a->reload_ms, check_certs, a);
+}
+
+static int write_port_file(const char *path, int port)
+{
+	char tmp[4096];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	FILE *f = fopen(tmp, "w");
+	if (!f)
+		return -1;
+	fprintf(f, "%d\n", port);
+	if (fclose(f) != 0)
+		return -1;
+	return rename(tmp, path);
+}
+
+int main(int argc, char **argv)
+{
+	static struct app a = { .reload_ms = 2000, .srv = { .listen_fd = -1, .max_body = 3u << 20 } };
+	gk_err err;
+	const gk_svc_opt extra[] = {
+		{ "tls-cert", 1, "serving certificate (PEM), re-read when it changes", opt_str, &a.cert_path },
+		{ "tls-key", 1, "private key of the serving certificate (PEM)", opt_str, &a.key_path },
+		{ "insecure-http", 0, "plain HTTP instead of HTTPS: for tests only", opt_flag, &a.insecure_http },
+		{ "max-body-bytes", 1, "largest AdmissionReview accepted (default 3145728)", opt_size, &a.srv.max_body },
+		{ "cert-check-ms", 1, "how often the certificate files are checked (default 2000)", opt_long, &a.reload_ms },
+		{ "port-file", 1, "write the listening port to this file (for --listen with port 0)", opt_str, &a.port_file },
+		{ "service-account", 1, "module-loader ServiceAccount (only used in messages; default module-loader)",
+		  opt_str, &a.service_account },
+		{ 0 },
+	};
+	int rc = gk_svc_init(&a.svc, "webhook", argc, argv, extra, &err);
+	if (rc)
+		return rc;
+	const char *listen = a.svc.addr.listen;
+	if (!listen || strncmp(listen, "ipc://", 6) == 0)
+		listen = DEFAULT_LISTEN; /* the runtime-dir default is an RPC socket; we serve HTTPS */
+	a.srv.tls = !a.insecure_http;
+	a.srv.popts.namespace_ = a.svc.ns;
+	a.srv.popts.service_account = a.service_account;
+	char *cert = NULL, *key = NULL;
+	if (a.srv.tls) {
+		char msg[512];
+		if (!a.cert_path || !a.key_path) {
+			GK_ERROR("--tls-cert and --tls-key are required (or --insecure-http, for tests only)");
+			gk_svc_fini(&a.svc);
+			return 2;
+		}
+		gk_wh_fileid_get(a.cert_path, &a.cert_id);
+		gk_wh_fileid_get(a.key_path, &a.key_id);
+		if (gk_wh_load_pair(a.cert_path, a.key_path, &cert, &key, msg, sizeof(msg)) != 0) {
+			GK_ERROR("%s", msg);
+			gk_svc_fini(&a.svc);
+			return 1;
+		}
+	} else {
+		GK_WARN("*** --insecure-http: serving AdmissionReviews WITHOUT TLS. The API server requires HTTPS; "
+			"use this only in tests. ***");
+	}
+	const gk_svc_counter counters[] = {
+		{ "webhook_requests", "admission requests received", &a.srv.c.requests },
+		{ "webhook_allowed", "admission requests allowed", &a.srv.c.allowed },
+		{ "webhook_denied", "admission requests denied", &a.srv.c.denied },
+		{ "webhook_errors", "requests answered with an HTTP error", &a.srv.c.errors },
+		{ "webhook_cert_reloads", "serving certificate reloads", &a.srv.c.reloads },
+	};
+	gk_svc_set_counters(&a.svc, counters, sizeof(counters) / sizeof(counters[0]));
+	if (gk_wh_listen(&a.srv, listen, &err) != 0 || gk_wh_start(&a.srv, cert, key, &err) != 0) {
+		GK_ERROR("%s", err.msg);
+		free(cert);
+		gk_wh_free_secret(key);
+		gk_wh_stop(&a.srv);
+		gk_svc_fini(&a.svc);
+		return 1;
+	}
+	free(cert);
+	gk_wh_free_secret(key);
+	if (a.port_file && write_port_file(a.port_file, a.srv.port) != 0)
+		GK_WARN("cannot write --port-file %s", a.port_file);
+	GK_INFO("serving admission reviews on %s (port %d, %s)", listen, a.srv.port, a.srv.tls ? "https" : "http");
+	if (a.srv.tls)
+		gk_loop_timer(a.svc.loop, a.reload_ms, check_certs, &a);
+	gk_svc_ready(&a.svc);
+	rc = gk_loop_run(a.svc.loop);
+	GK_INFO("stopping: %llu requests, %llu allowed, %llu denied, %llu errors",
+		(unsigned long long)a.srv.c.requests, (unsigned long long)a.srv.c.allowed,
+		(unsigned long long)a.srv.c.denied, (unsigned long long)a.srv.c.errors);
+	gk_wh_stop(&a.srv);
+	gk_svc_fini(&a.svc);
+	gk_ipc_fini();
+	return rc;
+}

@@ -1,0 +1,241 @@
+/* gpukmm-webhook: libmicrohttpd glue (see server.h). Request handling proper
+ * is admission.c; this file only routes, caps and counts. */
+#include "server.h"
+
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "admission.h"
+#include "gpukmm/log.h"
+
+#define DRAIN_MS 10000
+
+static void count(uint64_t *c)
+{
+	__atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
+}
+
+int gk_wh_listen(gk_wh_server *s, const char *addr, gk_err *err)
+{
+	char host[256] = "", port[16] = "";
+	const char *colon = strrchr(addr, ':');
+	if (!colon || strlen(colon + 1) == 0 || strlen(colon + 1) >= sizeof(port) ||
+	    (size_t)(colon - addr) >= sizeof(host))
+		return gk_err_set(err, GK_INVALID_ARGUMENT, "--listen %s: want ADDR:PORT", addr);
+	memcpy(host, addr, (size_t)(colon - addr));
+	host[colon - addr] = 0;
+	snprintf(port, sizeof(port), "%s", colon + 1);
+	if (host[0] == '[') {
+		size_t n = strlen(host);
+		if (n < 2 || host[n - 1] != ']')
+			return gk_err_set(err, GK_INVALID_ARGUMENT, "--listen %s: bad IPv6 address", addr);
+		memmove(host, host + 1, n - 2);
+		host[n - 2] = 0;
+	}
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV }, *res = NULL;
+	int gai = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
+	if (gai)
+		return gk_err_set(err, GK_INVALID_ARGUMENT, "--listen %s: %s", addr, gai_strerror(gai));
+	int fd = -1, e = 0;
+	for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (fd < 0) {
+			e = errno;
+			continue;
+		}
+		int one = 1;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 128) != 0) {
+			e = errno;
+			close(fd);
+			fd = -1;
+		}
+	}
+	freeaddrinfo(res);
+	if (fd < 0)
+		return gk_err_set(err, GK_UNAVAILABLE, "--listen %s: %s", addr, strerror(e));
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	getsockname(fd, (struct sockaddr *)&ss, &sl);
+	s->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+						 : ((struct sockaddr_in *)&ss)->sin_port);
+	s->listen_fd = fd;
+	return 0;
+}
+
+typedef struct req {
+	char *buf;
+	size_t len;
+	bool too_large;
+} req;
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *ct, const char *body)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ct);
+	enum MHD_Result ret = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+				  const char *version, const char *upload, size_t *upload_size, void **con_cls)
+{
+	gk_wh_server *s = cls;
+	req *q = *con_cls;
+	bool mutate = strcmp(url, GK_WEBHOOK_MUTATE_PATH) == 0, validate = strcmp(url, GK_WEBHOOK_VALIDATE_PATH) == 0;
+	if (!q) {
+		if (strcmp(url, "/healthz") == 0 || strcmp(url, "/readyz") == 0) {
+			return strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0
+				       ? reply(c, MHD_HTTP_OK, "text/plain", "ok\n")
+				       : reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "method not allowed\n");
+		}
+		if (!mutate && !validate) {
+			count(&s->c.errors);
+			return reply(c, MHD_HTTP_NOT_FOUND, "text/plain", "not found\n");
+		}
+		count(&s->c.requests);
+		if (strcmp(method, "POST") != 0) {
+			count(&s->c.errors);
+			return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "method not allowed: use POST\n");
+		}
+		const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+		if (!gk_webhook_json_content_type(ct)) {
+			count(&s->c.errors);
+			return reply(c, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, "text/plain",
+				     "unsupported content type: an AdmissionReview must be application/json\n");
+		}
+		const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+		if (cl && strtoull(cl, NULL, 10) > s->max_body) {
+			count(&s->c.errors);
+			return reply(c, MHD_HTTP_CONTENT_TOO_LARGE, "text/plain", "request body too large\n");
+		}
+		if (!(q = calloc(1, sizeof(*q))))
+			return MHD_NO;
+		*con_cls = q;
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		if (!q->too_large && q->len + *upload_size <= s->max_body) {
+			char *nb = realloc(q->buf, q->len + *upload_size + 1);
+			if (!nb)
+				return MHD_NO;
+			q->buf = nb;
+			memcpy(q->buf + q->len, upload, *upload_size);
+			q->len += *upload_size;
+		} else {
+			q->too_large = true; /* keep reading (and dropping) so the answer can be sent */
+		}
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (q->too_large) {
+		count(&s->c.errors);
+		return reply(c, MHD_HTTP_CONTENT_TOO_LARGE, "text/plain", "request body too large\n");
+	}
+	gk_webhook_result res;
+	gk_webhook_review(mutate ? GK_WEBHOOK_MUTATE : GK_WEBHOOK_VALIDATE, q->buf ? q->buf : "", q->len, &s->popts,
+			  &res);
+	switch (res.outcome) {
+	case GK_WEBHOOK_ALLOWED: count(&s->c.allowed); break;
+	case GK_WEBHOOK_DENIED: count(&s->c.denied); break;
+	default: count(&s->c.errors); break;
+	}
+	enum MHD_Result ret = res.body ? reply(c, (unsigned)res.http_status, res.content_type, res.body)
+				       : reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain", "internal error\n");
+	if (res.outcome == GK_WEBHOOK_BAD)
+		GK_WARN("%s: %s", url, res.body ? res.body : "bad request");
+	gk_webhook_result_free(&res);
+	return ret;
+}
+
+static void on_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode t)
+{
+	req *q = *con_cls;
+	if (q) {
+		free(q->buf);
+		free(q);
+		*con_cls = NULL;
+	}
+}
+
+static struct MHD_Daemon *start(gk_wh_server *s, const char *cert, const char *key)
+{
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC;
+	if (s->tls)
+		return MHD_start_daemon(flags | MHD_USE_TLS, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET,
+					s->listen_fd, MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
+					MHD_OPTION_CONNECTION_LIMIT, 256u, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
+					MHD_OPTION_HTTPS_MEM_CERT, cert, MHD_OPTION_HTTPS_MEM_KEY, key,
+					MHD_OPTION_HTTPS_PRIORITIES, "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2",
+					MHD_OPTION_END);
+	return MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
+				MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_CONNECTION_LIMIT, 256u,
+				MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
+}
+
+int gk_wh_start(gk_wh_server *s, const char *cert, const char *key, gk_err *err)
+{
+	if (!(s->d = start(s, cert, key)))
+		return gk_err_set(err, GK_INTERNAL, "cannot start the HTTP%s server", s->tls ? "S" : "");
+	return 0;
+}
+
+int gk_wh_swap(gk_wh_server *s, const char *cert, const char *key, int64_t now_ms, gk_err *err)
+{
+	if (s->old) { /* a second reload while one drains: finish the oldest now */
+		MHD_stop_daemon(s->old);
+		s->old = NULL;
+	}
+	if (MHD_quiesce_daemon(s->d) < 0)
+		return gk_err_set(err, GK_INTERNAL, "cannot hand over the listening socket");
+	struct MHD_Daemon *nd = start(s, cert, key);
+	if (!nd) {
+		/* the pair was checked before; still, never stop listening */
+		GK_ERROR("new certificate rejected by the TLS library; the webhook keeps listening without it");
+		return gk_err_set(err, GK_INTERNAL, "cannot start the server with the new certificate");
+	}
+	s->old = s->d;
+	s->d = nd;
+	s->old_deadline_ms = now_ms + DRAIN_MS;
+	count(&s->c.reloads);
+	return 0;
+}
+
+void gk_wh_reap(gk_wh_server *s, int64_t now_ms)
+{
+	if (!s->old)
+		return;
+	const union MHD_DaemonInfo *i = MHD_get_daemon_info(s->old, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+	if ((i && i->num_connections == 0) || now_ms >= s->old_deadline_ms) {
+		MHD_stop_daemon(s->old);
+		s->old = NULL;
+	}
+}
+
+void gk_wh_stop(gk_wh_server *s)
+{
+	if (s->d) {
+		MHD_quiesce_daemon(s->d);
+		MHD_stop_daemon(s->d);
+		s->d = NULL;
+	}
+	if (s->old) {
+		MHD_stop_daemon(s->old);
+		s->old = NULL;
+	}
+	if (s->listen_fd >= 0) {
+		close(s->listen_fd);
+		s->listen_fd = -1;
+	}
+}
