@@ -1,4 +1,5 @@
 /* gpukmm-watcher runtime (see watcher.h). */
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,6 +176,9 @@ static void on_synced(void *user)
 	s->synced = true;
 	s->w->c_relists++;
 	check_ready(s->w);
+	/* a list's JSON (pages of up to 500 objects) is parsed and freed at once:
+	 * hand those pages back, only the typed cache stays */
+	malloc_trim(0);
 }
 
 static void on_error(void *user, int code, const char *msg)
@@ -231,6 +235,7 @@ static void src_start(wr *w, int i)
 	gk_kube_ref r = {d->group, d->version, d->resource, d->in_operator_ns ? w->o.ns : NULL,
 			 NULL, NULL};
 	gk_kube_watch_opts o = {.label_selector = d->label_selector,
+				.page_limit = 250,
 				.field_selector = d->field_selector,
 				.min_timeout_s = w->o.watch_min_timeout_s,
 				.max_timeout_s = w->o.watch_max_timeout_s};
