@@ -53,12 +53,17 @@ counts=$("$GPUKMM_BIN/gpukmmctl" ipc call "ipc://$T/w.sock" gpukmm.Watcher.Snaps
 	python3 -c 'import json,sys; j=json.load(sys.stdin); print(len(j.get("nodes",[])), len(j.get("resource_claims",[])))')
 rss=$(awk '/^VmRSS/{print $2}' "/proc/$WPID/status")
 hwm=$(awk '/^VmHWM/{print $2}' "/proc/$WPID/status")
-python3 - "$OUT" "$rss" "$hwm" "$json_bytes" "$counts" "$sync_s" <<'EOP'
+anon=$(awk '/^RssAnon/{print $2}' "/proc/$WPID/status")
+file=$(awk '/^RssFile/{print $2}' "/proc/$WPID/status")
+python3 - "$OUT" "$rss" "$hwm" "$json_bytes" "$counts" "$sync_s" "$anon" "$file" <<'EOP'
 import json, sys
 out, rss, hwm, jb, counts, sync = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5].split(), int(sys.argv[6])
-s = ("watcher with %s nodes + %s claims cached: RSS %.1f MB (peak %.1f MB; target < 20 MB) for %.1f MB of API JSON; synced in %d s"
-     % (counts[0], counts[1], rss / 1024, hwm / 1024, jb / 1e6, sync))
+anon, file = int(sys.argv[7]), int(sys.argv[8])
+s = ("watcher with %s nodes + %s claims cached: RSS %.1f MB = %.1f MB own (anon) + %.1f MB shared libraries (target < 20 MB); "
+     "peak %.1f MB; %.1f MB of API JSON; synced in %d s"
+     % (counts[0], counts[1], rss / 1024, anon / 1024, file / 1024, hwm / 1024, jb / 1e6, sync))
 open(out, "w").write(json.dumps({"name": "watch_memory", "summary": s, "rss_kb": rss, "peak_rss_kb": hwm,
+                                 "rss_anon_kb": anon, "rss_file_kb": file,
                                  "nodes": int(counts[0]), "claims": int(counts[1]), "api_json_bytes": jb,
                                  "sync_seconds": sync}) + "\n")
 print(s)

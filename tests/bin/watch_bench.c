@@ -210,9 +210,10 @@ static void on_event(void *user, enum gk_kube_event t, const char *key, const cJ
 	ev.has_type = 1;
 	ev.type = r == 1 ? GPUKMM__EVENT_TYPE__ADDED : GPUKMM__EVENT_TYPE__MODIFIED;
 	ev.object_case = GPUKMM__EVENT__OBJECT_NODE;
-	ev.node = (Gpukmm__Node *)ws_get(&c->cache, key)->obj;
+	ev.node = n;
 	if (gk_ipc_pub_send(c->pub, "node", &ev.base))
 		c->published++;
+	gk_kobj_free(n);
 }
 
 static int consume(const char *url, const char *rv, long n)
