@@ -1,0 +1,149 @@
+/* fake-kmm — the per-(module, node) decision: which labels must be on the
+ * node now, which timed operation (load/unload) is due, and what the node
+ * contributes to status.moduleLoader. Pure: views in, plan out.
+ *
+ * "loaded" is the fake NodeModulesConfig status (the loaded annotation). As in
+ * KMM, the ready label follows it: present while a load is recorded and the
+ * node is schedulable for the Module; it keeps its state while a reload for a
+ * new kernel is pending, and is stripped at once on cordon/untolerated taint. */
+#include <stdio.h>
+#include <string.h>
+
+#include "fakekmm.h"
+
+void fk_loaded_parse(const char *v, fk_loaded *l)
+{
+	memset(l, 0, sizeof *l);
+	if (!v || !*v)
+		return;
+	l->present = 1;
+	size_t k = strcspn(v, " ");
+	if (k >= sizeof l->kernel)
+		k = sizeof l->kernel - 1;
+	memcpy(l->kernel, v, k);
+	l->kernel[k] = 0;
+	if (v[k] == ' ')
+		snprintf(l->version, sizeof l->version, "%s", v + k + 1);
+}
+
+void fk_loaded_format(char *buf, size_t cap, const char *kernel, const char *version)
+{
+	if (version && *version)
+		snprintf(buf, cap, "%s %s", kernel, version);
+	else
+		snprintf(buf, cap, "%s", kernel);
+}
+
+void fk_plan_pair(const fk_module *m, const fk_node *n, fk_pair_plan *p)
+{
+	char key[FK_KEY_MAX];
+	memset(p, 0, sizeof *p);
+	fk_want_compute(m, n, &p->want);
+	fk_key_loaded(key, m);
+	fk_loaded_parse(fk_obj_str(n->annotations, key), &p->loaded);
+	fk_key_ready(key, m);
+	p->has_ready = fk_obj_str(n->labels, key);
+	fk_key_version_ready(key, m);
+	p->has_version_ready = fk_obj_str(n->labels, key);
+
+	const fk_want *w = &p->want;
+	const fk_loaded *l = &p->loaded;
+	int schedulable = fk_node_schedulable(m, n);
+	p->matching = fk_selector_matches(m, n) && schedulable;
+	p->ready = l->present && schedulable;
+	p->version_ready = p->ready && *l->version ? l->version : NULL;
+
+	switch (w->state) {
+	case FK_WANT_LOAD:
+		p->desired = 1;
+		if (l->present && !strcmp(l->kernel, w->kernel) && !strcmp(l->version, w->version)) {
+			p->available = 1;
+		} else if (l->present && *w->version && strcmp(l->version, w->version) != 0) {
+			/* ordered upgrade: the old version is unloaded before the new loads */
+			p->op = FK_OP_UNLOAD;
+			p->blocked = (n->faults & FK_FAULT_UNLOAD) != 0;
+		} else {
+			p->op = FK_OP_LOAD;
+			p->blocked = (n->faults & (FK_FAULT_PULL | FK_FAULT_LOAD)) != 0;
+		}
+		break;
+	case FK_WANT_VERSION_OTHER:
+		/* the node stays on the version it is labelled for */
+		p->desired = p->available = l->present && w->node_version && !strcmp(l->version, w->node_version);
+		break;
+	default:
+		if (l->present) {
+			p->op = FK_OP_UNLOAD;
+			p->blocked = (n->faults & FK_FAULT_UNLOAD) != 0;
+		}
+		break;
+	}
+}
+
+static int str_differs(const char *a, const char *b)
+{
+	if (!a || !b)
+		return a != b;
+	return strcmp(a, b) != 0;
+}
+
+int fk_plan_labels_differ(const fk_pair_plan *p)
+{
+	return str_differs(p->ready ? "" : NULL, p->has_ready) ||
+	       str_differs(p->version_ready, p->has_version_ready);
+}
+
+int fk_plan_module(const fk_module *m, const fk_node *nodes, size_t nnodes, fk_counts *c)
+{
+	int loaded = 0;
+	memset(c, 0, sizeof *c);
+	for (size_t i = 0; i < nnodes; i++) {
+		fk_pair_plan p;
+		fk_plan_pair(m, &nodes[i], &p);
+		c->matching += p.matching;
+		c->desired += p.desired;
+		c->available += p.available;
+		loaded |= p.loaded.present;
+	}
+	return loaded;
+}
+
+int fk_status_needs_write(const fk_module *m, const fk_counts *c)
+{
+	if (!m->has_loader)
+		return m->st_present;
+	return !m->st_present || m->st_matching != c->matching || m->st_desired != c->desired ||
+	       m->st_available != c->available;
+}
+
+cJSON *fk_status_body(const fk_module *m, const fk_counts *c)
+{
+	cJSON *root = cJSON_CreateObject();
+	cJSON *st = root ? cJSON_AddObjectToObject(root, "status") : NULL;
+	if (!st)
+		goto fail;
+	if (!m->has_loader) {
+		if (!cJSON_AddNullToObject(st, "moduleLoader"))
+			goto fail;
+		return root;
+	}
+	cJSON *ml = cJSON_AddObjectToObject(st, "moduleLoader");
+	if (!ml)
+		goto fail;
+	/* merge patch: null removes a count that became 0 (omitempty) */
+	const struct {
+		const char *k;
+		int v;
+	} f[] = { { "nodesMatchingSelectorNumber", c->matching },
+		  { "desiredNumber", c->desired },
+		  { "availableNumber", c->available } };
+	for (size_t i = 0; i < 3; i++) {
+		cJSON *it = f[i].v ? cJSON_AddNumberToObject(ml, f[i].k, f[i].v) : cJSON_AddNullToObject(ml, f[i].k);
+		if (!it)
+			goto fail;
+	}
+	return root;
+fail:
+	cJSON_Delete(root);
+	return NULL;
+}
