@@ -32,6 +32,8 @@ CRIT_LIBS   := $(shell pkg-config --libs criterion 2>/dev/null)
 OPT      ?= -O2
 WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
 CPPFLAGS += -D_GNU_SOURCE -Iinclude -I$(BUILD)/gen $(PKG_CFLAGS)
+# lib-internal headers are included as "<module>/x.h" by generated code only
+GEN_CPPFLAGS := -Ilib
 CFLAGS   ?= $(OPT) -g
 CFLAGS   += -std=c17 $(WARN) -fno-strict-aliasing -MMD -MP
 CXXFLAGS ?= $(OPT) -g
@@ -50,8 +52,9 @@ PROTO_C    := $(patsubst proto/%.proto,$(BUILD)/gen/%.pb-c.c,$(PROTOS))
 PROTO_H    := $(PROTO_C:.c=.h)
 LIB_SRCS   := $(sort $(wildcard lib/*/*.c))
 LIB_CXX    := $(sort $(wildcard lib/*/*.cc))
+PB_REGISTRY := $(BUILD)/gen/pb_registry.c
 LIB_OBJS   := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(LIB_CXX:%.cc=$(BUILD)/obj/%.o) \
-              $(PROTO_C:$(BUILD)/gen/%.c=$(BUILD)/obj/gen/%.o)
+              $(PROTO_C:$(BUILD)/gen/%.c=$(BUILD)/obj/gen/%.o) $(BUILD)/obj/gen/pb_registry.o
 LIBGK      := $(BUILD)/lib/libgpukmm.a
 
 SVC_DIRS   := $(sort $(patsubst %/,%,$(dir $(wildcard services/*/main.c))))
@@ -85,6 +88,10 @@ $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto $(PROTOS)
 	@mkdir -p $(BUILD)/gen
 	protoc-c -Iproto --c_out=$(BUILD)/gen $<
 
+# the table of every descriptor (lib/ipc's JSON<->protobuf registry)
+$(PB_REGISTRY): $(PROTO_H) tools/gen-pb-registry.sh
+	tools/gen-pb-registry.sh $(BUILD)/gen $@
+
 # every object may include generated headers
 $(BUILD)/obj/%.o: %.c | $(PROTO_H)
 	@mkdir -p $(@D)
@@ -94,7 +101,7 @@ $(BUILD)/obj/%.o: %.cc | $(PROTO_H)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c -o $@ $<
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c | $(PROTO_H)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(filter-out -Werror,$(CFLAGS)) -c -o $@ $<
+	$(CC) $(CPPFLAGS) $(GEN_CPPFLAGS) $(filter-out -Werror,$(CFLAGS)) -c -o $@ $<
 
 $(LIBGK): $(LIB_OBJS)
 	@mkdir -p $(@D)

@@ -279,6 +279,10 @@ typedef struct gk_kube_watch_opts {
 	int low_speed_s;                  /* no byte for this long → restart, 0 = 90 */
 	int page_limit;                   /* list page size, 0 = 500 */
 	uint64_t seed;                    /* rng seed (0 = from time/pid) */
+	/* Watch from this resourceVersion without listing first (replay of the
+	 * history; benchmarks and resumption). The cache starts empty; a 410
+	 * falls back to a normal relist. NULL = list first (the normal case). */
+	const char *start_resource_version;
 } gk_kube_watch_opts;
 
 typedef struct gk_kube_watch_stats {

@@ -87,6 +87,10 @@ void gk_policy_validate(const Gpukmm__ClusterPolicy *cp, const gk_policy_opts *o
 
 /* Pieces also used elsewhere. Each returns 0 when valid, else writes a message. */
 int gk_policy_check_regexp(const char *re, char *msg, size_t cap);       /* Go RE2 syntax */
+/* lib/policy/re2go.cc (Go regexp semantics over RE2): check 0 ok / 1 invalid
+ * (Go's message) / -1 OOM; match (unanchored, like MatchString) 1 / 0 / -1 invalid. */
+int gk_policy_re2go_check(const char *pattern, char *msg, size_t cap);
+int gk_policy_re2go_match(const char *pattern, const char *text);
 int gk_policy_check_image_ref(const char *ref, char *msg, size_t cap);   /* distribution/reference */
 int gk_policy_check_dns1123_subdomain(const char *s, char *msg, size_t cap);
 int gk_policy_check_dns1123_label(const char *s, char *msg, size_t cap);

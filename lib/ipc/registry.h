@@ -1,5 +1,5 @@
 /* gpukmm — every descriptor of proto/ (NULL-terminated tables, generated into
- * pb_registry.c by tools/gen-pb-registry.sh). */
+ * $(BUILD)/gen/pb_registry.c by tools/gen-pb-registry.sh at build time). */
 #ifndef GPUKMM_IPC_REGISTRY_H
 #define GPUKMM_IPC_REGISTRY_H
 

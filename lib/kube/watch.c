@@ -241,6 +241,8 @@ static void start(gk_kube_watch *w, bool watch)
 				 (long)(w->opts.max_timeout_s + 60) * 1000L);
 		curl_easy_setopt(w->easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
 		curl_easy_setopt(w->easy, CURLOPT_LOW_SPEED_TIME, (long)w->opts.low_speed_s);
+		/* big reads: a replay after a reconnect can be a burst of many MB */
+		curl_easy_setopt(w->easy, CURLOPT_BUFFERSIZE, 256L * 1024);
 	} else {
 		curl_easy_setopt(w->easy, CURLOPT_TIMEOUT_MS, (long)w->m->c->opts.timeout_ms);
 	}
@@ -557,6 +559,10 @@ int gk_kube_watch_start(gk_kube_watch **out, gk_kube_mux *m, const gk_kube_ref *
 	w->label_sel = dup0(w->opts.label_selector, &fail);
 	w->field_sel = dup0(w->opts.field_selector, &fail);
 	w->opts.label_selector = w->opts.field_selector = NULL;
+	bool replay = w->opts.start_resource_version && *w->opts.start_resource_version;
+	if (replay)
+		snprintf(w->rv, sizeof w->rv, "%s", w->opts.start_resource_version);
+	w->opts.start_resource_version = NULL;
 	if (w->opts.min_timeout_s <= 0)
 		w->opts.min_timeout_s = 300;
 	if (w->opts.max_timeout_s < w->opts.min_timeout_s)
@@ -585,8 +591,13 @@ int gk_kube_watch_start(gk_kube_watch **out, gk_kube_mux *m, const gk_kube_ref *
 	w->task.done = done;
 	w->task.due_ms = -1;
 	gk_kube__mux_add_task(m, &w->task);
-	w->relist_needed = true;
-	start_list(w);
+	if (replay) {
+		w->relist_needed = false;
+		start(w, true);
+	} else {
+		w->relist_needed = true;
+		start_list(w);
+	}
 	*out = w;
 	return 0;
 }

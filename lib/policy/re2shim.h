@@ -13,8 +13,10 @@ typedef struct gk_re2_span {
 	int matched;
 } gk_re2_span;
 
-/* Go/RE2 syntax check; 0 ok, -1 with a Go-style message in msg. */
+/* Go/RE2 syntax check; 0 ok, -1 with a Go-style message in msg (via re2go.cc). */
 int gk_policy_check_regexp(const char *re, char *msg, size_t cap);
+/* re2go.cc: 0 ok, 1 invalid (Go's message in msg), -1 out of memory / NULL. */
+int gk_policy_re2go_check(const char *pattern, char *msg, size_t cap);
 /* Whole-text match of pattern (RE2 syntax, leftmost-first like Go) with up to 15
  * capture groups reported in groups[0..ngroups). 1 match, 0 no match, -1 bad
  * pattern or out of memory. */

@@ -53,12 +53,26 @@ static int ko_info(struct kmod_module *m, kofacts *k)
 	return 0;
 }
 
-/* Printable, one token: safe to put into a report. */
+/* Printable and valid UTF-8 (signer names may be UTF-8): safe to put into a
+ * report that other languages decode. */
 static bool clean(const char *s)
 {
-	for (; *s; s++)
-		if ((unsigned char)*s < 0x20 || (unsigned char)*s == 0x7f)
+	const unsigned char *p = (const unsigned char *)s;
+	while (*p) {
+		if (*p < 0x20 || *p == 0x7f)
 			return false;
+		if (*p < 0x80) {
+			p++;
+			continue;
+		}
+		int n = (*p & 0xe0) == 0xc0 ? 1 : (*p & 0xf0) == 0xe0 ? 2 : (*p & 0xf8) == 0xf0 ? 3 : -1;
+		if (n < 0 || (n == 1 && *p < 0xc2))
+			return false;
+		for (int k = 1; k <= n; k++)
+			if ((p[k] & 0xc0) != 0x80)
+				return false;
+		p += n + 1;
+	}
 	return true;
 }
 

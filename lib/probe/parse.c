@@ -17,8 +17,8 @@ static int check_text(const char *buf, size_t len, gk_err *err)
 		if (c < 0x20 && c != '\n' && c != '\t')
 			return gk_err_set(err, GK_DATA_LOSS, "contains control byte 0x%02x at offset %zu (binary data)",
 					  c, i);
-		if (c == 0x7f)
-			return gk_err_set(err, GK_DATA_LOSS, "contains byte 0x7f at offset %zu (binary data)", i);
+		if (c >= 0x7f) /* every attribute parsed here is ASCII */
+			return gk_err_set(err, GK_DATA_LOSS, "contains byte 0x%02x at offset %zu (binary data)", c, i);
 	}
 	return GK_OK;
 }

@@ -114,6 +114,9 @@ int gkp_link_base(const gk_probe_run_t *pr, const char *rel, char *out, size_t c
 	b = b ? b + 1 : t;
 	if (!*b || strlen(b) >= cap)
 		return -1;
+	for (const char *q = b; *q; q++) /* a driver or device name: printable ASCII only */
+		if ((unsigned char)*q <= 0x20 || (unsigned char)*q >= 0x7f)
+			return -1;
 	strcpy(out, b);
 	return 0;
 }

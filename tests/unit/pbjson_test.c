@@ -237,7 +237,7 @@ Test(pbjson, errors_name_the_problem)
 }
 
 /* The registry must know every top-level message and service in proto/: a
- * message added without rerunning tools/gen-pb-registry.sh fails here. */
+ * message the generator (tools/gen-pb-registry.sh, run by make) missed fails here. */
 Test(pbjson, registry_covers_every_proto_definition)
 {
 	const char *src = getenv("GPUKMM_SRC");
@@ -254,9 +254,9 @@ Test(pbjson, registry_covers_every_proto_definition)
 		snprintf(full, sizeof(full), "gpukmm.%s", name);
 		n++;
 		if (!strcmp(kind, "message"))
-			cr_assert_not_null(gk_pb_find_message(full), "%s missing: run tools/gen-pb-registry.sh", full);
+			cr_assert_not_null(gk_pb_find_message(full), "%s missing from the generated registry", full);
 		else if (!strcmp(kind, "service"))
-			cr_assert_not_null(gk_pb_find_service(full), "%s missing: run tools/gen-pb-registry.sh", full);
+			cr_assert_not_null(gk_pb_find_service(full), "%s missing from the generated registry", full);
 	}
 	pclose(p);
 	cr_assert_geq(n, 50, "parsed only %d definitions", n);

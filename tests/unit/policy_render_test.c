@@ -10,6 +10,8 @@
 #include "gpukmm/kobj.h"
 #include "gpukmm/policy.h"
 #include "gpukmm/yamljson.h"
+#include "schema_check.h"
+#include "../../tools/fake-kmm/fakekmm.h"
 
 static Gpukmm__ClusterPolicy *load_cp(const char *name, const char *spec)
 {
@@ -381,6 +383,16 @@ Test(diff, version_toggle_detection)
 	cr_assert(gk_policy_version_toggled(b, a));
 	cr_assert(!gk_policy_version_toggled(b, c));
 	cr_assert(!gk_policy_version_toggled(a, a));
+	/* what the toggle avoids: KMM (the fake KMM's webhook) refuses the in-place update */
+	cJSON *ja = gk_policy_module_to_json(a), *jb = gk_policy_module_to_json(b), *jc = gk_policy_module_to_json(c);
+	fk_kube_version kv = { 1, 32 };
+	char msg[512];
+	cr_assert_eq(fk_admit_module(jb, ja, &kv, msg, sizeof(msg)), FK_ADMIT_DENY);
+	cr_assert(strstr(msg, "cannot update to or from an empty version"), "%s", msg);
+	cr_assert_eq(fk_admit_module(jc, jb, &kv, msg, sizeof(msg)), FK_ADMIT_ALLOW, "%s", msg);
+	cJSON_Delete(ja);
+	cJSON_Delete(jb);
+	cJSON_Delete(jc);
 	cJSON *patch = NULL;
 	cr_assert_eq(gk_policy_module_diff(b, c, &patch, NULL), 0);
 	char *s = cJSON_PrintUnformatted(patch);
@@ -393,93 +405,6 @@ Test(diff, version_toggle_detection)
 }
 
 /* ---- rendered Modules vs the real KMM CRD schema and KMM's admission rules ---- */
-static void schema_check(const cJSON *v, const cJSON *schema, const char *path, char *errs, size_t cap)
-{
-	const cJSON *type = cJSON_GetObjectItem(schema, "type");
-	const char *t = cJSON_IsString(type) ? type->valuestring : NULL;
-	size_t used = strlen(errs);
-#define ERR(...) do { if (used < cap) snprintf(errs + used, cap - used, __VA_ARGS__); used = strlen(errs); } while (0)
-	if (t && !strcmp(t, "object")) {
-		if (!cJSON_IsObject(v)) {
-			ERR("%s: not an object\n", path);
-			return;
-		}
-		const cJSON *props = cJSON_GetObjectItem(schema, "properties");
-		const cJSON *addl = cJSON_GetObjectItem(schema, "additionalProperties");
-		const cJSON *req = cJSON_GetObjectItem(schema, "required"), *r;
-		cJSON_ArrayForEach(r, req)
-			if (!cJSON_GetObjectItem(v, r->valuestring))
-				ERR("%s.%s: Required value\n", path, r->valuestring);
-		const cJSON *e;
-		cJSON_ArrayForEach(e, v) {
-			char sub[512];
-			snprintf(sub, sizeof(sub), "%s.%s", path, e->string);
-			const cJSON *ps = props ? cJSON_GetObjectItem(props, e->string) : NULL;
-			if (ps)
-				schema_check(e, ps, sub, errs, cap);
-			else if (addl)
-				schema_check(e, addl, sub, errs, cap);
-			else if (!cJSON_GetObjectItem(schema, "x-kubernetes-preserve-unknown-fields") && strcmp(path, ".metadata"))
-				ERR("%s: unknown field (would be pruned)\n", sub);
-			used = strlen(errs);
-		}
-	} else if (t && !strcmp(t, "array")) {
-		if (!cJSON_IsArray(v)) {
-			ERR("%s: not an array\n", path);
-			return;
-		}
-		const cJSON *min = cJSON_GetObjectItem(schema, "minItems");
-		if (min && cJSON_GetArraySize(v) < min->valueint)
-			ERR("%s: fewer than %d items\n", path, min->valueint);
-		const cJSON *e;
-		int i = 0;
-		cJSON_ArrayForEach(e, v) {
-			char sub[512];
-			snprintf(sub, sizeof(sub), "%s[%d]", path, i++);
-			schema_check(e, cJSON_GetObjectItem(schema, "items"), sub, errs, cap);
-			used = strlen(errs);
-		}
-	} else if (t && !strcmp(t, "string")) {
-		if (!cJSON_IsString(v))
-			ERR("%s: not a string\n", path);
-	} else if (t && !strcmp(t, "boolean")) {
-		if (!cJSON_IsBool(v))
-			ERR("%s: not a boolean\n", path);
-	} else if (t && !strcmp(t, "integer")) {
-		if (!cJSON_IsNumber(v) || v->valuedouble != (double)(long long)v->valuedouble)
-			ERR("%s: not an integer\n", path);
-	}
-#undef ERR
-}
-
-static cJSON *kmm_schema(cJSON **crd_out)
-{
-	const char *src = getenv("GPUKMM_SRC");
-	char path[4096];
-	snprintf(path, sizeof(path), "%s/tests/fixtures/kmm-crd/modules.kmm.sigs.x-k8s.io.crd.yaml", src ? src : ".");
-	FILE *f = fopen(path, "r");
-	cr_assert_not_null(f, "cannot open %s", path);
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *mem = open_memstream(&buf, &len);
-	char chunk[65536];
-	size_t n;
-	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-		fwrite(chunk, 1, n, mem);
-	fclose(f);
-	fclose(mem);
-	gk_yamljson_docs d;
-	gk_err e = { 0 };
-	cr_assert_eq(gk_yamljson_parse(buf, len, &d, &e), 0, "%s", e.msg);
-	free(buf);
-	cr_assert_eq(d.n, 1);
-	cJSON *crd = d.doc[0];
-	free(d.doc);
-	*crd_out = crd;
-	cJSON *v0 = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(crd, "spec"), "versions"), 0);
-	return cJSON_GetObjectItem(cJSON_GetObjectItem(v0, "schema"), "openAPIV3Schema");
-}
-
 static const char *const policies[] = {
 	"{\"resourceRegistration\":\"dra\"," KM1 "}",
 	"{\"resourceRegistration\":\"dp\",\"useNFDLabeling\":true,\"nodeSelector\":{\"pool\":\"gpu\"},\"tolerations\":["
@@ -497,7 +422,7 @@ static const char *const policies[] = {
 Test(kmm_crd, rendered_modules_pass_schema_and_kmm_admission)
 {
 	cJSON *crd;
-	cJSON *schema = kmm_schema(&crd);
+	cJSON *schema = crd_schema("tests/fixtures/kmm-crd/modules.kmm.sigs.x-k8s.io.crd.yaml", &crd);
 	cr_assert_not_null(schema);
 	for (size_t i = 0; i < sizeof(policies) / sizeof(policies[0]); i++) {
 		/* the policy is valid by our rules ... */
@@ -516,6 +441,9 @@ Test(kmm_crd, rendered_modules_pass_schema_and_kmm_admission)
 		cr_expect_str_empty(errs, "policy %zu:\n%s", i, errs);
 		char msg[512];
 		cr_expect_eq(gk_policy_kmm_admit(m, msg, sizeof(msg)), 0, "policy %zu: %s", i, msg);
+		/* and the fake KMM's independent implementation of KMM's webhook agrees */
+		fk_kube_version kv = { 1, 32 };
+		cr_expect_eq(fk_admit_module(j, NULL, &kv, msg, sizeof(msg)), FK_ADMIT_ALLOW, "policy %zu: fake-kmm: %s", i, msg);
 		cJSON_Delete(j);
 		gk_kobj_free(m);
 	}
@@ -525,7 +453,7 @@ Test(kmm_crd, rendered_modules_pass_schema_and_kmm_admission)
 Test(kmm_crd, checker_can_fail)
 {
 	cJSON *crd;
-	cJSON *schema = kmm_schema(&crd);
+	cJSON *schema = crd_schema("tests/fixtures/kmm-crd/modules.kmm.sigs.x-k8s.io.crd.yaml", &crd);
 	cJSON *bad = cJSON_Parse("{\"apiVersion\":\"kmm.sigs.x-k8s.io/v1beta1\",\"kind\":\"Module\",\"metadata\":{},"
 				 "\"spec\":{\"moduleLoader\":{\"container\":{\"modprobe\":{},\"kernelMappings\":[],\"bogus\":1}}}}");
 	char errs[4096] = "";

@@ -357,3 +357,60 @@ Test(probe_scenario, missing_pci_dump_is_a_problem)
 	cr_expect_eq(r->n_gpus, 0);
 	gk_probe_report_free(r);
 }
+
+Test(probe_scenario, corrupt_pci_dump_is_a_problem)
+{
+	char path[] = "/tmp/gk-probe-dump-XXXXXX";
+	int fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	char junk[300];
+	for (size_t i = 0; i < sizeof junk; i++)
+		junk[i] = (char)(i * 131 + 7); /* binary, no newline for a long stretch */
+	cr_assert_eq(write(fd, junk, sizeof junk), (ssize_t)sizeof junk);
+	close(fd);
+	gk_probe_opts o = { .root = "/", .pci_dump = path };
+	Gpukmm__NodeReport *r = NULL;
+	cr_assert_eq(gk_probe_run(&o, &r, NULL), GK_OK);
+	cr_expect(has_problem(r, path, "is unreadable"));
+	cr_expect_eq(r->n_gpus, 0);
+	gk_probe_report_free(r);
+	unlink(path);
+}
+
+Test(probe_scenario, non_ascii_attribute_is_a_problem)
+{
+	char root[PATH_MAX], tmpl[] = "/tmp/gk-probe-XXXXXX", cmd[3 * PATH_MAX];
+	probe_fixture("bmg2", root);
+	cr_assert_not_null(mkdtemp(tmpl));
+	snprintf(cmd, sizeof cmd, "cp -a '%s/.' '%s/' && printf 'v\\303\\251rsion\\n' > '%s/sys/module/xe/srcversion'",
+		 root, tmpl, tmpl);
+	cr_assert_eq(system(cmd), 0);
+	gk_probe_opts o = { .root = tmpl };
+	Gpukmm__NodeReport *r = NULL;
+	cr_assert_eq(gk_probe_run(&o, &r, NULL), GK_OK);
+	cr_expect(has_problem(r, "/sys/module/xe/srcversion", "binary data"));
+	cr_expect_null(r->module->srcversion);
+	gk_probe_report_free(r);
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpl);
+	cr_expect_eq(system(cmd), 0);
+}
+
+Test(probe_scenario, committed_64_byte_dump)
+{
+	const char *src = getenv("GPUKMM_SRC");
+	char dump[PATH_MAX];
+	snprintf(dump, sizeof dump, "%s/tests/fixtures/probe/flex-64.lspci", src ? src : ".");
+	gk_probe_opts o = { .root = "/", .pci_dump = dump };
+	Gpukmm__NodeReport *r = NULL;
+	cr_assert_eq(gk_probe_run(&o, &r, NULL), GK_OK);
+	dump_problems(r);
+	cr_expect_eq(r->n_problems, 0);
+	cr_assert_eq(r->n_gpus, 1);
+	cr_expect_str_eq(r->gpus[0]->address, "0000:4d:00.0");
+	cr_expect_eq(r->gpus[0]->device_id, 0x56c0);
+	cr_expect_eq(r->gpus[0]->class_code, 0x038000);
+	cr_expect_eq(r->gpus[0]->subsystem_device_id, 0x4020);
+	cr_expect(strstr(r->gpus[0]->product_name, "Flex 170"), "%s", r->gpus[0]->product_name);
+	cr_expect(!r->gpus[0]->has_sriov_totalvfs, "a 64-byte dump has no extended capabilities");
+	gk_probe_report_free(r);
+}

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "ctl.h"
+#include "gpukmm/ipc.h"
 #include "gpukmm/probe.h"
-#include "pbjson.h"
 
 int gkctl_probe(int argc, char **argv);
 
@@ -183,7 +183,7 @@ int gkctl_probe(int argc, char **argv)
 		return rc == GK_INVALID_ARGUMENT ? 2 : 1;
 	}
 	if (json) {
-		char *s = gkctl_pb_to_json(&r->base, 1);
+		char *s = gk_pb_to_json(&r->base);
 		if (!s) {
 			fprintf(stderr, "gpukmmctl probe: out of memory\n");
 			gk_probe_report_free(r);

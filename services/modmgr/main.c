@@ -1,0 +1,541 @@
+/* gpukmm-modmgr — the KMM Module manager (the KMMReconciler), DESIGN.md §1, §2, §5.
+ *
+ * One event loop: the watcher bus (typed events) feeds the view; every event
+ * only marks ClusterPolicy keys dirty; the work queue runs passes (pass.c:
+ * decide.c + writes through lib/kube); after each pass a StatusReport goes to
+ * statusd and the plan's Events go to the API. On start and after any bus gap
+ * the view is rebuilt from a Watcher.Snapshot (events that arrive while the
+ * snapshot is in flight are buffered and replayed when newer than it). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "events.pb-c.h"
+#include "gpukmm/ipc.h"
+#include "gpukmm/log.h"
+#include "gpukmm/loop.h"
+#include "gpukmm/svc.h"
+#include "gpukmm/workqueue.h"
+#include "rpc.pb-c.h"
+#include "status.pb-c.h"
+
+#include "evrec.h"
+#include "kops.h"
+#include "pass.h"
+#include "view.h"
+
+#define SNAPSHOT_TIMEOUT_MS 10000
+#define SNAPSHOT_RETRY_MS 200
+#define REPORT_TIMEOUT_MS 5000
+#define REPORT_RETRY_MS 2000
+#define PASSES_PER_TICK 32
+#define BUFFER_MAX 4096
+
+static const char *const TOPICS[] = { "clusterpolicy", "module", "resourceclaim", "pod",
+				      "discovery", "leadership" };
+#define N_TOPICS (sizeof(TOPICS) / sizeof(TOPICS[0]))
+
+typedef struct buffered {
+	char topic[32];
+	uint64_t seq;
+	ProtobufCMessage *msg;
+} buffered;
+
+typedef struct mm {
+	gk_svc svc;
+	gk_ipc_sub *sub;
+	gk_ipc_client *watcher;
+	gk_ipc_client *statusd;
+	gk_mmv *view;
+	gk_wq *q;
+	gk_mm_evrec *evrec;
+	gk_mm_kops *kops;
+	gk_mm_ops ops;
+	const char *sa;
+	double qps;
+	char host[128];
+
+	bool snapshot_inflight, snapshot_again, have_view;
+	gk_timer_id snap_timer;
+	buffered *buf;
+	size_t n_buf;
+	bool buf_overflow;
+
+	gk_timer_id q_timer;
+	int64_t q_due;
+
+	gk_mm_pass_stats pst;
+	uint64_t snapshots, gaps, events, reports_ok, reports_failed, events_written;
+	uint64_t queue_depth;
+} mm;
+
+static void schedule(mm *m);
+static void request_snapshot(mm *m);
+
+/* ---- dirty keys → queue ------------------------------------------------------ */
+
+static void on_dirty(void *user, const char *policy)
+{
+	mm *m = user;
+	gk_err e;
+	if (gk_wq_add(m->q, policy, &e) != GK_OK)
+		GK_WARN("queue: %s", e.msg);
+}
+
+/* ---- statusd reports -------------------------------------------------------- */
+
+typedef struct report_ctx {
+	mm *m;
+	char policy[GK_MM_NAME_MAX];
+} report_ctx;
+
+static void on_report_done(void *user, int code, ProtobufCMessage *reply, const char *errmsg)
+{
+	report_ctx *rc = user;
+	mm *m = rc->m;
+	if (reply)
+		gk_ipc_free(reply);
+	if (code == GK_OK) {
+		m->reports_ok++;
+	} else if (code != GK_CANCELLED) {
+		m->reports_failed++;
+		GK_DEBUG("status report for %s failed (%s): retrying", rc->policy, errmsg ? errmsg : "");
+		/* level-triggered: the next pass recomputes and resends the report */
+		if (!m->svc.stopping && gk_wq_add_after(m->q, rc->policy, REPORT_RETRY_MS, gk_mono_ms(), NULL) == GK_OK)
+			schedule(m);
+	}
+	free(rc);
+}
+
+static void send_report(mm *m, const gk_mm_plan *p)
+{
+	if (!m->statusd || !p->report)
+		return;
+	Gpukmm__StatusReport r;
+	gpukmm__status_report__init(&r);
+	r.component = "modmgr";
+	r.policy = (char *)p->policy;
+	r.has_generation = p->generation != 0;
+	r.generation = p->generation;
+	if (p->has_kmm_status)
+		r.kmm_status = (char *)p->kmm_status;
+	char *errs[GK_MM_MAX_ERRORS];
+	for (size_t i = 0; i < p->n_errors; i++)
+		errs[i] = (char *)p->errors[i];
+	r.errors = errs;
+	r.n_errors = p->n_errors;
+	Gpukmm__Condition c;
+	Gpukmm__Condition *cs[1] = { &c };
+	gpukmm__condition__init(&c);
+	if (p->cond_status[0]) {
+		c.type = "ModuleLoaded";
+		c.status = (char *)p->cond_status;
+		c.reason = (char *)p->cond_reason;
+		c.message = (char *)p->cond_message;
+		if (p->generation) {
+			c.has_observed_generation = 1;
+			c.observed_generation = p->generation;
+		}
+		r.conditions = cs;
+		r.n_conditions = 1;
+	}
+	r.has_deleted = p->report_deleted;
+	r.deleted = p->report_deleted;
+	report_ctx *rc = calloc(1, sizeof(*rc));
+	if (!rc)
+		return;
+	rc->m = m;
+	snprintf(rc->policy, sizeof(rc->policy), "%s", p->policy);
+	gk_err e;
+	if (gk_ipc_call_async(m->statusd, &gpukmm__status__descriptor, "Report", &r.base, REPORT_TIMEOUT_MS,
+			      on_report_done, rc, &e) != GK_OK) {
+		GK_WARN("status report for %s: %s", p->policy, e.msg);
+		free(rc);
+	}
+}
+
+/* ---- Kubernetes Events ----------------------------------------------------- */
+
+static void rfc3339(char *buf, size_t cap)
+{
+	struct timespec ts;
+	struct tm tm;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static void emit(mm *m, const gk_mm_plan *p, const gk_mm_event *ev)
+{
+	const Gpukmm__ClusterPolicy *cp = gk_mmv_policy(m->view, p->policy);
+	if (!cp || !cp->metadata)
+		return; /* no object to attach it to */
+	const char *uid = cp->metadata->uid;
+	gk_mm_evwrite w;
+	gk_mm_evrec_note(m->evrec, p->policy, uid, ev, gk_mono_ms(), &w);
+	if (w.op == GK_MM_EV_SKIP)
+		return;
+	char ts[40];
+	rfc3339(ts, sizeof(ts));
+	gk_err e;
+	if (gk_mm_kops_event(m->kops, p->policy, uid, ev, &w, ts, m->host, &e) == GK_OK)
+		m->events_written++;
+	else
+		GK_WARN("event %s on ClusterPolicy %s: %s", ev->reason, p->policy, e.msg);
+}
+
+/* ---- passes ----------------------------------------------------------------- */
+
+static void run_pass(mm *m, const char *key)
+{
+	gk_mm_plan *p = calloc(1, sizeof(*p));
+	if (!p) {
+		gk_wq_add_rate_limited(m->q, key, gk_mono_ms(), NULL, NULL);
+		return;
+	}
+	gk_err e;
+	gk_mm_pass(m->view, key, &m->ops, p, &m->pst, &e);
+	if (!p->idle) {
+		for (size_t i = 0; i < p->n_events; i++)
+			emit(m, p, &p->events[i]);
+		if (p->has_success_event)
+			emit(m, p, &p->success_event);
+		for (size_t i = 0; i < p->n_errors; i++)
+			GK_DEBUG("ClusterPolicy %s: %s", key, p->errors[i]);
+		send_report(m, p);
+	}
+	int64_t now = gk_mono_ms();
+	if (p->failed) {
+		int64_t d = 0;
+		gk_wq_add_rate_limited(m->q, key, now, &d, NULL);
+		GK_INFO("ClusterPolicy %s: pass failed, retrying in %lld ms", key, (long long)d);
+	} else {
+		gk_wq_forget(m->q, key);
+		if (p->requeue_after_ms > 0)
+			gk_wq_add_after(m->q, key, p->requeue_after_ms, now, NULL);
+	}
+	free(p);
+}
+
+static void on_queue_timer(gk_loop *l, gk_timer_id id, void *user)
+{
+	mm *m = user;
+	m->q_timer = 0;
+	if (!m->have_view || m->snapshot_inflight) {
+		schedule(m);
+		return;
+	}
+	for (int i = 0; i < PASSES_PER_TICK; i++) {
+		const char *k = gk_wq_get(m->q, gk_mono_ms());
+		if (!k)
+			break;
+		char key[GK_MM_NAME_MAX];
+		snprintf(key, sizeof(key), "%s", k);
+		run_pass(m, key);
+		gk_wq_done(m->q, key);
+	}
+	schedule(m);
+}
+
+/* (Re)arm the queue timer for the queue's next deadline. */
+static void schedule(mm *m)
+{
+	if (!m->have_view || m->snapshot_inflight)
+		return; /* passes wait for a consistent view */
+	int64_t now = gk_mono_ms();
+	int64_t next = gk_wq_next_ms(m->q, now);
+	gk_wq_stats qs;
+	gk_wq_stats_get(m->q, &qs);
+	m->queue_depth = qs.ready + qs.waiting;
+	if (next < 0) {
+		if (m->q_timer)
+			gk_loop_cancel(m->svc.loop, m->q_timer);
+		m->q_timer = 0;
+		return;
+	}
+	if (m->q_timer && m->q_due <= now + next)
+		return;
+	if (m->q_timer)
+		gk_loop_cancel(m->svc.loop, m->q_timer);
+	m->q_due = now + next;
+	m->q_timer = gk_loop_timer(m->svc.loop, next, on_queue_timer, m);
+}
+
+/* ---- bus ----------------------------------------------------------------------- */
+
+static void apply_event(mm *m, const char *topic, ProtobufCMessage *msg)
+{
+	gk_err e;
+	if (gk_mmv_apply(m->view, topic, (const Gpukmm__Event *)msg, &e) != GK_OK)
+		GK_WARN("view: %s", e.msg);
+}
+
+static void on_event(void *user, const char *topic, uint64_t seq, ProtobufCMessage *msg)
+{
+	mm *m = user;
+	m->events++;
+	if (!m->have_view || m->snapshot_inflight) {
+		/* keep it: replayed after the snapshot when newer than it */
+		if (m->n_buf < BUFFER_MAX && m->buf && strlen(topic) < sizeof(m->buf[0].topic)) {
+			buffered *b = &m->buf[m->n_buf++];
+			snprintf(b->topic, sizeof(b->topic), "%s", topic);
+			b->seq = seq;
+			b->msg = msg;
+			return;
+		}
+		m->buf_overflow = true;
+		gk_ipc_free(msg);
+		return;
+	}
+	apply_event(m, topic, msg);
+	gk_ipc_free(msg);
+	schedule(m);
+}
+
+static void on_gap(void *user, const char *topic, uint64_t expected, uint64_t got)
+{
+	mm *m = user;
+	m->gaps++;
+	GK_INFO("bus gap on %s (expected %llu, got %llu): resync by snapshot", topic,
+		(unsigned long long)expected, (unsigned long long)got);
+	request_snapshot(m);
+}
+
+static void on_sub_fd(gk_loop *l, int fd, uint32_t events, void *user)
+{
+	mm *m = user;
+	gk_ipc_sub_dispatch(m->sub);
+}
+
+static void on_client_fd(gk_loop *l, int fd, uint32_t events, void *user)
+{
+	gk_ipc_client_dispatch(user);
+}
+
+/* ---- snapshots -------------------------------------------------------------- */
+
+static void on_snap_timer(gk_loop *l, gk_timer_id id, void *user)
+{
+	mm *m = user;
+	m->snap_timer = 0;
+	request_snapshot(m);
+}
+
+static void drop_buffer(mm *m)
+{
+	for (size_t i = 0; i < m->n_buf; i++)
+		gk_ipc_free(m->buf[i].msg);
+	m->n_buf = 0;
+	m->buf_overflow = false;
+}
+
+static uint64_t seq_of(const Gpukmm__SnapshotReply *s, const char *topic)
+{
+	for (size_t i = 0; i < s->n_seqs; i++)
+		if (s->seqs[i]->topic && strcmp(s->seqs[i]->topic, topic) == 0)
+			return s->seqs[i]->seq;
+	return 0;
+}
+
+static void on_snapshot(void *user, int code, ProtobufCMessage *reply, const char *errmsg)
+{
+	mm *m = user;
+	m->snapshot_inflight = false;
+	if (m->svc.stopping) {
+		if (reply)
+			gk_ipc_free(reply);
+		return;
+	}
+	const Gpukmm__SnapshotReply *s = (const Gpukmm__SnapshotReply *)reply;
+	if (code != GK_OK || !s || !(s->has_synced && s->synced) || m->buf_overflow) {
+		if (code != GK_OK)
+			GK_INFO("watcher snapshot: %s (retrying)", errmsg ? errmsg : gk_code_name(code));
+		if (reply)
+			gk_ipc_free(reply);
+		drop_buffer(m);
+		if (!m->snap_timer)
+			m->snap_timer = gk_loop_timer(m->svc.loop, SNAPSHOT_RETRY_MS, on_snap_timer, m);
+		return;
+	}
+	gk_err e;
+	if (gk_mmv_load_snapshot(m->view, s, &e) != GK_OK)
+		GK_WARN("snapshot: %s", e.msg);
+	for (size_t i = 0; i < N_TOPICS; i++)
+		gk_ipc_sub_set_seq(m->sub, TOPICS[i], seq_of(s, TOPICS[i]));
+	/* replay what arrived meanwhile and is newer than the snapshot */
+	for (size_t i = 0; i < m->n_buf; i++) {
+		if (m->buf[i].seq > seq_of(s, m->buf[i].topic))
+			apply_event(m, m->buf[i].topic, m->buf[i].msg);
+	}
+	drop_buffer(m);
+	gk_ipc_free(reply);
+	m->snapshots++;
+	bool first = !m->have_view;
+	m->have_view = true;
+	gk_mmv_state vs;
+	gk_mmv_state_get(m->view, &vs);
+	GK_INFO("view rebuilt from snapshot: %zu policies, %zu modules, kmm=%d dra=%d leader=%d",
+		vs.policies, vs.modules, vs.kmm, vs.dra, vs.leader);
+	if (first)
+		gk_svc_ready(&m->svc);
+	if (m->snapshot_again) {
+		m->snapshot_again = false;
+		request_snapshot(m);
+		return;
+	}
+	schedule(m);
+}
+
+static void request_snapshot(mm *m)
+{
+	if (m->svc.stopping)
+		return;
+	if (m->snapshot_inflight) {
+		m->snapshot_again = true;
+		return;
+	}
+	Gpukmm__SnapshotRequest req;
+	gpukmm__snapshot_request__init(&req);
+	char *topics[N_TOPICS];
+	for (size_t i = 0; i < N_TOPICS; i++)
+		topics[i] = (char *)TOPICS[i];
+	req.topics = topics;
+	req.n_topics = N_TOPICS;
+	gk_err e;
+	if (gk_ipc_call_async(m->watcher, &gpukmm__watcher__descriptor, "Snapshot", &req.base,
+			      SNAPSHOT_TIMEOUT_MS, on_snapshot, m, &e) != GK_OK) {
+		GK_WARN("watcher snapshot: %s", e.msg);
+		if (!m->snap_timer)
+			m->snap_timer = gk_loop_timer(m->svc.loop, SNAPSHOT_RETRY_MS, on_snap_timer, m);
+		return;
+	}
+	m->snapshot_inflight = true;
+}
+
+/* ---- main ----------------------------------------------------------------------- */
+
+static int opt_sa(void *user, const char *arg)
+{
+	((mm *)user)->sa = arg;
+	return 0;
+}
+
+static int opt_qps(void *user, const char *arg)
+{
+	char *end;
+	double v = strtod(arg, &end);
+	if (!*arg || *end || v > 100000)
+		return -1;
+	((mm *)user)->qps = v;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static mm M;
+	mm *m = &M;
+	gk_err err;
+	m->sa = getenv("MODULE_LOADER_SERVICE_ACCOUNT_NAME");
+	const gk_svc_opt extra[] = {
+		{ "service-account", 1,
+		  "module-loader ServiceAccount for the Module ($MODULE_LOADER_SERVICE_ACCOUNT_NAME, default module-loader)",
+		  opt_sa, m },
+		{ "kube-qps", 1, "client-side API request limit per second (default 50, burst 100; < 0 = none)",
+		  opt_qps, m },
+		{ 0 },
+	};
+	int rc = gk_svc_init(&m->svc, "modmgr", argc, argv, extra, &err);
+	if (rc)
+		return rc;
+	if (!m->sa || !*m->sa)
+		m->sa = "module-loader";
+	if (gethostname(m->host, sizeof(m->host) - 1) != 0)
+		snprintf(m->host, sizeof(m->host), "gpukmm-modmgr");
+	if (!m->svc.addr.events || !m->svc.addr.watcher) {
+		GK_ERROR("--events and --watcher (or --runtime-dir) are required");
+		gk_svc_fini(&m->svc);
+		return 2;
+	}
+	rc = 1;
+	m->buf = calloc(BUFFER_MAX, sizeof(*m->buf));
+	if (!m->buf)
+		goto out;
+	if (gk_wq_new(&m->q, NULL, &err) || gk_mm_evrec_new(&m->evrec, 0, 0, &err))
+		goto fail;
+	gk_mmv_opts vo = { .ns = m->svc.ns };
+	if (gk_mmv_new(&m->view, &vo, on_dirty, m, &err))
+		goto fail;
+	if (gk_mm_kops_new(&m->kops, m->svc.kubeconfig, m->svc.ns, m->sa, m->qps, &err))
+		goto fail;
+	gk_mm_kops_ops(m->kops, &m->ops);
+
+	if (gk_ipc_sub_open(&m->sub, m->svc.addr.events, NULL, on_event, on_gap, m, &err))
+		goto fail;
+	for (size_t i = 0; i < N_TOPICS; i++)
+		if (gk_ipc_sub_topic(m->sub, TOPICS[i], &gpukmm__event__descriptor, &err))
+			goto fail;
+	if (gk_ipc_client_open(&m->watcher, m->svc.addr.watcher, NULL, &err))
+		goto fail;
+	if (m->svc.addr.statusd && gk_ipc_client_open(&m->statusd, m->svc.addr.statusd, NULL, &err))
+		goto fail;
+	if (gk_loop_add_fd(m->svc.loop, gk_ipc_sub_fd(m->sub), EPOLLIN, on_sub_fd, m, &err) ||
+	    gk_loop_add_fd(m->svc.loop, gk_ipc_client_fd(m->watcher), EPOLLIN, on_client_fd, m->watcher, &err) ||
+	    (m->statusd &&
+	     gk_loop_add_fd(m->svc.loop, gk_ipc_client_fd(m->statusd), EPOLLIN, on_client_fd, m->statusd, &err)))
+		goto fail;
+
+	const gk_svc_counter counters[] = {
+		{ "modmgr_passes_total", "reconcile passes", &m->pst.passes },
+		{ "modmgr_module_creates_total", "Module creates", &m->pst.creates },
+		{ "modmgr_module_patches_total", "Module patches", &m->pst.patches },
+		{ "modmgr_module_deletes_total", "Module deletes", &m->pst.deletes },
+		{ "modmgr_finalizer_writes_total", "ClusterPolicy finalizer writes", &m->pst.finalizer_writes },
+		{ "modmgr_conflicts_total", "409 conflicts (re-read and retried)", &m->pst.conflicts },
+		{ "modmgr_failed_passes_total", "passes that failed (retried with backoff)", &m->pst.failures },
+		{ "modmgr_snapshots_total", "view rebuilds from watcher snapshots", &m->snapshots },
+		{ "modmgr_bus_gaps_total", "bus sequence gaps", &m->gaps },
+		{ "modmgr_events_received_total", "bus events received", &m->events },
+		{ "modmgr_reports_ok_total", "status reports accepted", &m->reports_ok },
+		{ "modmgr_reports_failed_total", "status reports failed", &m->reports_failed },
+		{ "modmgr_k8s_events_written_total", "Kubernetes Events created or bumped", &m->events_written },
+		{ "modmgr_queue_depth", "keys ready or waiting", &m->queue_depth },
+	};
+	gk_svc_set_counters(&m->svc, counters, sizeof(counters) / sizeof(counters[0]));
+
+	request_snapshot(m);
+	GK_INFO("started: namespace %s, service account %s", m->svc.ns, m->sa);
+	rc = gk_loop_run(m->svc.loop);
+	GK_INFO("stopping");
+	goto out;
+fail:
+	GK_ERROR("%s", err.msg);
+	rc = 1;
+out:
+	m->svc.stopping = 1;
+	if (m->sub) {
+		gk_loop_del_fd(m->svc.loop, gk_ipc_sub_fd(m->sub));
+		gk_ipc_sub_close(m->sub);
+	}
+	if (m->watcher) {
+		gk_loop_del_fd(m->svc.loop, gk_ipc_client_fd(m->watcher));
+		gk_ipc_client_close(m->watcher); /* outstanding snapshot: GK_CANCELLED */
+	}
+	if (m->statusd) {
+		gk_loop_del_fd(m->svc.loop, gk_ipc_client_fd(m->statusd));
+		gk_ipc_client_close(m->statusd);
+	}
+	if (m->buf)
+		drop_buffer(m);
+	free(m->buf);
+	gk_mm_kops_free(m->kops);
+	gk_mmv_free(m->view);
+	gk_mm_evrec_free(m->evrec);
+	gk_wq_free(m->q);
+	gk_svc_fini(&m->svc);
+	gk_ipc_fini();
+	return rc;
+}

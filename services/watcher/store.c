@@ -1,0 +1,116 @@
+/* gpukmm-watcher typed cache (see store.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "store.h"
+
+static size_t hash(const char *s)
+{
+	size_t h = 1469598103934665603ULL;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return h;
+}
+
+void ws_init(ws_store *s)
+{
+	memset(s, 0, sizeof *s);
+}
+
+void ws_clear(ws_store *s)
+{
+	for (size_t i = 0; i < s->nb; i++)
+		for (ws_ent *e = s->b[i], *n; e; e = n) {
+			n = e->next;
+			protobuf_c_message_free_unpacked(e->obj, NULL);
+			free(e);
+		}
+	free(s->b);
+	memset(s, 0, sizeof *s);
+}
+
+ws_ent *ws_get(const ws_store *s, const char *key)
+{
+	if (!s->nb)
+		return NULL;
+	for (ws_ent *e = s->b[hash(key) & (s->nb - 1)]; e; e = e->next)
+		if (!strcmp(e->key, key))
+			return e;
+	return NULL;
+}
+
+static int grow(ws_store *s)
+{
+	size_t nb = s->nb ? s->nb * 2 : 64;
+	ws_ent **b = calloc(nb, sizeof *b);
+	if (!b)
+		return -1;
+	for (size_t i = 0; i < s->nb; i++)
+		for (ws_ent *e = s->b[i], *n; e; e = n) {
+			n = e->next;
+			size_t h = hash(e->key) & (nb - 1);
+			e->next = b[h];
+			b[h] = e;
+		}
+	free(s->b);
+	s->b = b;
+	s->nb = nb;
+	return 0;
+}
+
+int ws_put(ws_store *s, const char *key, ProtobufCMessage *obj, uint32_t source)
+{
+	ws_ent *e = ws_get(s, key);
+	if (e) {
+		protobuf_c_message_free_unpacked(e->obj, NULL);
+		e->obj = obj;
+		e->sources |= source;
+		return 0;
+	}
+	if (s->n + 1 > s->nb && grow(s)) {
+		protobuf_c_message_free_unpacked(obj, NULL);
+		return -1;
+	}
+	size_t kl = strlen(key);
+	e = malloc(sizeof *e + kl + 1);
+	if (!e) {
+		protobuf_c_message_free_unpacked(obj, NULL);
+		return -1;
+	}
+	memcpy(e->key, key, kl + 1);
+	e->obj = obj;
+	e->sources = source;
+	size_t h = hash(key) & (s->nb - 1);
+	e->next = s->b[h];
+	s->b[h] = e;
+	s->n++;
+	return 1;
+}
+
+int ws_drop(ws_store *s, const char *key, uint32_t source, ProtobufCMessage **gone)
+{
+	*gone = NULL;
+	if (!s->nb)
+		return -1;
+	for (ws_ent **pp = &s->b[hash(key) & (s->nb - 1)]; *pp; pp = &(*pp)->next) {
+		ws_ent *e = *pp;
+		if (strcmp(e->key, key))
+			continue;
+		e->sources &= ~source;
+		if (e->sources)
+			return 0;
+		*pp = e->next;
+		*gone = e->obj;
+		free(e);
+		s->n--;
+		return 1;
+	}
+	return -1;
+}
+
+void ws_each(const ws_store *s, void (*fn)(void *user, ws_ent *e), void *user)
+{
+	for (size_t i = 0; i < s->nb; i++)
+		for (ws_ent *e = s->b[i]; e; e = e->next)
+			fn(user, e);
+}

@@ -1,0 +1,38 @@
+/* gpukmm-watcher: the typed cache, one store per topic. Keys are "ns/name" (or
+ * "name"); values are typed protobuf objects (no JSON is kept). An object can
+ * be seen by several watches of the same topic (DaemonSets: the operator
+ * namespace and the gated ones everywhere): each entry remembers which watches
+ * (sources) currently report it, and disappears only when none does. */
+#ifndef GPUKMM_WATCHER_STORE_H
+#define GPUKMM_WATCHER_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+typedef struct ws_ent {
+	struct ws_ent *next;
+	ProtobufCMessage *obj;   /* owned */
+	uint32_t sources;        /* bit per watch */
+	char key[];
+} ws_ent;
+
+typedef struct ws_store {
+	ws_ent **b;
+	size_t nb, n;
+} ws_store;
+
+void ws_init(ws_store *s);
+void ws_clear(ws_store *s);  /* frees every object */
+ws_ent *ws_get(const ws_store *s, const char *key);
+/* Insert or replace (the old object is freed); takes obj. Returns 1 if new,
+ * 0 if replaced, -1 on OOM (obj freed). */
+int ws_put(ws_store *s, const char *key, ProtobufCMessage *obj, uint32_t source);
+/* Source no longer reports key: returns 1 when the entry is gone (its object
+ * is handed to *gone, caller frees), 0 when other sources still have it, -1 if absent. */
+int ws_drop(ws_store *s, const char *key, uint32_t source, ProtobufCMessage **gone);
+/* Every entry (any order): callback. */
+void ws_each(const ws_store *s, void (*fn)(void *user, ws_ent *e), void *user);
+
+#endif

@@ -1,0 +1,660 @@
+/* gpukmm-watcher runtime (see watcher.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpukmm/kobj.h"
+#include "gpukmm/log.h"
+#include "watcher.h"
+
+const char *const wr_topic_names[WT_N] = {"clusterpolicy", "module", "node",
+					  "resourceclaim", "daemonset", "pod"};
+
+/* ---- the kinds --------------------------------------------------------------
+ * Pods: the API cannot select pods by the resources they request, so we narrow
+ * by phase (terminated pods hold no devices) and keep only pods that request a
+ * gpu.intel.com/... resource; every other pod is converted and dropped at once
+ * (nothing cached, no event). */
+typedef struct src_def {
+	int topic;
+	const char *group, *version, *resource;
+	bool in_operator_ns;
+	const char *label_selector, *field_selector;
+	int gate;
+} src_def;
+
+static const src_def srcs[WR_NSRC] = {
+	{WT_CP, "intel.com", "v1alpha1", "clusterpolicies", false, NULL, NULL, WG_CP},
+	{WT_MODULE, "kmm.sigs.x-k8s.io", "v1beta1", "modules", true, NULL, NULL, WG_KMM},
+	{WT_NODE, "", "v1", "nodes", false, NULL, NULL, WG_NONE},
+	{WT_RC, "resource.k8s.io", "v1", "resourceclaims", false, NULL, NULL, WG_DRA},
+	{WT_DS, "apps", "v1", "daemonsets", true, NULL, NULL, WG_NONE},
+	{WT_DS, "apps", "v1", "daemonsets", false, "gpukmm.io/gate", NULL, WG_NONE},
+	{WT_POD, "", "v1", "pods", false, NULL, "status.phase!=Succeeded,status.phase!=Failed",
+	 WG_NONE},
+};
+
+static int convert(int topic, const cJSON *obj, ProtobufCMessage **out, gk_err *err)
+{
+	void *m = NULL;
+	int rc;
+	switch (topic) {
+	case WT_CP: rc = gk_kobj_cluster_policy_from_json(obj, (Gpukmm__ClusterPolicy **)&m, err); break;
+	case WT_MODULE: rc = gk_kobj_module_from_json(obj, (Gpukmm__Module **)&m, err); break;
+	case WT_NODE: rc = gk_kobj_node_from_json(obj, (Gpukmm__Node **)&m, err); break;
+	case WT_RC: rc = gk_kobj_resource_claim_from_json(obj, (Gpukmm__ResourceClaim **)&m, err); break;
+	case WT_DS: rc = gk_kobj_daemon_set_from_json(obj, (Gpukmm__DaemonSet **)&m, err); break;
+	case WT_POD: rc = gk_kobj_pod_from_json(obj, (Gpukmm__Pod **)&m, err); break;
+	default: rc = gk_err_set(err, GK_INTERNAL, "unknown topic %d", topic);
+	}
+	*out = m;
+	return rc;
+}
+
+static void event_set(Gpukmm__Event *ev, int topic, ProtobufCMessage *m)
+{
+	switch (topic) {
+	case WT_CP: ev->object_case = GPUKMM__EVENT__OBJECT_CLUSTER_POLICY; ev->cluster_policy = (void *)m; break;
+	case WT_MODULE: ev->object_case = GPUKMM__EVENT__OBJECT_MODULE; ev->module = (void *)m; break;
+	case WT_NODE: ev->object_case = GPUKMM__EVENT__OBJECT_NODE; ev->node = (void *)m; break;
+	case WT_RC: ev->object_case = GPUKMM__EVENT__OBJECT_RESOURCE_CLAIM; ev->resource_claim = (void *)m; break;
+	case WT_DS: ev->object_case = GPUKMM__EVENT__OBJECT_DAEMON_SET; ev->daemon_set = (void *)m; break;
+	case WT_POD: ev->object_case = GPUKMM__EVENT__OBJECT_POD; ev->pod = (void *)m; break;
+	}
+}
+
+static void publish(wr *w, int topic, Gpukmm__EventType type, ProtobufCMessage *m)
+{
+	w->c_events++;
+	if (!w->pub)
+		return;
+	Gpukmm__Event ev = GPUKMM__EVENT__INIT;
+	ev.has_type = 1;
+	ev.type = type;
+	event_set(&ev, topic, m);
+	gk_ipc_pub_send(w->pub, wr_topic_names[topic], &ev.base);
+	w->c_published++;
+}
+
+static void publish_discovery(wr *w)
+{
+	Gpukmm__Discovery d = GPUKMM__DISCOVERY__INIT;
+	d.has_kmm = d.has_dra = d.has_cluster_policy = 1;
+	d.kmm = w->gate[WG_KMM];
+	d.dra = w->gate[WG_DRA];
+	d.cluster_policy = w->gate[WG_CP];
+	Gpukmm__Event ev = GPUKMM__EVENT__INIT;
+	ev.has_type = 1;
+	ev.type = GPUKMM__EVENT_TYPE__MODIFIED;
+	ev.object_case = GPUKMM__EVENT__OBJECT_DISCOVERY;
+	ev.discovery = &d;
+	if (w->pub)
+		gk_ipc_pub_send(w->pub, "discovery", &ev.base);
+}
+
+static void publish_leadership(wr *w)
+{
+	Gpukmm__Leadership l = GPUKMM__LEADERSHIP__INIT;
+	l.has_leader = 1;
+	l.leader = w->ls.leader;
+	l.identity = w->identity;
+	l.holder = w->holder;
+	Gpukmm__Event ev = GPUKMM__EVENT__INIT;
+	ev.has_type = 1;
+	ev.type = GPUKMM__EVENT_TYPE__MODIFIED;
+	ev.object_case = GPUKMM__EVENT__OBJECT_LEADERSHIP;
+	ev.leadership = &l;
+	if (w->pub)
+		gk_ipc_pub_send(w->pub, "leadership", &ev.base);
+}
+
+/* ---- reflector callbacks ------------------------------------------------------ */
+
+static void drop_key(wr *w, int topic, const char *key, uint32_t bit)
+{
+	ProtobufCMessage *gone;
+	if (ws_drop(&w->store[topic], key, bit, &gone) == 1) {
+		w->c_size[topic] = w->store[topic].n;
+		publish(w, topic, GPUKMM__EVENT_TYPE__DELETED, gone);
+		protobuf_c_message_free_unpacked(gone, NULL);
+	}
+}
+
+static void on_event(void *user, enum gk_kube_event type, const char *key, const cJSON *obj)
+{
+	wr_src *s = user;
+	wr *w = s->w;
+	const src_def *d = &srcs[s->idx];
+	uint32_t bit = 1u << s->idx;
+	if (type == GK_KUBE_DELETED || !obj) {
+		drop_key(w, d->topic, key, bit);
+		return;
+	}
+	ProtobufCMessage *m;
+	gk_err err = {0};
+	if (convert(d->topic, obj, &m, &err)) {
+		w->c_convert_errors++;
+		GK_WARN("%s %s: cannot convert (%s); ignored", wr_topic_names[d->topic], key, err.msg);
+		return;
+	}
+	if (d->topic == WT_POD && ((Gpukmm__Pod *)m)->n_gpu_resources == 0) {
+		protobuf_c_message_free_unpacked(m, NULL);
+		drop_key(w, d->topic, key, bit); /* not a GPU pod (any more) */
+		return;
+	}
+	int r = ws_put(&w->store[d->topic], key, m, bit);
+	if (r < 0) {
+		w->c_errors++;
+		GK_ERROR("%s %s: out of memory caching the object", wr_topic_names[d->topic], key);
+		return;
+	}
+	w->c_size[d->topic] = w->store[d->topic].n;
+	publish(w, d->topic, r == 1 ? GPUKMM__EVENT_TYPE__ADDED : GPUKMM__EVENT_TYPE__MODIFIED,
+		ws_get(&w->store[d->topic], key)->obj);
+}
+
+static void check_ready(wr *w)
+{
+	if (w->ready_sent || !wr_synced(w))
+		return;
+	w->ready_sent = true;
+	GK_INFO("initial lists synced: %zu nodes, %zu daemonsets, %zu policies, %zu modules, "
+		"%zu claims, %zu gpu pods",
+		w->store[WT_NODE].n, w->store[WT_DS].n, w->store[WT_CP].n, w->store[WT_MODULE].n,
+		w->store[WT_RC].n, w->store[WT_POD].n);
+	if (w->on_ready)
+		w->on_ready(w->on_ready_user);
+}
+
+static void on_synced(void *user)
+{
+	wr_src *s = user;
+	s->synced = true;
+	s->w->c_relists++;
+	check_ready(s->w);
+}
+
+static void on_error(void *user, int code, const char *msg)
+{
+	wr_src *s = user;
+	s->w->c_errors++;
+}
+
+bool wr_synced(const wr *w)
+{
+	for (int i = 0; i < WR_NSRC; i++)
+		if (w->src[i].kw && !w->src[i].synced)
+			return false;
+	return w->disc_known;
+}
+
+/* ---- mux on the loop ------------------------------------------------------------ */
+
+static void rearm(wr *w);
+
+static void mux_timer_cb(gk_loop *l, gk_timer_id id, void *user)
+{
+	wr *w = user;
+	w->mux_timer = 0;
+	gk_kube_mux_run(w->mux);
+	rearm(w);
+}
+
+static void mux_fd_cb(gk_loop *l, int fd, uint32_t ev, void *user)
+{
+	wr *w = user;
+	gk_kube_mux_run(w->mux);
+	rearm(w);
+}
+
+static void rearm(wr *w)
+{
+	if (w->mux_timer)
+		gk_loop_cancel(w->loop, w->mux_timer);
+	w->mux_timer = 0;
+	int64_t t = gk_kube_mux_timeout_ms(w->mux);
+	if (t >= 0)
+		w->mux_timer = gk_loop_timer(w->loop, t, mux_timer_cb, w);
+}
+
+/* ---- watches on and off ---------------------------------------------------------- */
+
+static void src_start(wr *w, int i)
+{
+	wr_src *s = &w->src[i];
+	const src_def *d = &srcs[i];
+	if (s->kw)
+		return;
+	gk_kube_ref r = {d->group, d->version, d->resource, d->in_operator_ns ? w->o.ns : NULL,
+			 NULL, NULL};
+	gk_kube_watch_opts o = {.label_selector = d->label_selector,
+				.field_selector = d->field_selector,
+				.min_timeout_s = w->o.watch_min_timeout_s,
+				.max_timeout_s = w->o.watch_max_timeout_s};
+	gk_kube_watch_cbs cbs = {on_event, on_synced, on_error};
+	gk_err err = {0};
+	s->synced = false;
+	if (gk_kube_watch_start(&s->kw, w->mux, &r, &o, &cbs, s, &err)) {
+		w->c_errors++;
+		GK_ERROR("cannot start the %s watch: %s", d->resource, err.msg);
+		return;
+	}
+	GK_INFO("watching %s%s%s%s%s", d->resource, d->in_operator_ns ? " in " : "",
+		d->in_operator_ns ? w->o.ns : "", d->label_selector ? " labelled " : "",
+		d->label_selector ? d->label_selector : "");
+}
+
+typedef struct drop_ctx {
+	wr *w;
+	int topic;
+	uint32_t bit;
+	char **keys;
+	size_t n;
+} drop_ctx;
+
+static void collect_keys(void *user, ws_ent *e)
+{
+	drop_ctx *c = user;
+	if (c->keys && (e->sources & c->bit))
+		c->keys[c->n++] = strdup(e->key);
+}
+
+static void src_stop(wr *w, int i)
+{
+	wr_src *s = &w->src[i];
+	if (!s->kw)
+		return;
+	gk_kube_watch_stop(s->kw);
+	s->kw = NULL;
+	s->synced = false;
+	/* the kind is gone from the API: so are its objects */
+	int topic = srcs[i].topic;
+	drop_ctx c = {w, topic, 1u << i, calloc(w->store[topic].n + 1, sizeof(char *)), 0};
+	ws_each(&w->store[topic], collect_keys, &c);
+	for (size_t k = 0; k < c.n; k++) {
+		if (c.keys[k])
+			drop_key(w, topic, c.keys[k], c.bit);
+		free(c.keys[k]);
+	}
+	free(c.keys);
+	GK_INFO("stopped watching %s (API group gone)", srcs[i].resource);
+}
+
+static void apply_gates(wr *w)
+{
+	for (int i = 0; i < WR_NSRC; i++) {
+		if (w->gate[srcs[i].gate])
+			src_start(w, i);
+		else
+			src_stop(w, i);
+	}
+	rearm(w);
+	check_ready(w);
+}
+
+/* ---- discovery ------------------------------------------------------------------ */
+
+static int discover_once(wr *w)
+{
+	static const struct { int gate; const char *g, *v, *r; } q[] = {
+		{WG_CP, "intel.com", "v1alpha1", "clusterpolicies"},
+		{WG_KMM, "kmm.sigs.x-k8s.io", "v1beta1", "modules"},
+		{WG_DRA, "resource.k8s.io", "v1", "resourceclaims"},
+	};
+	bool changed = !w->disc_known;
+	for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
+		gk_err err = {0};
+		int r = gk_kube_discover(w->kc, q[i].g, q[i].v, q[i].r, 1, true, &err);
+		if (r < 0) {
+			w->c_errors++;
+			GK_WARN("discovery of %s/%s: %s (keeping the last answer)", q[i].g, q[i].v,
+				err.msg);
+			if (!w->disc_known)
+				return -1;
+			continue;
+		}
+		if (w->gate[q[i].gate] != (r == 1)) {
+			GK_INFO("API %s/%s %s", q[i].g, q[i].v, r ? "is served now" : "is gone");
+			w->gate[q[i].gate] = r == 1;
+			changed = true;
+		}
+	}
+	w->disc_known = true;
+	if (changed) {
+		apply_gates(w);
+		publish_discovery(w);
+	}
+	return 0;
+}
+
+static void disc_timer_cb(gk_loop *l, gk_timer_id id, void *user)
+{
+	wr *w = user;
+	discover_once(w);
+	w->disc_timer = gk_loop_timer(w->loop, w->o.discovery_ms, disc_timer_cb, w);
+}
+
+static void tick_cb(gk_loop *l, gk_timer_id id, void *user)
+{
+	wr *w = user;
+	if (w->pub)
+		gk_ipc_pub_tick(w->pub);
+	w->tick_timer = gk_loop_timer(w->loop, 1000, tick_cb, w);
+}
+
+/* ---- leader election -------------------------------------------------------------- */
+
+static void now_micro(char *buf, size_t cap)
+{
+	struct timespec ts;
+	struct tm tm;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	char b[32];
+	strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(buf, cap, "%s.%06ldZ", b, ts.tv_nsec / 1000);
+}
+
+static void lease_write(wr *w, const wl_lease *cur, enum wl_action a, const char *holder,
+			bool *ok)
+{
+	char now[64];
+	now_micro(now, sizeof now);
+	cJSON *body = wl_lease_body(w->o.ns, w->o.lease_name, cur, a, holder, &w->o.lease, now);
+	gk_kube_ref r = {"coordination.k8s.io", "v1", "leases", w->o.ns, w->o.lease_name, NULL};
+	gk_err err = {0};
+	int rc = !body ? GK_RESOURCE_EXHAUSTED
+		 : a == WL_CREATE ? gk_kube_create(w->lc, &r, body, NULL, NULL, &err)
+				  : gk_kube_update(w->lc, &r, body, NULL, NULL, &err);
+	cJSON_Delete(body);
+	*ok = rc == 0;
+	if (rc && rc != GK_ABORTED && rc != GK_ALREADY_EXISTS)
+		GK_WARN("lease %s/%s: %s", w->o.ns, w->o.lease_name, err.msg);
+}
+
+static void lease_tick(wr *w)
+{
+	gk_kube_ref r = {"coordination.k8s.io", "v1", "leases", w->o.ns, w->o.lease_name, NULL};
+	cJSON *j = NULL;
+	gk_err err = {0};
+	int64_t now = gk_mono_ms();
+	int rc = gk_kube_get(w->lc, &r, &j, NULL, &err);
+	bool changed;
+	if (rc && rc != GK_NOT_FOUND) {
+		GK_WARN("lease %s/%s: %s", w->o.ns, w->o.lease_name, err.msg);
+		changed = wl_check_deadline(&w->ls, &w->o.lease, now);
+	} else {
+		wl_lease l;
+		wl_lease_parse(&l, rc ? NULL : j);
+		bool was = w->ls.leader;
+		enum wl_action a = wl_decide(&w->ls, &l, w->identity, &w->o.lease, now);
+		bool ok = false;
+		if (a != WL_WAIT)
+			lease_write(w, &l, a, w->identity, &ok);
+		changed = wl_result(&w->ls, a, ok, &w->o.lease, now) || was != w->ls.leader;
+		const char *h = ok ? w->identity : l.holder;
+		if (strcmp(h, w->holder)) {
+			snprintf(w->holder, sizeof w->holder, "%s", h);
+			changed = true;
+		}
+	}
+	cJSON_Delete(j);
+	if (changed) {
+		w->c_leader = w->ls.leader;
+		GK_INFO("leadership: %s (holder \"%s\")", w->ls.leader ? "leader" : "follower",
+			w->holder);
+		publish_leadership(w);
+	}
+}
+
+static void lease_timer_cb(gk_loop *l, gk_timer_id id, void *user)
+{
+	wr *w = user;
+	lease_tick(w);
+	w->lease_timer = gk_loop_timer(w->loop, w->o.lease.retry_ms, lease_timer_cb, w);
+}
+
+void wr_release(wr *w)
+{
+	if (!w->o.leader_elect || !w->ls.leader || !w->lc)
+		return;
+	gk_kube_ref r = {"coordination.k8s.io", "v1", "leases", w->o.ns, w->o.lease_name, NULL};
+	cJSON *j = NULL;
+	if (gk_kube_get(w->lc, &r, &j, NULL, NULL) == 0) {
+		wl_lease l;
+		wl_lease_parse(&l, j);
+		bool ok = false;
+		if (!strcmp(l.holder, w->identity))
+			lease_write(w, &l, WL_RENEW, "", &ok);
+		if (ok)
+			GK_INFO("released lease %s/%s", w->o.ns, w->o.lease_name);
+	}
+	cJSON_Delete(j);
+	w->ls.leader = false;
+}
+
+/* ---- RPC: Watcher.Snapshot / Watcher.Get ------------------------------------------- */
+
+typedef struct fill_ctx {
+	void **arr;
+	size_t n;
+} fill_ctx;
+
+static void fill_one(void *user, ws_ent *e)
+{
+	fill_ctx *f = user;
+	f->arr[f->n++] = e->obj;
+}
+
+static bool wants(const Gpukmm__SnapshotRequest *req, const char *topic)
+{
+	if (!req || !req->n_topics)
+		return true;
+	for (size_t i = 0; i < req->n_topics; i++)
+		if (req->topics[i] && !strcmp(req->topics[i], topic))
+			return true;
+	return false;
+}
+
+void wr_snapshot_fill(wr *w, const Gpukmm__SnapshotRequest *req, Gpukmm__SnapshotReply *rep,
+		      Gpukmm__Discovery *disc, Gpukmm__Leadership *lead)
+{
+	gpukmm__snapshot_reply__init(rep);
+	static const char *const extra[] = {"discovery", "leadership"};
+	rep->seqs = calloc(WT_N + 2, sizeof *rep->seqs);
+	for (int t = 0; rep->seqs && t < WT_N + 2; t++) {
+		const char *name = t < WT_N ? wr_topic_names[t] : extra[t - WT_N];
+		if (!wants(req, name))
+			continue;
+		Gpukmm__TopicSeq *ts = malloc(sizeof *ts);
+		if (!ts)
+			break;
+		gpukmm__topic_seq__init(ts);
+		ts->topic = (char *)name;
+		ts->has_seq = 1;
+		ts->seq = w->pub ? gk_ipc_pub_seq(w->pub, name) : 0;
+		rep->seqs[rep->n_seqs++] = ts;
+		if (t >= WT_N)
+			continue;
+		fill_ctx f = {calloc(w->store[t].n + 1, sizeof(void *)), 0};
+		if (!f.arr)
+			continue;
+		ws_each(&w->store[t], fill_one, &f);
+		switch (t) {
+		case WT_CP: rep->cluster_policies = (void *)f.arr; rep->n_cluster_policies = f.n; break;
+		case WT_MODULE: rep->modules = (void *)f.arr; rep->n_modules = f.n; break;
+		case WT_NODE: rep->nodes = (void *)f.arr; rep->n_nodes = f.n; break;
+		case WT_RC: rep->resource_claims = (void *)f.arr; rep->n_resource_claims = f.n; break;
+		case WT_DS: rep->daemon_sets = (void *)f.arr; rep->n_daemon_sets = f.n; break;
+		case WT_POD: rep->pods = (void *)f.arr; rep->n_pods = f.n; break;
+		}
+	}
+	gpukmm__discovery__init(disc);
+	disc->has_kmm = disc->has_dra = disc->has_cluster_policy = 1;
+	disc->kmm = w->gate[WG_KMM];
+	disc->dra = w->gate[WG_DRA];
+	disc->cluster_policy = w->gate[WG_CP];
+	rep->discovery = disc;
+	gpukmm__leadership__init(lead);
+	lead->has_leader = 1;
+	lead->leader = w->o.leader_elect ? w->ls.leader : true;
+	lead->identity = w->identity;
+	lead->holder = w->holder;
+	rep->leadership = lead;
+	rep->has_synced = 1;
+	rep->synced = wr_synced(w);
+}
+
+void wr_snapshot_free(Gpukmm__SnapshotReply *rep)
+{
+	for (size_t i = 0; i < rep->n_seqs; i++)
+		free(rep->seqs[i]);
+	free(rep->seqs);
+	free(rep->cluster_policies);
+	free(rep->modules);
+	free(rep->nodes);
+	free(rep->resource_claims);
+	free(rep->daemon_sets);
+	free(rep->pods);
+}
+
+static void h_snapshot(Gpukmm__Watcher_Service *svc, const Gpukmm__SnapshotRequest *in,
+		       Gpukmm__SnapshotReply_Closure closure, void *cd)
+{
+	wr *w = gk_ipc_call_user(cd);
+	Gpukmm__SnapshotReply rep;
+	Gpukmm__Discovery d;
+	Gpukmm__Leadership l;
+	wr_snapshot_fill(w, in, &rep, &d, &l);
+	closure(&rep, cd);
+	wr_snapshot_free(&rep);
+}
+
+static void h_get(Gpukmm__Watcher_Service *svc, const Gpukmm__GetRequest *in,
+		  Gpukmm__Event_Closure closure, void *cd)
+{
+	wr *w = gk_ipc_call_user(cd);
+	int t = -1;
+	for (int i = 0; i < WT_N; i++)
+		if (in->topic && !strcmp(in->topic, wr_topic_names[i]))
+			t = i;
+	if (t < 0 || !in->name || !*in->name) {
+		gk_ipc_fail(cd, GK_INVALID_ARGUMENT, "Get needs a topic (clusterpolicy, module, node, "
+			    "resourceclaim, daemonset, pod) and a name");
+		return;
+	}
+	char key[600];
+	if (in->namespace_ && *in->namespace_)
+		snprintf(key, sizeof key, "%s/%s", in->namespace_, in->name);
+	else
+		snprintf(key, sizeof key, "%s", in->name);
+	ws_ent *e = ws_get(&w->store[t], key);
+	if (!e) {
+		gk_ipc_fail(cd, GK_NOT_FOUND, "%s %s not found", wr_topic_names[t], key);
+		return;
+	}
+	Gpukmm__Event ev = GPUKMM__EVENT__INIT;
+	ev.has_type = 1;
+	ev.type = GPUKMM__EVENT_TYPE__MODIFIED;
+	event_set(&ev, t, e->obj);
+	closure(&ev, cd);
+}
+
+/* ---- lifecycle ------------------------------------------------------------------ */
+
+int wr_init(wr *w, const wr_opts *o, gk_loop *loop, gk_kube_client *kc, gk_kube_client *lc,
+	    gk_ipc_pub *pub, gk_ipc_server *srv, gk_err *err)
+{
+	memset(w, 0, sizeof *w);
+	w->o = *o;
+	if (!w->o.ns)
+		w->o.ns = "intel-gpu-base-operator";
+	if (w->o.discovery_ms <= 0)
+		w->o.discovery_ms = 10000;
+	if (!w->o.lease_name)
+		w->o.lease_name = "gpukmm-controller";
+	if (w->o.lease.lease_ms <= 0)
+		w->o.lease.lease_ms = 15000;
+	if (w->o.lease.renew_deadline_ms <= 0)
+		w->o.lease.renew_deadline_ms = 10000;
+	if (w->o.lease.retry_ms <= 0)
+		w->o.lease.retry_ms = 2000;
+	if (o->identity) {
+		snprintf(w->identity, sizeof w->identity, "%s", o->identity);
+	} else {
+		char host[200] = "gpukmm";
+		gethostname(host, sizeof host - 1);
+		snprintf(w->identity, sizeof w->identity, "%s_%d", host, (int)getpid());
+	}
+	w->loop = loop;
+	w->kc = kc;
+	w->lc = lc;
+	w->pub = pub;
+	w->srv = srv;
+	w->gate[WG_NONE] = true;
+	for (int i = 0; i < WT_N; i++)
+		ws_init(&w->store[i]);
+	for (int i = 0; i < WR_NSRC; i++) {
+		w->src[i].w = w;
+		w->src[i].idx = i;
+	}
+	if (!w->o.leader_elect) {
+		w->ls.leader = true;
+		snprintf(w->holder, sizeof w->holder, "%s", w->identity);
+	}
+	int rc = gk_kube_mux_new(&w->mux, kc, err);
+	if (rc)
+		return rc;
+	if (gk_loop_add_fd(loop, gk_kube_mux_fd(w->mux), EPOLLIN, mux_fd_cb, w, err))
+		return err ? err->code : GK_INTERNAL;
+	if (srv) {
+		Gpukmm__Watcher_Service init = GPUKMM__WATCHER__INIT(h_);
+		w->rpc = init;
+		rc = gk_ipc_server_add(srv, &w->rpc.base, w, NULL, err);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int wr_start(wr *w, gk_err *err)
+{
+	if (discover_once(w)) {
+		/* API not reachable yet: keep trying on the discovery period */
+		GK_WARN("API discovery failed; retrying every %lld ms", (long long)w->o.discovery_ms);
+	}
+	w->disc_timer = gk_loop_timer(w->loop, w->o.discovery_ms, disc_timer_cb, w);
+	w->tick_timer = gk_loop_timer(w->loop, 1000, tick_cb, w);
+	if (w->o.leader_elect) {
+		lease_tick(w);
+		w->lease_timer = gk_loop_timer(w->loop, w->o.lease.retry_ms, lease_timer_cb, w);
+	} else {
+		publish_leadership(w);
+	}
+	rearm(w);
+	return 0;
+}
+
+void wr_fini(wr *w)
+{
+	for (int i = 0; i < WR_NSRC; i++) {
+		if (w->src[i].kw)
+			gk_kube_watch_stop(w->src[i].kw);
+		w->src[i].kw = NULL;
+	}
+	if (w->loop) {
+		gk_timer_id *ts[] = {&w->mux_timer, &w->disc_timer, &w->tick_timer, &w->lease_timer};
+		for (size_t i = 0; i < 4; i++)
+			if (*ts[i])
+				gk_loop_cancel(w->loop, *ts[i]);
+		if (w->mux)
+			gk_loop_del_fd(w->loop, gk_kube_mux_fd(w->mux));
+	}
+	gk_kube_mux_free(w->mux);
+	w->mux = NULL;
+	for (int i = 0; i < WT_N; i++)
+		ws_clear(&w->store[i]);
+}

@@ -1,0 +1,207 @@
+/* /healthz, /readyz, /metrics on --http-listen ADDR:PORT (libmicrohttpd, its own thread).
+ *
+ * The HTTP thread never reads the supervisor's state. It asks the loop for a
+ * fresh snapshot (eventfd), and the loop renders it and hands it over under a
+ * mutex. So /healthz proves the loop itself answers, and a scrape always sees
+ * current numbers, with no periodic wakeup while nobody asks. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "gpukmm/log.h"
+#include "sup.h"
+
+#define LOOP_ANSWER_MS 2000
+
+struct gk_sup_http {
+	struct MHD_Daemon *d;
+	gk_sup *sup;               /* loop side only */
+	int efd;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	uint64_t asked, answered;  /* under mu */
+	char *metrics;             /* under mu */
+	size_t metrics_len;
+	bool ready;
+	char not_ready[512];
+	uint16_t port;
+};
+
+/* Loop side: render and hand over. */
+static void on_ask(gk_loop *l, int fd, uint32_t events, void *user)
+{
+	gk_sup_http *h = user;
+	gk_sup *s = h->sup;
+	uint64_t v;
+	if (read(fd, &v, sizeof(v)) != sizeof(v))
+		return;
+	size_t len = 0;
+	char *m = gk_sup_metrics_render(s, gk_sup_now_ms(), &len);
+	char nr[512] = "";
+	size_t o = 0;
+	for (size_t i = 0; i < s->n; i++)
+		if (s->svcs[i].conf->required && s->svcs[i].state != GK_SUP_READY && o < sizeof(nr) - 80)
+			o += (size_t)snprintf(nr + o, sizeof(nr) - o, "%s: %s\n", s->svcs[i].conf->name,
+					      gk_sup_state_name(s->svcs[i].state));
+	pthread_mutex_lock(&h->mu);
+	if (m) {
+		free(h->metrics);
+		h->metrics = m;
+		h->metrics_len = len;
+	}
+	h->ready = s->ready;
+	memcpy(h->not_ready, nr, sizeof(nr));
+	h->answered = h->asked;
+	pthread_cond_broadcast(&h->cv);
+	pthread_mutex_unlock(&h->mu);
+}
+
+/* HTTP side: ask, wait (bounded) for the loop's answer. Called with mu held. */
+static bool ask_loop(gk_sup_http *h)
+{
+	uint64_t mine = ++h->asked, one = 1;
+	if (write(h->efd, &one, sizeof(one)) != sizeof(one))
+		return false;
+	struct timespec dl;
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_sec += LOOP_ANSWER_MS / 1000;
+	while (h->answered < mine)
+		if (pthread_cond_timedwait(&h->cv, &h->mu, &dl) == ETIMEDOUT)
+			return h->answered >= mine;
+	return true;
+}
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, const char *type, const char *body,
+			     size_t len)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", type);
+	enum MHD_Result rc = MHD_queue_response(c, code, r);
+	MHD_destroy_response(r);
+	return rc;
+}
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+			       const char *version, const char *upload, size_t *upload_size, void **con_cls)
+{
+	gk_sup_http *h = cls;
+	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+		return reply(c, 405, "text/plain", "method not allowed\n", 19);
+	const char *plain = "text/plain; charset=utf-8";
+	bool healthz = strcmp(url, "/healthz") == 0 || strcmp(url, "/livez") == 0;
+	bool readyz = strcmp(url, "/readyz") == 0;
+	bool metrics = strcmp(url, "/metrics") == 0;
+	if (!healthz && !readyz && !metrics)
+		return reply(c, 404, plain, "not found\n", 10);
+	pthread_mutex_lock(&h->mu);
+	bool alive = ask_loop(h);
+	enum MHD_Result rc;
+	if (!alive) {
+		rc = reply(c, 503, plain, "event loop not answering\n", 25);
+	} else if (healthz) {
+		rc = reply(c, 200, plain, "ok\n", 3);
+	} else if (readyz) {
+		if (h->ready)
+			rc = reply(c, 200, plain, "ready\n", 6);
+		else {
+			char body[600];
+			int n = snprintf(body, sizeof(body), "not ready\n%s", h->not_ready);
+			rc = reply(c, 503, plain, body, (size_t)n);
+		}
+	} else {
+		rc = reply(c, 200, "text/plain; version=0.0.4; charset=utf-8", h->metrics ? h->metrics : "",
+			   h->metrics ? h->metrics_len : 0);
+	}
+	pthread_mutex_unlock(&h->mu);
+	return rc;
+}
+
+static int parse_listen(const char *s, struct sockaddr_in *sa, gk_err *err)
+{
+	const char *colon = strrchr(s, ':');
+	char host[64];
+	if (!colon || (size_t)(colon - s) >= sizeof(host))
+		return gk_err_set(err, GK_INVALID_ARGUMENT, "--http-listen: '%s' is not ADDR:PORT", s);
+	memcpy(host, s, (size_t)(colon - s));
+	host[colon - s] = '\0';
+	char *end;
+	long port = strtol(colon + 1, &end, 10);
+	if (!colon[1] || *end || port < 0 || port > 65535)
+		return gk_err_set(err, GK_INVALID_ARGUMENT, "--http-listen: bad port in '%s'", s);
+	memset(sa, 0, sizeof(*sa));
+	sa->sin_family = AF_INET;
+	sa->sin_port = htons((uint16_t)port);
+	if (!*host || strcmp(host, "*") == 0)
+		sa->sin_addr.s_addr = htonl(INADDR_ANY);
+	else if (strcmp(host, "localhost") == 0)
+		sa->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	else if (inet_pton(AF_INET, host, &sa->sin_addr) != 1)
+		return gk_err_set(err, GK_INVALID_ARGUMENT, "--http-listen: '%s' is not an IPv4 address", host);
+	return 0;
+}
+
+int gk_sup_http_start(gk_sup *s, const char *listen, gk_err *err)
+{
+	struct sockaddr_in sa;
+	int rc = parse_listen(listen, &sa, err);
+	if (rc)
+		return rc;
+	gk_sup_http *h = calloc(1, sizeof(*h));
+	if (!h)
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+	h->sup = s;
+	pthread_mutex_init(&h->mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&h->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	h->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	s->http = h;
+	if (h->efd < 0)
+		return gk_err_set(err, GK_INTERNAL, "eventfd: %s", strerror(errno));
+	if ((rc = gk_loop_add_fd(s->loop, h->efd, EPOLLIN, on_ask, h, err)))
+		return rc;
+	h->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, NULL, NULL, handler, h,
+				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT, 32U,
+				MHD_OPTION_CONNECTION_TIMEOUT, 10U, MHD_OPTION_END);
+	if (!h->d)
+		return gk_err_set(err, GK_UNAVAILABLE, "--http-listen %s: cannot listen (address in use?)", listen);
+	const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+	h->port = di ? di->port : ntohs(sa.sin_port);
+	char addr[INET_ADDRSTRLEN];
+	inet_ntop(AF_INET, &sa.sin_addr, addr, sizeof(addr));
+	GK_INFO("http: listening on %s:%u (/healthz /readyz /metrics)", addr, (unsigned)h->port);
+	return 0;
+}
+
+void gk_sup_http_stop(gk_sup *s)
+{
+	gk_sup_http *h = s->http;
+	if (!h)
+		return;
+	if (h->d)
+		MHD_stop_daemon(h->d);
+	if (h->efd >= 0) {
+		if (s->loop)
+			gk_loop_del_fd(s->loop, h->efd);
+		close(h->efd);
+	}
+	pthread_mutex_destroy(&h->mu);
+	pthread_cond_destroy(&h->cv);
+	free(h->metrics);
+	free(h);
+	s->http = NULL;
+}

@@ -1,0 +1,206 @@
+/* gpukmm — the supervisor: command line and wiring (see sup.h for the parts). */
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gpukmm/ipc.h"
+#include "gpukmm/log.h"
+#include "sup.h"
+
+extern char **environ;
+
+static const char usage_text[] =
+"usage: gpukmm --profile controller|node|all [--config FILE] [options]\n"
+"       gpukmm --config FILE [options]\n"
+"\n"
+"Starts the gpukmm services of a profile, restarts each on failure, and stops\n"
+"them in reverse order on SIGTERM/SIGINT.\n"
+"\n"
+"Profiles (service binaries are looked up next to gpukmm, then in $PATH):\n"
+"  controller  watcher, modmgr, gater, statusd, webhook\n"
+"  node        prober, statusd --mode node\n"
+"  all         both (the node statusd runs as 'node-statusd' on its own socket)\n"
+"\n"
+"Options:\n"
+"  --profile P          controller, node or all\n"
+"  --config FILE        JSON config (below); its services replace the profile's\n"
+"  --runtime-dir DIR    sockets live here (created 0700, locked, stale sockets removed);\n"
+"                       default $RUNTIME_DIRECTORY, /run/gpukmm as root, else\n"
+"                       $XDG_RUNTIME_DIR/gpukmm\n"
+"  --http-listen A:P    serve /healthz, /readyz, /metrics (e.g. 0.0.0.0:8081; port 0 = any)\n"
+"  --token-file FILE    API token path, handed (as GPUKMM_TOKEN_FILE) only to services\n"
+"                       with \"credentials\": true\n"
+"  --kubeconfig FILE    likewise, as KUBECONFIG\n"
+"  --log-format F       text (each service line prefixed 'name | ') or json\n"
+"  --log-level L        debug, info, warn, error\n"
+"  --check              validate the configuration, print the service table, exit\n"
+"  -h, --help           this text\n"
+"\n"
+"Config file (every field optional except services[].name; unknown fields are errors):\n"
+"  {\n"
+"    \"intensity\": {\"max_restarts\": 5, \"window_ms\": 60000},\n"
+"    \"services\": [{\n"
+"      \"name\": \"watcher\",                 a-z 0-9 '-', unique\n"
+"      \"binary\": \"gpukmm-watcher\",        default gpukmm-<name>; with '/' a path\n"
+"      \"args\": [\"--listen\", \"ipc://{runtime_dir}/{name}.sock\"],\n"
+"      \"env\": {\"KEY\": \"value\"},\n"
+"      \"restart\": \"permanent\",            permanent | transient (only after a failure)\n"
+"                                       | temporary (never)\n"
+"      \"backoff\": {\"initial_ms\": 500, \"max_ms\": 300000, \"jitter\": 0.2,\n"
+"                  \"reset_after_ms\": 600000},  doubling, capped, reset once ready that long\n"
+"      \"stop\": {\"signal\": \"SIGTERM\", \"timeout_ms\": 5000},  then SIGKILL to its group\n"
+"      \"ready\": {\"required\": true, \"timeout_ms\": 300000},   not ready in time: restarted\n"
+"      \"heartbeat\": {\"interval_ms\": 1000, \"timeout_ms\": 10000}, silent that long: restarted\n"
+"      \"credentials\": false,              gets the token file / kubeconfig\n"
+"      \"user\": 65534, \"group\": 65534       drop to this uid/gid (default: keep)\n"
+"    }]\n"
+"  }\n"
+"\n"
+"More than intensity.max_restarts restarts within window_ms stops everything and\n"
+"exits 1, so systemd or the kubelet takes over.\n"
+"\n"
+"Services get GPUKMM_RUNTIME_DIR, GPUKMM_CONTROL (ipc://DIR/control.sock) and\n"
+"GPUKMM_HEARTBEAT_MS; they report Control.Ready and heartbeats there.\n"
+"`gpukmmctl status` shows the service table.\n"
+"\n"
+"systemd: Type=notify (READY=1 once every required service is ready, STOPPING=1,\n"
+"STATUS=, WATCHDOG=1 every WATCHDOG_USEC/2). PID 1: reaps every child.\n"
+"\n"
+"Exit status: 0 stopped cleanly; 1 restart intensity exceeded or a runtime error;\n"
+"2 usage or configuration error (nothing started); 128+N stopped by signal N but\n"
+"some service had to be killed or did not exit cleanly.\n";
+
+enum { OPT_PROFILE = 1, OPT_CONFIG, OPT_RUNDIR, OPT_HTTP, OPT_TOKEN, OPT_KUBECONFIG, OPT_LOGFMT,
+       OPT_LOGLVL, OPT_CHECK };
+
+static int fail_usage(const char *msg)
+{
+	fprintf(stderr, "gpukmm: %s\n(see gpukmm --help)\n", msg);
+	return 2;
+}
+
+static void print_table(const gk_sup_conf *c)
+{
+	printf("%-14s %-10s %-9s %-5s %s\n", "SERVICE", "RESTART", "REQUIRED", "CRED", "COMMAND");
+	for (size_t i = 0; i < c->n_svcs; i++) {
+		const gk_sup_svc_conf *s = &c->svcs[i];
+		printf("%-14s %-10s %-9s %-5s %s", s->name, gk_sup_restart_name(s->restart),
+		       s->required ? "yes" : "no", s->credentials ? "yes" : "no", s->path ? s->path : s->binary);
+		for (size_t k = 0; k < s->n_args; k++)
+			printf(" %s", s->args[k]);
+		printf("\n");
+	}
+	printf("intensity: more than %d restarts within %lld ms stops everything\n", c->intensity_max,
+	       (long long)c->intensity_window_ms);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "profile", required_argument, NULL, OPT_PROFILE },
+		{ "config", required_argument, NULL, OPT_CONFIG },
+		{ "runtime-dir", required_argument, NULL, OPT_RUNDIR },
+		{ "http-listen", required_argument, NULL, OPT_HTTP },
+		{ "token-file", required_argument, NULL, OPT_TOKEN },
+		{ "kubeconfig", required_argument, NULL, OPT_KUBECONFIG },
+		{ "log-format", required_argument, NULL, OPT_LOGFMT },
+		{ "log-level", required_argument, NULL, OPT_LOGLVL },
+		{ "check", no_argument, NULL, OPT_CHECK },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *profile = NULL, *config = NULL, *rundir = NULL, *http = NULL, *token = NULL, *kubeconfig = NULL;
+	int fmt = -1, lvl = -1, check = 0, o;
+	gk_log_init_env("gpukmm");
+	opterr = 0;
+	while ((o = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (o) {
+		case OPT_PROFILE: profile = optarg; break;
+		case OPT_CONFIG: config = optarg; break;
+		case OPT_RUNDIR: rundir = optarg; break;
+		case OPT_HTTP: http = optarg; break;
+		case OPT_TOKEN: token = optarg; break;
+		case OPT_KUBECONFIG: kubeconfig = optarg; break;
+		case OPT_LOGFMT:
+			if ((fmt = gk_log_parse_format(optarg)) < 0)
+				return fail_usage("--log-format: text or json");
+			break;
+		case OPT_LOGLVL:
+			if ((lvl = gk_log_parse_level(optarg)) < 0)
+				return fail_usage("--log-level: debug, info, warn or error");
+			break;
+		case OPT_CHECK: check = 1; break;
+		case 'h': fputs(usage_text, stdout); return 0;
+		default: {
+			char m[128];
+			snprintf(m, sizeof(m), "unknown or incomplete option '%s'", argv[optind - 1]);
+			return fail_usage(m);
+		}
+		}
+	}
+	if (optind < argc)
+		return fail_usage("unexpected argument");
+	if (!profile && !config)
+		return fail_usage("--profile or --config is required");
+	if (fmt < 0)
+		fmt = gk_log_parse_format(getenv("GPUKMM_LOG_FORMAT"));
+	if (lvl < 0)
+		lvl = gk_log_parse_level(getenv("GPUKMM_LOG_LEVEL"));
+	gk_log_init("gpukmm", fmt < 0 ? GK_LOG_TEXT : (enum gk_log_format)fmt,
+		    lvl < 0 ? GK_LOG_INFO : (enum gk_log_level)lvl);
+
+	/* configuration: all of it checked before anything starts */
+	gk_sup_conf conf;
+	gk_err err = { 0 };
+	int rc = config ? gk_sup_conf_load(&conf, profile, config, &err) : gk_sup_conf_profile(&conf, profile, &err);
+	if (rc) {
+		fprintf(stderr, "gpukmm: %s\n", err.msg);
+		return 2;
+	}
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	self[n > 0 ? n : 0] = '\0';
+	if ((rc = gk_sup_conf_resolve(&conf, n > 0 ? dirname(self) : NULL, getenv("PATH"), &err))) {
+		fprintf(stderr, "gpukmm: %s%s%s\n", config ? "config " : "", config ? config : "",
+			config ? ": " : "");
+		fprintf(stderr, "gpukmm: %s\n", err.msg);
+		gk_sup_conf_free(&conf);
+		return 2;
+	}
+	if (check) {
+		print_table(&conf);
+		gk_sup_conf_free(&conf);
+		return 0;
+	}
+	char *rd = rundir ? strdup(rundir) : gk_sup_rundir_default();
+	int lock_fd = -1;
+	if (!rd || gk_sup_rundir_prepare(rd, &lock_fd, &err)) {
+		fprintf(stderr, "gpukmm: %s\n", rd ? err.msg : "out of memory");
+		free(rd);
+		gk_sup_conf_free(&conf);
+		return 2;
+	}
+
+	gk_sup sup;
+	gk_sup_opts opts = { .runtime_dir = rd, .token_file = token, .kubeconfig = kubeconfig,
+			     .log_json = fmt == GK_LOG_JSON, .http_listen = http, .environ_base = environ,
+			     .out_fd = STDOUT_FILENO };
+	if ((rc = gk_sup_init(&sup, &conf, &opts, &err))) {
+		GK_ERROR("%s", err.msg);
+		rc = err.code == GK_INVALID_ARGUMENT ? 2 : 1;
+	} else {
+		rc = gk_sup_run(&sup);
+	}
+	gk_sup_fini(&sup);
+	gk_ipc_fini();
+	gk_sup_rundir_clean(rd);
+	if (lock_fd >= 0)
+		close(lock_fd);
+	free(rd);
+	gk_sup_conf_free(&conf);
+	return rc;
+}

@@ -1,0 +1,133 @@
+/* Benchmark: one full probe of a fixture root (default: the largest, 8 GPUs
+ * with 63 VFs each) — in-process gk_probe_run, the `gpukmmctl probe` process,
+ * and the baseline `lspci -k -vmm` (libpci sysfs on the same tree) + `modinfo`
+ * (libkmod on the same lib/modules) processes, measured side by side in one
+ * run. Prints the ratio and writes JSON.
+ * Usage: probe_bench ROOT KVER GPUKMMCTL OUT.json [RUNS] */
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "gpukmm/probe.h"
+
+extern char **environ;
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Run argv with stdout/stderr to /dev/null; wall ms and the child's max RSS (KiB). */
+static int run(char *const argv[], double *ms, long *rss_kib)
+{
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	double t0 = now_ms();
+	pid_t pid;
+	if (posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ) != 0) {
+		posix_spawn_file_actions_destroy(&fa);
+		return -1;
+	}
+	posix_spawn_file_actions_destroy(&fa);
+	int st;
+	struct rusage ru;
+	if (wait4(pid, &st, 0, &ru) != pid)
+		return -1;
+	*ms = now_ms() - t0;
+	*rss_kib = ru.ru_maxrss;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 5) {
+		fprintf(stderr, "usage: probe_bench ROOT KVER GPUKMMCTL OUT.json [RUNS]\n");
+		return 2;
+	}
+	const char *root = argv[1], *kver = argv[2], *ctl = argv[3], *out = argv[4];
+	int runs = argc > 5 ? atoi(argv[5]) : 15;
+	if (runs < 3 || runs > 1000)
+		runs = 15;
+	double *inproc = calloc((size_t)runs, sizeof *inproc), *ours = calloc((size_t)runs, sizeof *ours),
+	       *base = calloc((size_t)runs, sizeof *base);
+	if (!inproc || !ours || !base)
+		return 1;
+	char sysfs[4096];
+	snprintf(sysfs, sizeof sysfs, "sysfs.path=%s/sys/bus/pci", root);
+	char *ctl_argv[] = { (char *)ctl, "probe", "--root", (char *)root, "--json", NULL };
+	char *lspci_argv[] = { "lspci", "-k", "-vmm", "-A", "linux-sysfs", "-O", sysfs, NULL };
+	char *modinfo_argv[] = { "modinfo", "-b", (char *)root, "-k", (char *)kver, "xe", NULL };
+	long rss_ours = 0, rss_base = 0, r1, r2;
+	size_t gpus = 0;
+	for (int i = 0; i < runs; i++) { /* interleaved: both sides see the same machine load */
+		double t0 = now_ms();
+		Gpukmm__NodeReport *r = NULL;
+		gk_probe_opts o = { .root = root };
+		if (gk_probe_run(&o, &r, NULL) != 0) {
+			fprintf(stderr, "probe failed\n");
+			return 1;
+		}
+		inproc[i] = now_ms() - t0;
+		gpus = r->n_gpus;
+		gk_probe_report_free(r);
+		double a, b;
+		if (run(ctl_argv, &ours[i], &r1) != 0) {
+			fprintf(stderr, "gpukmmctl probe failed\n");
+			return 1;
+		}
+		if (r1 > rss_ours)
+			rss_ours = r1;
+		if (run(lspci_argv, &a, &r1) != 0 || run(modinfo_argv, &b, &r2) != 0) {
+			fprintf(stderr, "lspci/modinfo failed\n");
+			return 1;
+		}
+		base[i] = a + b;
+		if (r1 > rss_base)
+			rss_base = r1;
+		if (r2 > rss_base)
+			rss_base = r2;
+	}
+	qsort(inproc, (size_t)runs, sizeof *inproc, cmp_d);
+	qsort(ours, (size_t)runs, sizeof *ours, cmp_d);
+	qsort(base, (size_t)runs, sizeof *base, cmp_d);
+	double mi = inproc[runs / 2], mo = ours[runs / 2], mb = base[runs / 2];
+	struct rusage self;
+	getrusage(RUSAGE_SELF, &self);
+	printf("probe_big: %zu PCI functions, %d runs (medians)\n", gpus, runs);
+	printf("  gk_probe_run in-process        %8.2f ms  (bench process max RSS %ld KiB)\n", mi, self.ru_maxrss);
+	printf("  gpukmmctl probe --json         %8.2f ms  max RSS %ld KiB\n", mo, rss_ours);
+	printf("  lspci -k -vmm + modinfo        %8.2f ms  max RSS %ld KiB\n", mb, rss_base);
+	printf("  ratio gpukmmctl / (lspci+modinfo): time %.2f, RSS %.2f\n", mo / mb,
+	       rss_base ? (double)rss_ours / (double)rss_base : 0.0);
+	FILE *f = fopen(out, "w");
+	if (!f) {
+		perror(out);
+		return 1;
+	}
+	fprintf(f,
+		"{\"name\":\"probe_big\",\"pci_functions\":%zu,\"runs\":%d,\"inproc_ms\":%.3f,"
+		"\"gpukmmctl_ms\":%.3f,\"gpukmmctl_rss_kib\":%ld,\"baseline_ms\":%.3f,\"baseline_rss_kib\":%ld,"
+		"\"ratio_time\":%.3f,\"ratio_rss\":%.3f}\n",
+		gpus, runs, mi, mo, rss_ours, mb, rss_base, mo / mb,
+		rss_base ? (double)rss_ours / (double)rss_base : 0.0);
+	fclose(f);
+	free(inproc);
+	free(ours);
+	free(base);
+	return 0;
+}

@@ -1,0 +1,149 @@
+#!/bin/bash
+# gpukmm-webhook over HTTPS with a test CA made by openssl: health, mutate,
+# validate allow/deny with exact messages, malformed -> 400, oversized -> 413,
+# wrong content type -> 415, certificate rotation without restart, SIGTERM.
+set -u
+WH="$GPUKMM_BIN/gpukmm-webhook"
+TMP=$(mktemp -d)
+PID=
+cleanup() {
+	[ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+fails=0
+ok() { echo "ok - $1"; }
+nok() { echo "not ok - $1"; fails=$((fails + 1)); }
+# poll for a condition with a deadline (seconds)
+wait_for() {
+	local deadline=$((SECONDS + $1)); shift
+	while ! "$@" 2>/dev/null; do
+		[ $SECONDS -ge $deadline ] && return 1
+		sleep 0.05
+	done
+}
+gen_ca() { openssl req -x509 -newkey rsa:2048 -nodes -keyout "$TMP/$1.key" -out "$TMP/$1.crt" -days 1 -subj "/CN=$1" 2>/dev/null; }
+gen_cert() { # ca name
+	openssl req -newkey rsa:2048 -nodes -keyout "$TMP/$2.key" -out "$TMP/$2.csr" -subj /CN=localhost 2>/dev/null &&
+	printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >"$TMP/ext" &&
+	openssl x509 -req -in "$TMP/$2.csr" -CA "$TMP/$1.crt" -CAkey "$TMP/$1.key" -CAcreateserial -out "$TMP/$2.crt" \
+		-days 1 -extfile "$TMP/ext" 2>/dev/null
+}
+gen_ca ca1 && gen_cert ca1 srv1 && gen_ca ca2 && gen_cert ca2 srv2 || { echo "not ok - openssl test CA"; exit 1; }
+mkdir -p "$TMP/certs"
+cp "$TMP/srv1.crt" "$TMP/certs/tls.crt"; cp "$TMP/srv1.key" "$TMP/certs/tls.key"
+chmod 600 "$TMP/certs/tls.key"
+
+"$WH" --listen 127.0.0.1:0 --tls-cert "$TMP/certs/tls.crt" --tls-key "$TMP/certs/tls.key" --port-file "$TMP/port" \
+	--cert-check-ms 100 --max-body-bytes 65536 --namespace intel-gpu-base-operator 2>"$TMP/log" &
+PID=$!
+if wait_for 10 test -s "$TMP/port"; then ok "webhook listening"; else nok "webhook did not start"; cat "$TMP/log"; exit 1; fi
+PORT=$(cat "$TMP/port")
+URL="https://127.0.0.1:$PORT"
+
+# curl_code CA PATH [curl args...] -> prints HTTP code, body in $TMP/body
+req() {
+	local ca=$1 path=$2; shift 2
+	curl -sS --max-time 10 --cacert "$TMP/$ca.crt" -o "$TMP/body" -w '%{http_code}' "$@" "$URL$path" 2>"$TMP/curlerr"
+}
+post() { # ca path json-file [extra]
+	local ca=$1 path=$2 f=$3; shift 3
+	req "$ca" "$path" -H 'Content-Type: application/json' --data-binary "@$f" "$@"
+}
+review() { # op object-json > file
+	printf '{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"uid-1","operation":"%s","object":%s}}' "$1" "$2"
+}
+
+[ "$(req ca1 /healthz)" = 200 ] && grep -q ok "$TMP/body" && ok "healthz over https" || nok "healthz"
+if curl -sS --max-time 5 -o /dev/null "$URL/healthz" 2>/dev/null; then nok "unverified TLS accepted by curl?"; else ok "TLS verification is on (no CA, no connection)"; fi
+
+GOOD='{"apiVersion":"intel.com/v1alpha1","kind":"ClusterPolicy","metadata":{"name":"gpu"},"spec":{"resourceRegistration":"dp","kernelModule":{"kernelMappings":[{"regexp":"^.+$","containerImage":"registry.example.com/xe-driver:1.0"}]}}}'
+review CREATE "$GOOD" >"$TMP/good.json"
+code=$(post ca1 /mutate-intel-com-v1alpha1-clusterpolicy "$TMP/good.json")
+patch=$(jq -r .response.patch "$TMP/body" | base64 -d)
+if [ "$code" = 200 ] && [ "$patch" = '[{"op":"add","path":"/spec/kernelModule/moduleName","value":"xe"}]' ] &&
+   [ "$(jq -r .response.patchType "$TMP/body")" = JSONPatch ] && [ "$(jq -r .response.uid "$TMP/body")" = uid-1 ]; then
+	ok "mutate defaults moduleName with a base64 JSONPatch"
+else nok "mutate: $code $(cat "$TMP/body")"; fi
+review UPDATE "$(jq -c '.spec.kernelModule.moduleName="i915"' <<<"$GOOD")" >"$TMP/set.json"
+code=$(post ca1 /mutate-intel-com-v1alpha1-clusterpolicy "$TMP/set.json")
+[ "$code" = 200 ] && [ "$(jq -r '.response.patch // "none"' "$TMP/body")" = none ] && [ "$(jq -r .response.allowed "$TMP/body")" = true ] &&
+	ok "mutate: no patch when moduleName is set" || nok "mutate with moduleName: $(cat "$TMP/body")"
+
+code=$(post ca1 /validate-intel-com-v1alpha1-clusterpolicy "$TMP/good.json")
+[ "$code" = 200 ] && [ "$(jq -r .response.allowed "$TMP/body")" = true ] && ok "validate allows a good policy" || nok "validate good: $(cat "$TMP/body")"
+
+BAD=$(jq -c '.spec.kernelModule.kernelMappings=[{"regexp":"[invalid","containerImage":"registry.example.com/xe-driver"},{"regexp":"^6"}] | .spec.kernelModule.modulesLoadingOrder=["drm_buddy","xe","xe"]' <<<"$GOOD")
+review CREATE "$BAD" >"$TMP/bad.json"
+code=$(post ca1 /validate-intel-com-v1alpha1-clusterpolicy "$TMP/bad.json")
+want='kernelModule.kernelMappings[0].regexp: invalid regular expression: error parsing regexp: missing closing ]: `[invalid`
+kernelModule.kernelMappings[0].containerImage: image "registry.example.com/xe-driver" must include an explicit tag or digest
+kernelModule.kernelMappings[1]: one of containerImage or build must be set
+kernelModule.modulesLoadingOrder[0] must be moduleName "xe"
+kernelModule.modulesLoadingOrder[2]: duplicate entry "xe"'
+got=$(jq -r .response.status.message "$TMP/body")
+if [ "$code" = 200 ] && [ "$(jq -r .response.allowed "$TMP/body")" = false ] && [ "$got" = "$want" ] &&
+   [ "$(jq -r .response.status.code "$TMP/body")" = 403 ]; then
+	ok "validate denies with every upstream message, newline-joined"
+else nok "validate bad: $code"; diff <(echo "$want") <(echo "$got") | sed 's/^/# /'; fi
+
+LONG=$(jq -c '.metadata.name="a-very-long-policy-name"' <<<"$GOOD")
+review CREATE "$LONG" >"$TMP/long.json"
+post ca1 /validate-intel-com-v1alpha1-clusterpolicy "$TMP/long.json" >/dev/null
+jq -r .response.status.message "$TMP/body" | grep -q "exceeds KMM's maximum of 41" && ok "validate: KMM name length (ours)" || nok "name length: $(cat "$TMP/body")"
+
+L0=$(jq -c '.spec.dp={"levelzero":"intel/levelzero:1.0"} | del(.spec.kernelModule)' <<<"$GOOD")
+review CREATE "$L0" >"$TMP/l0.json"
+post ca1 /validate-intel-com-v1alpha1-clusterpolicy "$TMP/l0.json" >/dev/null
+[ "$(jq -r '.response.warnings[0]' "$TMP/body")" = "dp.levelzero is no longer used and will be ignored." ] && ok "levelzero warning" || nok "warning: $(cat "$TMP/body")"
+
+printf 'this is not json' >"$TMP/garbage"
+code=$(post ca1 /validate-intel-com-v1alpha1-clusterpolicy "$TMP/garbage")
+[ "$code" = 400 ] && grep -q "malformed AdmissionReview" "$TMP/body" && ok "malformed body -> 400 with a reason" || nok "malformed: $code"
+printf '{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","operation":"CREATE","object":"no"}}' >"$TMP/objstr"
+code=$(post ca1 /mutate-intel-com-v1alpha1-clusterpolicy "$TMP/objstr")
+[ "$code" = 400 ] && grep -q "request.object must be an object" "$TMP/body" && ok "bad request.object -> 400" || nok "object: $code"
+head -c 100000 /dev/zero | tr '\0' ' ' >"$TMP/big"
+code=$(post ca1 /validate-intel-com-v1alpha1-clusterpolicy "$TMP/big")
+[ "$code" = 413 ] && ok "oversized body -> 413" || nok "oversized: $code"
+code=$(post ca1 /validate-intel-com-v1alpha1-clusterpolicy "$TMP/big" -H 'Transfer-Encoding: chunked')
+[ "$code" = 413 ] && ok "oversized chunked body -> 413" || nok "oversized chunked: $code"
+code=$(req ca1 /validate-intel-com-v1alpha1-clusterpolicy -H 'Content-Type: text/plain' --data-binary "@$TMP/good.json")
+[ "$code" = 415 ] && ok "wrong content type -> 415" || nok "content type: $code"
+code=$(req ca1 /validate-intel-com-v1alpha1-clusterpolicy)
+[ "$code" = 405 ] && ok "GET on a webhook path -> 405" || nok "GET: $code"
+code=$(req ca1 /nope)
+[ "$code" = 404 ] && ok "unknown path -> 404" || nok "404: $code"
+[ "$(req ca1 /healthz)" = 200 ] && ok "still healthy after the bad requests" || nok "not healthy"
+
+# rotation: new CA + cert swapped in the way a Secret volume update does (rename)
+cp "$TMP/srv2.crt" "$TMP/certs/tls.crt.new"; cp "$TMP/srv2.key" "$TMP/certs/tls.key.new"
+mv "$TMP/certs/tls.key.new" "$TMP/certs/tls.key"; mv "$TMP/certs/tls.crt.new" "$TMP/certs/tls.crt"
+healthy_with() { [ "$(req "$1" /healthz)" = 200 ]; }
+if wait_for 15 healthy_with ca2; then ok "rotated certificate served without restart"; else nok "rotation not picked up"; tail -5 "$TMP/log"; fi
+if healthy_with ca1; then nok "old certificate still served to new connections"; else ok "old certificate no longer served"; fi
+kill -0 "$PID" 2>/dev/null && ok "same process" || nok "process died"
+code=$(post ca2 /validate-intel-com-v1alpha1-clusterpolicy "$TMP/good.json")
+[ "$code" = 200 ] && ok "admission works after rotation" || nok "after rotation: $code"
+
+# a broken certificate is not taken: the webhook keeps serving the last good one
+printf 'garbage\n' >"$TMP/certs/tls.crt.new"; mv "$TMP/certs/tls.crt.new" "$TMP/certs/tls.crt"
+wait_for 10 grep -q "not usable yet" "$TMP/log" && ok "unusable new certificate reported" || nok "no warning for bad cert"
+healthy_with ca2 && ok "last good certificate still served" || nok "broken cert broke serving"
+grep -q "BEGIN PRIVATE KEY\|BEGIN RSA" "$TMP/log" && nok "key material in the log" || ok "no key material in the log"
+
+kill -TERM "$PID"; wait "$PID"; rc=$?; PID=
+[ "$rc" = 0 ] && ok "SIGTERM: clean exit" || nok "SIGTERM exit $rc"
+grep -q "stopping: .* requests" "$TMP/log" && ok "counters logged at exit" || nok "no counters"
+
+# startup errors
+"$WH" --listen 127.0.0.1:0 2>"$TMP/log2"; rc=$?
+[ "$rc" = 2 ] && grep -q -- "--tls-cert and --tls-key are required" "$TMP/log2" && ok "TLS required unless --insecure-http" || nok "no-cert start: $rc"
+"$WH" --listen 127.0.0.1:0 --tls-cert "$TMP/srv1.crt" --tls-key "$TMP/srv2.key" 2>"$TMP/log3"; rc=$?
+[ "$rc" = 1 ] && grep -q "does not match" "$TMP/log3" && ok "mismatched key refused" || nok "mismatched key: $rc"
+"$WH" --insecure-http --listen 127.0.0.1:0 --port-file "$TMP/port2" 2>"$TMP/log4" &
+PID=$!
+wait_for 10 test -s "$TMP/port2" && code=$(curl -sS -o /dev/null -w '%{http_code}' "http://127.0.0.1:$(cat "$TMP/port2")/healthz") || code=none
+[ "$code" = 200 ] && grep -q "WITHOUT TLS" "$TMP/log4" && ok "--insecure-http works and warns loudly" || nok "insecure-http: $code"
+kill "$PID"; wait "$PID"; PID=
+exit $((fails > 0))

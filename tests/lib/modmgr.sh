@@ -1,0 +1,164 @@
+# Shell helpers for the modmgr end-to-end tests: source after tests/lib/kubesim.sh.
+#
+#   mm_setup [kubesim flags...]   kubesim + CRDs (ClusterPolicy; KMM unless MM_NO_KMM=1),
+#                                 the operator namespace, a kubeconfig, fake statusd,
+#                                 gpukmm-watcher, gpukmm-modmgr; EXIT trap cleans up.
+#   mm_start_modmgr / mm_stop_modmgr [SIG]   (re)start or stop the manager only
+#   wait_for DESC SECONDS CMD...  poll CMD until it succeeds (prints "not ok" on timeout)
+#   writes                        kubesim write requests so far
+#   module_json / cp_json         the Module gpu-gpu / ClusterPolicy gpu as JSON (or "")
+#   last_report                   the last StatusReport line of policy gpu
+# Everything runs in $MM_DIR (mktemp -d); every process started here is stopped
+# by mm_teardown (the EXIT trap), SIGKILL after a grace period.
+
+MM_NS=${MM_NS:-intel-gpu-base-operator}
+MM_FAILED=0
+
+ok() { echo "ok - $1"; }
+notok() { echo "not ok - $1"; MM_FAILED=1; }
+check() { # check NAME CMD...
+	local name=$1; shift
+	if "$@"; then ok "$name"; else notok "$name"; fi
+}
+
+# wait_for DESC TIMEOUT_S CMD...: polls with a deadline; 0 when CMD succeeded.
+wait_for() {
+	local desc=$1 t=$2; shift 2
+	local deadline=$((SECONDS + t))
+	while [ $SECONDS -lt $deadline ]; do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep 0.05
+	done
+	echo "# timed out after ${t}s waiting for: $desc" >&2
+	return 1
+}
+
+mm_kubeconfig() {
+	cat >"$MM_DIR/kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: sim
+  cluster:
+    server: $KUBESIM_URL
+users:
+- name: u
+  user:
+    token: test-token
+contexts:
+- name: sim
+  context:
+    cluster: sim
+    user: u
+current-context: sim
+EOF
+}
+
+mm_teardown() {
+	local p
+	for p in ${MM_MODMGR_PID:-} ${MM_WATCHER_PID:-} ${MM_STATUSD_PID:-}; do
+		kill -TERM "$p" 2>/dev/null
+	done
+	for p in ${MM_MODMGR_PID:-} ${MM_WATCHER_PID:-} ${MM_STATUSD_PID:-}; do
+		local i
+		for i in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+		kill -KILL "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
+	MM_MODMGR_PID= MM_WATCHER_PID= MM_STATUSD_PID=
+	if [ "$MM_FAILED" != 0 ] && [ -n "${MM_DIR:-}" ]; then
+		for f in "$MM_DIR"/*.log; do
+			[ -f "$f" ] || continue
+			echo "# ---- $(basename "$f") (last 40 lines)"
+			tail -40 "$f" | sed 's/^/#   /'
+		done
+	fi
+	kubesim_stop
+	[ -n "${MM_DIR:-}" ] && rm -rf "$MM_DIR"
+}
+
+mm_start_statusd() {
+	"$GPUKMM_TBIN/fake_statusd" --listen "ipc://$MM_DIR/statusd.sock" --out "$MM_DIR/reports" \
+		${MM_STATUSD_FLAGS:-} >>"$MM_DIR/statusd.log" 2>&1 &
+	MM_STATUSD_PID=$!
+}
+
+mm_start_watcher() {
+	"$GPUKMM_BIN/gpukmm-watcher" --kubeconfig "$MM_DIR/kubeconfig" --namespace "$MM_NS" \
+		--listen "ipc://$MM_DIR/watcher.sock" --events "ipc://$MM_DIR/events.sock" \
+		${MM_WATCHER_FLAGS:-} >>"$MM_DIR/watcher.log" 2>&1 &
+	MM_WATCHER_PID=$!
+}
+
+mm_start_modmgr() {
+	"$GPUKMM_BIN/gpukmm-modmgr" --kubeconfig "$MM_DIR/kubeconfig" --namespace "$MM_NS" \
+		--watcher "ipc://$MM_DIR/watcher.sock" --events "ipc://$MM_DIR/events.sock" \
+		--statusd "ipc://$MM_DIR/statusd.sock" ${MM_MODMGR_FLAGS:-} >>"$MM_DIR/modmgr.log" 2>&1 &
+	MM_MODMGR_PID=$!
+}
+
+mm_stop_modmgr() {
+	local sig=${1:-TERM}
+	[ -n "${MM_MODMGR_PID:-}" ] || return 0
+	kill "-$sig" "$MM_MODMGR_PID" 2>/dev/null
+	wait "$MM_MODMGR_PID" 2>/dev/null
+	local rc=$?
+	MM_MODMGR_PID=
+	return $rc
+}
+
+mm_install_kmm() {
+	k apply -f "$GPUKMM_SRC/tests/fixtures/kmm-crd/modules.kmm.sigs.x-k8s.io.crd.yaml" >/dev/null
+}
+
+mm_setup() {
+	MM_DIR=$(mktemp -d "${TMPDIR:-/tmp}/modmgr-e2e.XXXXXX") || exit 1
+	chmod 700 "$MM_DIR"
+	KUBESIM_NO_TRAP=1 kubesim_start "$@" || { echo "not ok - kubesim starts"; exit 1; }
+	trap mm_teardown EXIT
+	mm_kubeconfig
+	k apply -f "$GPUKMM_SRC/deploy/crd/intel.com_clusterpolicies.yaml" >/dev/null || return 1
+	[ -n "${MM_NO_KMM:-}" ] || mm_install_kmm || return 1
+	mk_namespace "$MM_NS" || return 1
+	: >"$MM_DIR/reports"
+	mm_start_statusd
+	mm_start_watcher
+	mm_start_modmgr
+}
+
+# (kubectl create sends protobuf for built-in kinds: create them as JSON)
+mk_namespace() {
+	kraw POST /api/v1/namespaces "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"$1\"}}" >/dev/null
+}
+writes() { kraw GET /kubesim/stats | jq -r '.writes'; }
+module_writes() { kraw GET /kubesim/stats | jq -r '.writesByResource.modules // 0'; }
+module_json() { kraw GET "/apis/kmm.sigs.x-k8s.io/v1beta1/namespaces/$MM_NS/modules/${1:-gpu}-gpu"; }
+module_exists() { [ "$(module_json "$@" | jq -r '.kind // empty')" = Module ]; }
+module_gone() { [ "$(module_json "$@" | jq -r '.kind // empty')" != Module ]; }
+module_field() { module_json "${2:-gpu}" | jq -r "$1"; }
+cp_json() { kraw GET "/apis/intel.com/v1alpha1/clusterpolicies/${1:-gpu}"; }
+cp_gone() { [ "$(cp_json "$@" | jq -r '.kind // empty')" != ClusterPolicy ]; }
+last_report() { grep "\"policy\":\"${1:-gpu}\"" "$MM_DIR/reports" | tail -1; }
+report_count() { grep -c "\"policy\":\"${1:-gpu}\"" "$MM_DIR/reports"; }
+report_has() { last_report "${2:-gpu}" | jq -e "$1" >/dev/null; }
+# set the Module's status counts through the status subresource (what KMM does)
+module_set_counts() { # AVAIL DESIRED [POLICY]
+	kraw PATCH "/apis/kmm.sigs.x-k8s.io/v1beta1/namespaces/$MM_NS/modules/${3:-gpu}-gpu/status" \
+		"{\"status\":{\"moduleLoader\":{\"availableNumber\":$1,\"desiredNumber\":$2,\"nodesMatchingSelectorNumber\":$2}}}" \
+		application/merge-patch+json >/dev/null
+}
+cp_patch() { # JSON merge patch of ClusterPolicy gpu (or $2)
+	kraw PATCH "/apis/intel.com/v1alpha1/clusterpolicies/${2:-gpu}" "$1" application/merge-patch+json >/dev/null
+}
+apply_cp() { # NAME MODE [KERNELMODULE_JSON]
+	local km=${3:-}
+	local body="{\"apiVersion\":\"intel.com/v1alpha1\",\"kind\":\"ClusterPolicy\",\"metadata\":{\"name\":\"$1\"},\"spec\":{\"resourceRegistration\":\"$2\"${km:+,\"kernelModule\":$km}}}"
+	kraw POST /apis/intel.com/v1alpha1/clusterpolicies "$body" >/dev/null
+}
+KM_BASIC='{"moduleName":"xe","kernelMappings":[{"regexp":"^.+$","containerImage":"registry.example.com/xe-driver:1.0"}]}'
+module_jq() { module_json "${2:-gpu}" | jq -e "$1" >/dev/null; }
+cp_jq() { cp_json "${2:-gpu}" | jq -e "$1" >/dev/null; }
+cp_has_finalizer() { cp_jq '(.metadata.finalizers // []) | index("gpukmm.io/module-protection") != null' "$@"; }
+cp_lacks_finalizer() { cp_jq '(.metadata.finalizers // []) | index("gpukmm.io/module-protection") == null' "$@"; }
+event_seen() { kraw GET /api/v1/namespaces/default/events | jq -e ".items[] | select(.reason==\"$1\" and .involvedObject.name==\"${2:-gpu}\")" >/dev/null; }
+reports_more_than() { [ "$(report_count "${2:-gpu}")" -gt "$1" ]; }

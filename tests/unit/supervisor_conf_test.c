@@ -1,0 +1,216 @@
+/* Supervisor configuration: profile defaults, the JSON file, every error names its field. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../supervisor/sup.h"
+
+static int parse(gk_sup_conf *c, const char *profile, const char *json, gk_err *err)
+{
+	return gk_sup_conf_parse(c, profile, json, strlen(json), err);
+}
+
+Test(sup_conf, profiles)
+{
+	gk_sup_conf c;
+	gk_err err;
+	cr_assert_eq(gk_sup_conf_profile(&c, "controller", &err), 0);
+	cr_assert_eq(c.n_svcs, 5);
+	const char *want[] = { "watcher", "modmgr", "gater", "statusd", "webhook" };
+	for (int i = 0; i < 5; i++)
+		cr_assert_str_eq(c.svcs[i].name, want[i]);
+	cr_assert_str_eq(c.svcs[0].binary, "gpukmm-watcher");
+	cr_assert(c.svcs[0].credentials);
+	cr_assert_not(c.svcs[4].credentials, "the webhook holds no API credentials");
+	cr_assert_eq(c.svcs[0].restart, GK_SUP_PERMANENT);
+	cr_assert_eq(c.svcs[0].stop_signal, SIGTERM);
+	gk_sup_conf_free(&c);
+
+	cr_assert_eq(gk_sup_conf_profile(&c, "node", &err), 0);
+	cr_assert_eq(c.n_svcs, 2);
+	cr_assert_str_eq(c.svcs[0].name, "prober");
+	cr_assert_not(c.svcs[0].credentials, "the prober holds no API credentials");
+	cr_assert_str_eq(c.svcs[1].binary, "gpukmm-statusd");
+	cr_assert_eq(c.svcs[1].n_args, 2);
+	cr_assert_str_eq(c.svcs[1].args[0], "--mode");
+	cr_assert_str_eq(c.svcs[1].args[1], "node");
+	gk_sup_conf_free(&c);
+
+	cr_assert_eq(gk_sup_conf_profile(&c, "all", &err), 0);
+	cr_assert_eq(c.n_svcs, 7);
+	for (size_t i = 0; i < c.n_svcs; i++)
+		for (size_t j = i + 1; j < c.n_svcs; j++)
+			cr_assert_str_neq(c.svcs[i].name, c.svcs[j].name);
+	gk_sup_conf_free(&c);
+
+	cr_assert_eq(gk_sup_conf_profile(&c, "nodes", &err), GK_INVALID_ARGUMENT);
+	cr_assert(strstr(err.msg, "--profile") && strstr(err.msg, "nodes"), "%s", err.msg);
+	cr_assert_eq(gk_sup_conf_profile(&c, NULL, &err), GK_INVALID_ARGUMENT);
+}
+
+Test(sup_conf, full_service)
+{
+	gk_sup_conf c;
+	gk_err err;
+	const char *j = "{\"intensity\":{\"max_restarts\":3,\"window_ms\":2000},\"services\":[{"
+			"\"name\":\"svc-1\",\"binary\":\"/bin/true\",\"args\":[\"a\",\"b\"],\"env\":{\"X\":\"1\"},"
+			"\"restart\":\"transient\",\"backoff\":{\"initial_ms\":0,\"max_ms\":10,\"jitter\":0.5,"
+			"\"reset_after_ms\":7},\"stop\":{\"signal\":\"SIGINT\",\"timeout_ms\":300},"
+			"\"ready\":{\"required\":false,\"timeout_ms\":50},\"heartbeat\":{\"interval_ms\":20,"
+			"\"timeout_ms\":100},\"credentials\":true,\"user\":65534,\"group\":65534}]}";
+	cr_assert_eq(parse(&c, NULL, j, &err), 0, "%s", err.msg);
+	cr_assert_eq(c.intensity_max, 3);
+	cr_assert_eq(c.intensity_window_ms, 2000);
+	cr_assert_eq(c.n_svcs, 1);
+	gk_sup_svc_conf *s = &c.svcs[0];
+	cr_assert_str_eq(s->name, "svc-1");
+	cr_assert_eq(s->n_args, 2);
+	cr_assert_null(s->args[2]);
+	cr_assert_str_eq(s->env[0], "X=1");
+	cr_assert_eq(s->restart, GK_SUP_TRANSIENT);
+	cr_assert_eq(s->backoff.max_ms, 10);
+	cr_assert_eq(s->backoff.reset_after_ms, 7);
+	cr_assert_float_eq(s->backoff.jitter, 0.5, 1e-9);
+	cr_assert_eq(s->stop_signal, SIGINT);
+	cr_assert_eq(s->stop_timeout_ms, 300);
+	cr_assert_not(s->required);
+	cr_assert_eq(s->ready_timeout_ms, 50);
+	cr_assert_eq(s->heartbeat_ms, 20);
+	cr_assert_eq(s->heartbeat_timeout_ms, 100);
+	cr_assert(s->credentials);
+	cr_assert_eq(s->uid, 65534);
+	cr_assert_eq(s->gid, 65534);
+	cr_assert_eq(gk_sup_conf_resolve(&c, NULL, NULL, &err), 0, "%s", err.msg);
+	cr_assert_str_eq(s->path, "/bin/true");
+	gk_sup_conf_free(&c);
+
+	/* no services: the profile's; the default binary is gpukmm-<name> */
+	cr_assert_eq(parse(&c, "node", "{\"intensity\":{\"max_restarts\":1}}", &err), 0, "%s", err.msg);
+	cr_assert_eq(c.n_svcs, 2);
+	cr_assert_eq(c.intensity_max, 1);
+	gk_sup_conf_free(&c);
+	cr_assert_eq(parse(&c, NULL, "{\"services\":[{\"name\":\"x\"}]}", &err), 0, "%s", err.msg);
+	cr_assert_str_eq(c.svcs[0].binary, "gpukmm-x");
+	cr_assert_eq(c.svcs[0].uid, -1);
+	gk_sup_conf_free(&c);
+}
+
+/* Each bad config: the error must contain the field path. */
+static const struct { const char *json; const char *field; } bad[] = {
+	{ "", "JSON" },
+	{ "{\"services\":[{\"name\":\"a\"}]", "JSON" },
+	{ "[]", "top level" },
+	{ "{\"servics\":[]}", "servics: unknown field" },
+	{ "{}", "services: required" },
+	{ "{\"services\":[]}", "services: must be" },
+	{ "{\"services\":{}}", "services: must be" },
+	{ "{\"services\":[1]}", "services[0]: must be an object" },
+	{ "{\"services\":[{}]}", "services[0].name: required" },
+	{ "{\"services\":[{\"name\":\"A b\"}]}", "services[0].name" },
+	{ "{\"services\":[{\"name\":\"control\"}]}", "services[0].name" },
+	{ "{\"services\":[{\"name\":\"a\"},{\"name\":\"a\"}]}", "services[1].name: 'a' is used twice" },
+	{ "{\"services\":[{\"name\":\"a\",\"bogus\":1}]}", "services[0].bogus: unknown field" },
+	{ "{\"services\":[{\"name\":\"a\",\"binary\":\"\"}]}", "services[0].binary" },
+	{ "{\"services\":[{\"name\":\"a\",\"args\":\"x\"}]}", "services[0].args" },
+	{ "{\"services\":[{\"name\":\"a\",\"args\":[1]}]}", "services[0].args[0]" },
+	{ "{\"services\":[{\"name\":\"a\",\"env\":[]}]}", "services[0].env" },
+	{ "{\"services\":[{\"name\":\"a\",\"env\":{\"A\":1}}]}", "services[0].env.A" },
+	{ "{\"services\":[{\"name\":\"a\",\"env\":{\"A=B\":\"1\"}}]}", "services[0].env" },
+	{ "{\"services\":[{\"name\":\"a\",\"restart\":\"always\"}]}", "services[0].restart" },
+	{ "{\"services\":[{\"name\":\"a\",\"backoff\":5}]}", "services[0].backoff: must be an object" },
+	{ "{\"services\":[{\"name\":\"a\",\"backoff\":{\"initial_ms\":-1}}]}", "services[0].backoff.initial_ms" },
+	{ "{\"services\":[{\"name\":\"a\",\"backoff\":{\"initial_ms\":1.5}}]}", "services[0].backoff.initial_ms" },
+	{ "{\"services\":[{\"name\":\"a\",\"backoff\":{\"initial_ms\":100,\"max_ms\":10}}]}", "services[0].backoff.max_ms" },
+	{ "{\"services\":[{\"name\":\"a\",\"backoff\":{\"jitter\":2}}]}", "services[0].backoff.jitter" },
+	{ "{\"services\":[{\"name\":\"a\",\"backoff\":{\"typo\":2}}]}", "services[0].backoff.typo: unknown field" },
+	{ "{\"services\":[{\"name\":\"a\",\"stop\":{\"signal\":\"SIGFOO\"}}]}", "services[0].stop.signal" },
+	{ "{\"services\":[{\"name\":\"a\",\"stop\":{\"timeout_ms\":0}}]}", "services[0].stop.timeout_ms" },
+	{ "{\"services\":[{\"name\":\"a\",\"ready\":{\"required\":\"yes\"}}]}", "services[0].ready.required" },
+	{ "{\"services\":[{\"name\":\"a\",\"heartbeat\":{\"interval_ms\":100,\"timeout_ms\":50}}]}",
+	  "services[0].heartbeat.timeout_ms" },
+	{ "{\"services\":[{\"name\":\"a\",\"credentials\":1}]}", "services[0].credentials" },
+	{ "{\"services\":[{\"name\":\"a\",\"user\":-5}]}", "services[0].user" },
+	{ "{\"intensity\":{\"max_restarts\":-1},\"services\":[{\"name\":\"a\"}]}", "intensity.max_restarts" },
+	{ "{\"intensity\":{\"period\":1},\"services\":[{\"name\":\"a\"}]}", "intensity.period: unknown field" },
+};
+
+Test(sup_conf, errors_name_the_field)
+{
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		gk_sup_conf c;
+		gk_err err;
+		cr_assert_eq(parse(&c, NULL, bad[i].json, &err), GK_INVALID_ARGUMENT, "accepted: %s", bad[i].json);
+		cr_assert(strstr(err.msg, bad[i].field), "%s -> '%s' lacks '%s'", bad[i].json, err.msg,
+			  bad[i].field);
+		cr_assert_null(c.svcs);
+	}
+}
+
+Test(sup_conf, load_and_resolve)
+{
+	char dir[256];
+	const char *tmp = getenv("TMPDIR");
+	snprintf(dir, sizeof(dir), "%s/gk-conf-XXXXXX", tmp && *tmp ? tmp : P_tmpdir);
+	cr_assert_not_null(mkdtemp(dir));
+	char file[300], exe[300], path_env[700];
+	snprintf(file, sizeof(file), "%s/c.json", dir);
+	gk_sup_conf c;
+	gk_err err;
+	cr_assert_eq(gk_sup_conf_load(&c, NULL, file, &err), GK_INVALID_ARGUMENT);
+	cr_assert(strstr(err.msg, file), "%s", err.msg);
+	FILE *f = fopen(file, "w");
+	fputs("{\"services\":[{\"name\":\"one\"},{\"name\":\"two\",\"binary\":\"tool\"}]}", f);
+	fclose(f);
+	cr_assert_eq(gk_sup_conf_load(&c, NULL, file, &err), 0, "%s", err.msg);
+	/* nothing found yet */
+	snprintf(path_env, sizeof(path_env), "/nonexistent:%s/bin", dir);
+	cr_assert_eq(gk_sup_conf_resolve(&c, dir, path_env, &err), GK_INVALID_ARGUMENT);
+	cr_assert(strstr(err.msg, "services[0].binary") && strstr(err.msg, "gpukmm-one"), "%s", err.msg);
+	/* gpukmm-one next to the supervisor, tool in $PATH */
+	snprintf(exe, sizeof(exe), "%s/gpukmm-one", dir);
+	f = fopen(exe, "w");
+	fclose(f);
+	cr_assert(strstr(gk_sup_conf_resolve(&c, dir, path_env, &err) ? err.msg : "", "services[0]"),
+		  "not executable must not resolve: %s", err.msg);
+	chmod(exe, 0755);
+	cr_assert_eq(gk_sup_conf_resolve(&c, dir, path_env, &err), GK_INVALID_ARGUMENT);
+	cr_assert(strstr(err.msg, "services[1].binary"), "%s", err.msg);
+	char bindir[300], tool[320];
+	snprintf(bindir, sizeof(bindir), "%s/bin", dir);
+	mkdir(bindir, 0700);
+	snprintf(tool, sizeof(tool), "%s/tool", bindir);
+	f = fopen(tool, "w");
+	fclose(f);
+	chmod(tool, 0755);
+	cr_assert_eq(gk_sup_conf_resolve(&c, dir, path_env, &err), 0, "%s", err.msg);
+	cr_assert_str_eq(c.svcs[0].path, exe);
+	cr_assert_str_eq(c.svcs[1].path, tool);
+	gk_sup_conf_free(&c);
+	/* a malformed file says where */
+	f = fopen(file, "w");
+	fputs("{\n\"services\": [\n{\"name\": }\n]}", f);
+	fclose(f);
+	cr_assert_eq(gk_sup_conf_load(&c, NULL, file, &err), GK_INVALID_ARGUMENT);
+	cr_assert(strstr(err.msg, "line 3"), "%s", err.msg);
+	unlink(tool);
+	rmdir(bindir);
+	unlink(exe);
+	unlink(file);
+	rmdir(dir);
+}
+
+Test(sup_conf, signals)
+{
+	cr_assert_eq(gk_sup_signal_parse("SIGTERM"), SIGTERM);
+	cr_assert_eq(gk_sup_signal_parse("term"), SIGTERM);
+	cr_assert_eq(gk_sup_signal_parse("2"), 2);
+	cr_assert_eq(gk_sup_signal_parse("0"), -1);
+	cr_assert_eq(gk_sup_signal_parse("999"), -1);
+	cr_assert_eq(gk_sup_signal_parse("9x"), -1);
+	cr_assert_eq(gk_sup_signal_parse(""), -1);
+	cr_assert_eq(gk_sup_signal_parse(NULL), -1);
+}

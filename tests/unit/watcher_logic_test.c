@@ -1,0 +1,126 @@
+/* gpukmm-watcher pure parts: typed store with sources, lease decisions. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kube.pb-c.h"
+#include "../../services/watcher/lease.h"
+#include "../../services/watcher/store.h"
+
+static ProtobufCMessage *node(const char *name)
+{
+	Gpukmm__Node *n = malloc(sizeof *n);
+	gpukmm__node__init(n);
+	n->kernel_version = strdup(name);
+	return &n->base;
+}
+
+Test(store, put_replace_drop_sources)
+{
+	ws_store s;
+	ws_init(&s);
+	cr_assert_eq(ws_put(&s, "a", node("1"), 1), 1);
+	cr_assert_eq(ws_put(&s, "a", node("2"), 2), 0);
+	cr_assert_eq(s.n, 1);
+	cr_assert_str_eq(((Gpukmm__Node *)ws_get(&s, "a")->obj)->kernel_version, "2");
+	ProtobufCMessage *gone;
+	cr_assert_eq(ws_drop(&s, "a", 1, &gone), 0, "source 2 still reports it");
+	cr_assert_null(gone);
+	cr_assert_eq(ws_drop(&s, "a", 2, &gone), 1);
+	cr_assert_not_null(gone);
+	protobuf_c_message_free_unpacked(gone, NULL);
+	cr_assert_eq(ws_drop(&s, "a", 2, &gone), -1);
+	for (int i = 0; i < 1000; i++) {
+		char k[16];
+		snprintf(k, sizeof k, "k%d", i);
+		cr_assert_eq(ws_put(&s, k, node(k), 1), 1);
+	}
+	cr_assert_eq(s.n, 1000);
+	cr_assert_not_null(ws_get(&s, "k999"));
+	ws_clear(&s);
+	cr_assert_eq(s.n, 0);
+}
+
+static const wl_config cfg = {15000, 10000, 2000};
+
+static wl_lease lease_of(const char *json)
+{
+	cJSON *j = cJSON_Parse(json);
+	wl_lease l;
+	wl_lease_parse(&l, j);
+	cJSON_Delete(j);
+	return l;
+}
+
+Test(lease, create_when_absent_renew_when_mine)
+{
+	wl_state s = {0};
+	wl_lease none = lease_of("null");
+	cr_assert_eq(wl_decide(&s, &none, "me", &cfg, 1000), WL_CREATE);
+	cr_assert(wl_result(&s, WL_CREATE, true, &cfg, 1000));
+	cr_assert(s.leader);
+	wl_lease mine = lease_of("{\"metadata\":{\"resourceVersion\":\"5\"},\"spec\":{\"holderIdentity\":\"me\","
+				 "\"renewTime\":\"t1\",\"leaseDurationSeconds\":15,\"acquireTime\":\"t0\"}}");
+	cr_assert_str_eq(mine.rv, "5");
+	cr_assert_eq(wl_decide(&s, &mine, "me", &cfg, 3000), WL_RENEW);
+	cr_assert_not(wl_result(&s, WL_RENEW, true, &cfg, 3000));
+	/* renew failures: still leader until the renew deadline passes */
+	cr_assert_not(wl_result(&s, WL_RENEW, false, &cfg, 9000));
+	cr_assert(s.leader);
+	cr_assert(wl_result(&s, WL_RENEW, false, &cfg, 13001));
+	cr_assert_not(s.leader);
+}
+
+Test(lease, follower_takes_over_only_after_expiry)
+{
+	wl_state s = {0};
+	wl_lease other = lease_of("{\"spec\":{\"holderIdentity\":\"other\",\"renewTime\":\"t1\","
+				  "\"leaseDurationSeconds\":15}}");
+	cr_assert_eq(wl_decide(&s, &other, "me", &cfg, 1000), WL_WAIT);
+	cr_assert_eq(wl_decide(&s, &other, "me", &cfg, 15000), WL_WAIT);
+	/* the holder renews: the clock restarts */
+	wl_lease renewed = lease_of("{\"spec\":{\"holderIdentity\":\"other\",\"renewTime\":\"t2\","
+				    "\"leaseDurationSeconds\":15}}");
+	cr_assert_eq(wl_decide(&s, &renewed, "me", &cfg, 15500), WL_WAIT);
+	cr_assert_eq(wl_decide(&s, &renewed, "me", &cfg, 30000), WL_WAIT);
+	cr_assert_eq(wl_decide(&s, &renewed, "me", &cfg, 30501), WL_TAKE);
+	/* a released lease (holder "") is taken at once */
+	wl_state s2 = {0};
+	wl_lease released = lease_of("{\"spec\":{\"holderIdentity\":\"\",\"renewTime\":\"t3\"}}");
+	cr_assert_eq(wl_decide(&s2, &released, "me", &cfg, 100), WL_TAKE);
+	/* losing the race (409) leaves us follower */
+	cr_assert_not(wl_result(&s2, WL_TAKE, false, &cfg, 100));
+	cr_assert_not(s2.leader);
+}
+
+Test(lease, leader_sees_another_holder)
+{
+	wl_state s = {.leader = true, .last_renew_ms = 1000};
+	wl_lease other = lease_of("{\"spec\":{\"holderIdentity\":\"other\",\"renewTime\":\"x\"}}");
+	cr_assert_eq(wl_decide(&s, &other, "me", &cfg, 2000), WL_WAIT);
+	cr_assert_not(s.leader);
+}
+
+Test(lease, bodies)
+{
+	wl_lease cur = lease_of("{\"metadata\":{\"resourceVersion\":\"9\"},\"spec\":{\"holderIdentity\":\"old\","
+				"\"leaseTransitions\":2,\"acquireTime\":\"a0\"}}");
+	cJSON *b = wl_lease_body("ops", "gpukmm", &cur, WL_TAKE, "me", &cfg, "2026-12-02T13:00:00.000000Z");
+	char *s = cJSON_PrintUnformatted(b);
+	cr_assert(strstr(s, "\"resourceVersion\":\"9\""), "%s", s);
+	cr_assert(strstr(s, "\"leaseTransitions\":3"), "%s", s);
+	cr_assert(strstr(s, "\"holderIdentity\":\"me\""), "%s", s);
+	cr_assert(strstr(s, "\"acquireTime\":\"2026-12-02T13:00:00.000000Z\""), "%s", s);
+	cr_assert(strstr(s, "\"leaseDurationSeconds\":15"), "%s", s);
+	free(s);
+	cJSON_Delete(b);
+	cur.holder[0] = 0;
+	strcpy(cur.holder, "me");
+	b = wl_lease_body("ops", "gpukmm", &cur, WL_RENEW, "me", &cfg, "t");
+	s = cJSON_PrintUnformatted(b);
+	cr_assert(strstr(s, "\"leaseTransitions\":2"), "%s", s);
+	cr_assert(strstr(s, "\"acquireTime\":\"a0\""), "%s", s);
+	free(s);
+	cJSON_Delete(b);
+}

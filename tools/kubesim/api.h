@@ -1,0 +1,40 @@
+/* kubesim — write verbs (create, update, patch, apply, delete) with the API server's
+ * object-metadata rules, called by handler.c. */
+#ifndef KUBESIM_API_H
+#define KUBESIM_API_H
+
+#include "kubesim.h"
+
+enum ks_validation { KS_VALIDATE_IGNORE, KS_VALIDATE_WARN, KS_VALIDATE_STRICT };
+
+typedef struct ks_opts {
+	int dry_run;
+	int validation;         /* enum ks_validation */
+	const char *manager;    /* fieldManager */
+	int force;              /* SSA force */
+	const char *propagation; /* Background/Foreground/Orphan */
+	const char *user_agent;
+} ks_opts;
+
+void ks_api_create(ks_server *s, const ks_rtype *t, const char *ns, cJSON *body, const ks_opts *o, ks_resp *out);
+void ks_api_update(ks_server *s, const ks_rtype *t, const char *ns, const char *name, const char *sub, cJSON *body,
+		   const ks_opts *o, ks_resp *out);
+/* patch_type: "merge", "json", "strategic", "apply". */
+void ks_api_patch(ks_server *s, const ks_rtype *t, const char *ns, const char *name, const char *sub,
+		  const char *patch_type, cJSON *patch, const ks_opts *o, ks_resp *out);
+void ks_api_delete(ks_server *s, const ks_rtype *t, const char *ns, const char *name, const cJSON *delopts,
+		   const ks_opts *o, ks_resp *out);
+
+/* Shared with gc.c (mu held): delete one stored object honouring finalizers and the
+ * propagation policy. Returns 1 if removed now, 0 if marked for deletion. */
+int ks_api_delete_locked(ks_server *s, const ks_rtype *t, const char *ns, const char *name, const char *propagation);
+
+/* Admission (webhook.c). Called without mu held. op "CREATE"/"UPDATE"/"DELETE".
+ * May replace *obj (mutation). Returns 0, or fills out with the denial/error. */
+int ks_admit(ks_server *s, const ks_rtype *t, const char *sub, const char *op, const char *ns, const char *name,
+	     cJSON **obj, const cJSON *old, const ks_opts *o, ks_resp *out);
+
+/* schema.c hook for CRs: prune/default/validate. Returns 0, or fills out (400/422). */
+int ks_api_schema(const ks_rtype *t, cJSON *obj, const ks_opts *o, ks_resp *out);
+
+#endif

@@ -1,0 +1,600 @@
+/* kubesim — request routing: from a parsed request to a response, no sockets. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "gpukmm/log.h"
+#include "kubesim.h"
+#include "route.h"
+#include "selector.h"
+#include "yamljson.h"
+
+static int truthy(const char *v)
+{
+	return v && (strcmp(v, "true") == 0 || strcmp(v, "1") == 0);
+}
+
+static void version(ks_resp *out)
+{
+	cJSON *j = cJSON_CreateObject();
+	if (j) {
+		cJSON_AddStringToObject(j, "major", "1");
+		cJSON_AddStringToObject(j, "minor", "32");
+		cJSON_AddStringToObject(j, "gitVersion", "v1.32.4-kubesim");
+		cJSON_AddStringToObject(j, "gitCommit", "0000000000000000000000000000000000000000");
+		cJSON_AddStringToObject(j, "gitTreeState", "clean");
+		cJSON_AddStringToObject(j, "buildDate", "2026-01-01T00:00:00Z");
+		cJSON_AddStringToObject(j, "goVersion", "go1.23.6");
+		cJSON_AddStringToObject(j, "compiler", "gc");
+		cJSON_AddStringToObject(j, "platform", "linux/amd64");
+	}
+	ks_resp_json(out, 200, j);
+}
+
+static void text(ks_resp *out, int code, const char *s)
+{
+	free(out->body);
+	out->code = code;
+	out->content_type = "text/plain; charset=utf-8";
+	out->body = strdup(s);
+}
+
+/* ---- list ---------------------------------------------------------------- */
+static int b64enc(const char *in, char *out, size_t cap)
+{
+	static const char tb[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	size_t n = strlen(in), o = 0;
+	for (size_t i = 0; i < n; i += 3) {
+		uint32_t v = (uint32_t)(unsigned char)in[i] << 16;
+		if (i + 1 < n)
+			v |= (uint32_t)(unsigned char)in[i + 1] << 8;
+		if (i + 2 < n)
+			v |= (unsigned char)in[i + 2];
+		if (o + 5 >= cap)
+			return -1;
+		out[o++] = tb[(v >> 18) & 63];
+		out[o++] = tb[(v >> 12) & 63];
+		if (i + 1 < n)
+			out[o++] = tb[(v >> 6) & 63];
+		if (i + 2 < n)
+			out[o++] = tb[v & 63];
+	}
+	out[o] = 0;
+	return 0;
+}
+
+static int b64dec(const char *in, char *out, size_t cap)
+{
+	uint32_t v = 0;
+	int bits = 0;
+	size_t o = 0;
+	for (const char *p = in; *p; p++) {
+		const char *tb = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+		const char *f = strchr(tb, *p);
+		if (!f || *p == '=')
+			return -1;
+		v = (v << 6) | (uint32_t)(f - tb);
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			if (o + 1 >= cap)
+				return -1;
+			out[o++] = (char)((v >> bits) & 0xff);
+		}
+	}
+	out[o] = 0;
+	return 0;
+}
+
+static void do_list(ks_server *s, const ks_rtype *t, const char *ns, const ks_req *r, ks_resp *out)
+{
+	ks_selector ls, fs;
+	gk_err e = { 0 };
+	if (ks_label_selector_parse(ks_req_param(r, "labelSelector"), &ls, &e)) {
+		ks_resp_status(out, 400, "BadRequest", NULL, NULL, NULL, NULL, "%s", e.msg);
+		return;
+	}
+	if (ks_field_selector_parse(ks_req_param(r, "fieldSelector"), &fs, &e)) {
+		ks_selector_free(&ls);
+		ks_resp_status(out, 400, "BadRequest", NULL, NULL, NULL, NULL, "%s", e.msg);
+		return;
+	}
+	const char *lim = ks_req_param(r, "limit");
+	long limit = lim ? strtol(lim, NULL, 10) : 0;
+	const char *cont = ks_req_param(r, "continue");
+	char start_ns[600] = "", start_name[600] = "";
+	int have_start = 0;
+	if (cont && *cont) {
+		char dec[600];
+		char *sep;
+		if (b64dec(cont, dec, sizeof(dec)) || !(sep = strchr(dec, '\x1f'))) {
+			ks_selector_free(&ls);
+			ks_selector_free(&fs);
+			ks_resp_status(out, 400, "BadRequest", NULL, NULL, NULL, NULL,
+				       "continue key is not valid: illegal base64 data");
+			return;
+		}
+		*sep = 0;
+		snprintf(start_ns, sizeof(start_ns), "%s", dec);
+		snprintf(start_name, sizeof(start_name), "%s", sep + 1);
+		have_start = 1;
+	}
+	cJSON *list = cJSON_CreateObject();
+	cJSON *items = cJSON_CreateArray();
+	char av[256];
+	if (!list || !items) {
+		cJSON_Delete(list);
+		cJSON_Delete(items);
+		ks_selector_free(&ls);
+		ks_selector_free(&fs);
+		ks_resp_status(out, 500, "InternalError", NULL, NULL, NULL, NULL, "out of memory");
+		return;
+	}
+	cJSON_AddStringToObject(list, "kind", t->list_kind);
+	cJSON_AddStringToObject(list, "apiVersion", ks_rtype_api_version(t, av, sizeof(av)));
+	cJSON *meta = cJSON_AddObjectToObject(list, "metadata");
+	pthread_mutex_lock(&s->mu);
+	ks_bucket *b = ks_store_bucket(&s->store, t->group, t->resource, 0);
+	long count = 0;
+	char last_ns[256] = "", last_name[256] = "";
+	int more = 0;
+	for (int i = 0; b && i < b->n; i++) {
+		ks_item *it = &b->items[i];
+		if (ns && *ns && strcmp(it->ns, ns) != 0)
+			continue;
+		if (have_start) {
+			int c = strcmp(it->ns, start_ns);
+			if (c < 0 || (c == 0 && strcmp(it->name, start_name) <= 0))
+				continue;
+		}
+		const cJSON *labels = cJSON_GetObjectItemCaseSensitive(
+			cJSON_GetObjectItemCaseSensitive(it->obj, "metadata"), "labels");
+		if (!ks_label_selector_match(&ls, labels) || !ks_field_selector_match(&fs, it->obj))
+			continue;
+		if (limit > 0 && count >= limit) {
+			more = 1;
+			break;
+		}
+		cJSON_AddItemReferenceToArray(items, it->obj);
+		snprintf(last_ns, sizeof(last_ns), "%s", it->ns);
+		snprintf(last_name, sizeof(last_name), "%s", it->name);
+		count++;
+	}
+	char rvs[32];
+	snprintf(rvs, sizeof(rvs), "%" PRIu64, s->store.rv);
+	if (meta) {
+		cJSON_AddStringToObject(meta, "resourceVersion", rvs);
+		if (more) {
+			char key[600], enc[900];
+			snprintf(key, sizeof(key), "%s\x1f%s", last_ns, last_name);
+			if (b64enc(key, enc, sizeof(enc)) == 0)
+				cJSON_AddStringToObject(meta, "continue", enc);
+		}
+	}
+	cJSON_AddItemToObject(list, "items", items);
+	free(out->body);
+	out->body = cJSON_PrintUnformatted(list);
+	pthread_mutex_unlock(&s->mu);
+	cJSON_Delete(list);
+	out->code = out->body ? 200 : 500;
+	out->content_type = "application/json";
+	if (!out->body)
+		ks_resp_status(out, 500, "InternalError", NULL, NULL, NULL, NULL, "out of memory");
+	ks_selector_free(&ls);
+	ks_selector_free(&fs);
+}
+
+static void do_get(ks_server *s, const ks_rtype *t, const char *ns, const char *name, ks_resp *out)
+{
+	pthread_mutex_lock(&s->mu);
+	ks_item *it = ks_store_get(&s->store, t->group, t->resource, t->namespaced ? ns : "", name);
+	cJSON *c = it ? cJSON_Duplicate(it->obj, 1) : NULL;
+	pthread_mutex_unlock(&s->mu);
+	if (!it) {
+		ks_resp_status(out, 404, "NotFound", t->resource, name, t->group, NULL, "%s%s%s \"%s\" not found",
+			       t->resource, t->group[0] ? "." : "", t->group, name);
+		return;
+	}
+	ks_resp_json(out, 200, c);
+}
+
+/* ---- body decoding ------------------------------------------------------- */
+static cJSON *decode_body(const ks_req *r, int allow_yaml, ks_resp *out)
+{
+	if (!r->body || r->body_len == 0) {
+		ks_resp_status(out, 400, "BadRequest", NULL, NULL, NULL, NULL, "the request body is empty");
+		return NULL;
+	}
+	cJSON *j = cJSON_ParseWithLength(r->body, r->body_len);
+	if (!j && allow_yaml) {
+		gk_err e = { 0 };
+		j = ks_yaml_to_json(r->body, r->body_len, &e);
+		if (!j) {
+			ks_resp_status(out, 400, "BadRequest", NULL, NULL, NULL, NULL, "error decoding YAML: %s", e.msg);
+			return NULL;
+		}
+	}
+	if (!j)
+		ks_resp_status(out, 400, "BadRequest", NULL, NULL, NULL, NULL,
+			       "couldn't get version/kind; json parse error: invalid JSON in the request body");
+	return j;
+}
+
+static void parse_opts(const ks_req *r, ks_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	const char *dr = ks_req_param(r, "dryRun");
+	o->dry_run = dr && strcmp(dr, "All") == 0;
+	const char *fv = ks_req_param(r, "fieldValidation");
+	o->validation = KS_VALIDATE_WARN;
+	if (fv && strcmp(fv, "Strict") == 0)
+		o->validation = KS_VALIDATE_STRICT;
+	else if (fv && strcmp(fv, "Ignore") == 0)
+		o->validation = KS_VALIDATE_IGNORE;
+	o->manager = ks_req_param(r, "fieldManager");
+	o->force = truthy(ks_req_param(r, "force"));
+	o->propagation = ks_req_param(r, "propagationPolicy");
+	o->user_agent = r->user_agent;
+}
+
+/* Default field manager: the user agent's program name, like the API server. */
+static void default_manager(const ks_req *r, ks_opts *o, char *buf, size_t cap)
+{
+	if (o->manager && *o->manager)
+		return;
+	const char *ua = r->user_agent ? r->user_agent : "unknown";
+	size_t n = strcspn(ua, "/ ");
+	if (n == 0 || n >= cap) {
+		snprintf(buf, cap, "unknown");
+	} else {
+		memcpy(buf, ua, n);
+		buf[n] = 0;
+	}
+	o->manager = buf;
+}
+
+static const char *verb_of(const ks_req *r, const ks_route *rt)
+{
+	const char *m = r->method;
+	if (strcmp(m, "GET") == 0)
+		return rt->name[0] ? "get" : ((truthy(ks_req_param(r, "watch")) || rt->watch_prefix) ? "watch" : "list");
+	if (strcmp(m, "POST") == 0)
+		return "create";
+	if (strcmp(m, "PUT") == 0)
+		return "update";
+	if (strcmp(m, "PATCH") == 0)
+		return "patch";
+	if (strcmp(m, "DELETE") == 0)
+		return rt->name[0] ? "delete" : "deletecollection";
+	return "other";
+}
+
+static void deletecollection(ks_server *s, const ks_rtype *t, const char *ns, const ks_req *r, const ks_opts *o,
+			     ks_resp *out)
+{
+	ks_selector ls, fs;
+	gk_err e = { 0 };
+	if (ks_label_selector_parse(ks_req_param(r, "labelSelector"), &ls, &e) ||
+	    ks_field_selector_parse(ks_req_param(r, "fieldSelector"), &fs, &e)) {
+		ks_selector_free(&ls);
+		ks_resp_status(out, 400, "BadRequest", NULL, NULL, NULL, NULL, "%s", e.msg);
+		return;
+	}
+	pthread_mutex_lock(&s->mu);
+	ks_bucket *b = ks_store_bucket(&s->store, t->group, t->resource, 0);
+	int n = 0, cap = b ? b->n : 0;
+	char **names = cap ? calloc((size_t)cap, sizeof(char *)) : NULL;
+	for (int i = 0; b && names && i < b->n; i++) {
+		ks_item *it = &b->items[i];
+		if (t->namespaced && ns && *ns && strcmp(it->ns, ns) != 0)
+			continue;
+		const cJSON *labels = cJSON_GetObjectItemCaseSensitive(
+			cJSON_GetObjectItemCaseSensitive(it->obj, "metadata"), "labels");
+		if (!ks_label_selector_match(&ls, labels) || !ks_field_selector_match(&fs, it->obj))
+			continue;
+		names[n] = strdup(it->name);
+		if (names[n])
+			n++;
+	}
+	pthread_mutex_unlock(&s->mu);
+	ks_selector_free(&ls);
+	ks_selector_free(&fs);
+	for (int i = 0; i < n; i++) {
+		ks_resp one = { 0 };
+		ks_api_delete(s, t, ns, names[i], NULL, o, &one);
+		ks_resp_free(&one);
+		free(names[i]);
+	}
+	free(names);
+	ks_resp_status(out, 200, "", NULL, NULL, NULL, NULL, "deleted %d objects", n);
+}
+
+static void count(ks_server *s, const char *verb, const char *resource)
+{
+	pthread_mutex_lock(&s->mu);
+	s->stats.requests++;
+	if (ks_verb_is_write(verb))
+		s->stats.writes++;
+	ks_stats_count(s->stats.req, &s->stats.nreq, verb, resource);
+	pthread_mutex_unlock(&s->mu);
+}
+
+static void kubesim_endpoints(ks_server *s, const ks_req *r, ks_resp *out)
+{
+	if (strcmp(r->path, "/kubesim/stats") == 0 && strcmp(r->method, "GET") == 0) {
+		pthread_mutex_lock(&s->mu);
+		cJSON *j = ks_stats_to_json(&s->stats);
+		pthread_mutex_unlock(&s->mu);
+		ks_resp_json(out, 200, j);
+		return;
+	}
+	if (strcmp(r->path, "/kubesim/faults") == 0 && strcmp(r->method, "GET") == 0) {
+		pthread_mutex_lock(&s->mu);
+		cJSON *j = ks_faults_to_json(&s->faults);
+		pthread_mutex_unlock(&s->mu);
+		ks_resp_json(out, 200, j);
+		return;
+	}
+	if (strcmp(r->path, "/kubesim/faults") == 0 && (strcmp(r->method, "PUT") == 0 || strcmp(r->method, "POST") == 0)) {
+		cJSON *j = decode_body(r, 0, out);
+		if (!j)
+			return;
+		ks_faults f;
+		gk_err e = { 0 };
+		if (ks_faults_parse(&f, j, &e)) {
+			cJSON_Delete(j);
+			ks_resp_status(out, 400, "BadRequest", NULL, NULL, NULL, NULL, "faults: %s", e.msg);
+			return;
+		}
+		cJSON_Delete(j);
+		pthread_mutex_lock(&s->mu);
+		s->faults = f;
+		cJSON *echo = ks_faults_to_json(&s->faults);
+		pthread_mutex_unlock(&s->mu);
+		GK_INFO("faults replaced through the API");
+		ks_resp_json(out, 200, echo);
+		return;
+	}
+	if (strcmp(r->path, "/kubesim/compact") == 0 && strcmp(r->method, "POST") == 0) {
+		pthread_mutex_lock(&s->mu);
+		ks_store_compact(&s->store);
+		uint64_t rv = s->store.rv;
+		pthread_cond_broadcast(&s->cond);
+		pthread_mutex_unlock(&s->mu);
+		ks_resp_status(out, 200, "", NULL, NULL, NULL, NULL, "history compacted at resourceVersion %" PRIu64, rv);
+		return;
+	}
+	ks_resp_status(out, 404, "NotFound", NULL, NULL, NULL, NULL, "the server could not find the requested resource");
+}
+
+static int wants_aggregated(const ks_req *r)
+{
+	return r->accept && strstr(r->accept, "as=APIGroupDiscoveryList") != NULL;
+}
+
+static void discovery(ks_server *s, const ks_req *r, const ks_route *rt, ks_resp *out)
+{
+	int agg = wants_aggregated(r);
+	int v2 = r->accept && strstr(r->accept, "g=apidiscovery.k8s.io;v=v2;") != NULL;
+	cJSON *j = NULL;
+	if (strcmp(r->path, "/api") == 0 || strcmp(r->path, "/api/") == 0)
+		j = ks_discovery_api(s, agg);
+	else if (strcmp(r->path, "/apis") == 0 || strcmp(r->path, "/apis/") == 0)
+		j = ks_discovery_apis(s, agg);
+	else if (rt->kind == KS_ROUTE_GV)
+		j = ks_discovery_gv(s, rt->group, rt->version);
+	else if (rt->kind == KS_ROUTE_GROUP) {
+		cJSON *all = ks_discovery_apis(s, 0);
+		cJSON *g;
+		cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(all, "groups")) {
+			const cJSON *n = cJSON_GetObjectItemCaseSensitive(g, "name");
+			if (cJSON_IsString(n) && strcmp(n->valuestring, rt->group) == 0) {
+				j = cJSON_Duplicate(g, 1);
+				if (j) {
+					cJSON_AddStringToObject(j, "kind", "APIGroup");
+					cJSON_AddStringToObject(j, "apiVersion", "v1");
+				}
+			}
+		}
+		cJSON_Delete(all);
+	}
+	if (!j) {
+		ks_resp_status(out, 404, "NotFound", NULL, NULL, NULL, NULL,
+			       "the server could not find the requested resource");
+		return;
+	}
+	if (agg && rt->kind == KS_ROUTE_NONE && !v2) {
+		/* kubectl <= 1.29 only knows v2beta1: same shape, other apiVersion */
+		cJSON_ReplaceItemInObjectCaseSensitive(j, "apiVersion", cJSON_CreateString("apidiscovery.k8s.io/v2beta1"));
+	}
+	ks_resp_json(out, 200, j);
+	if (agg && rt->kind == KS_ROUTE_NONE)
+		out->content_type = v2 ? "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+				       : "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList";
+}
+
+void ks_handle(ks_server *s, const ks_req *r, ks_resp *out)
+{
+	memset(out, 0, sizeof(*out));
+	ks_route rt;
+	if (ks_route_parse(r->path, &rt)) {
+		count(s, "other", "");
+		ks_resp_status(out, 404, "NotFound", NULL, NULL, NULL, NULL,
+			       "the server could not find the requested resource");
+		return;
+	}
+	if (s->token) {
+		size_t tl = strlen(s->token);
+		const char *a = r->auth;
+		int ok = a && strncmp(a, "Bearer ", 7) == 0 && strlen(a + 7) == tl && strcmp(a + 7, s->token) == 0;
+		if (!ok && strcmp(r->path, "/healthz") != 0 && strcmp(r->path, "/livez") != 0 &&
+		    strcmp(r->path, "/readyz") != 0) {
+			count(s, "unauthorized", "");
+			ks_resp_status(out, 401, "Unauthorized", NULL, NULL, NULL, NULL, "Unauthorized");
+			return;
+		}
+	}
+	if (rt.kind == KS_ROUTE_NONE) {
+		count(s, "other", "");
+		if (strcmp(r->path, "/version") == 0 || strcmp(r->path, "/version/") == 0)
+			version(out);
+		else if (strcmp(r->path, "/healthz") == 0 || strcmp(r->path, "/readyz") == 0 ||
+			 strcmp(r->path, "/livez") == 0)
+			text(out, 200, "ok");
+		else if (strcmp(r->path, "/openapi/v3") == 0 || strcmp(r->path, "/openapi/v3/") == 0)
+			ks_resp_json(out, 200, ks_openapi_root(s));
+		else if (strncmp(r->path, "/openapi/v3/", 12) == 0) {
+			ks_route gv;
+			cJSON *doc = NULL;
+			if (ks_route_parse(r->path + 11, &gv) == 0 && gv.kind == KS_ROUTE_GV)
+				doc = ks_openapi_gv(s, gv.group, gv.version);
+			if (doc)
+				ks_resp_json(out, 200, doc);
+			else
+				ks_resp_status(out, 404, "NotFound", NULL, NULL, NULL, NULL, "404 page not found");
+		} else if (strncmp(r->path, "/kubesim/", 9) == 0)
+			kubesim_endpoints(s, r, out);
+		else if (strcmp(r->path, "/api") == 0 || strcmp(r->path, "/apis") == 0 ||
+			 strcmp(r->path, "/api/") == 0 || strcmp(r->path, "/apis/") == 0)
+			discovery(s, r, &rt, out);
+		else
+			ks_resp_status(out, 404, "NotFound", NULL, NULL, NULL, NULL, "404 page not found");
+		return;
+	}
+	if (rt.kind == KS_ROUTE_GV || rt.kind == KS_ROUTE_GROUP) {
+		count(s, "discovery", "");
+		discovery(s, r, &rt, out);
+		return;
+	}
+	/* a resource */
+	pthread_mutex_lock(&s->mu);
+	const ks_rtype *t0 = ks_registry_find(&s->reg, rt.group, rt.version, rt.resource);
+	/* t0 stays valid after unlocking: types of removed CRDs are retired, never freed,
+	 * until the server shuts down (registry.c) */
+	pthread_mutex_unlock(&s->mu);
+	const char *verb = verb_of(r, &rt);
+	count(s, verb, rt.resource);
+	if (!t0) {
+		ks_resp_status(out, 404, "NotFound", NULL, NULL, NULL, NULL,
+			       "the server could not find the requested resource");
+		return;
+	}
+	const ks_rtype *t = t0;
+	/* faults */
+	int retry_after = 0, latency = 0;
+	pthread_mutex_lock(&s->mu);
+	int fcode = ks_faults_decide(&s->faults, verb, rt.resource, &retry_after, &latency);
+	if (fcode) {
+		s->stats.faults_injected++;
+		ks_stats_count(s->stats.fault, &s->stats.nfault, verb, rt.resource);
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (latency > 0) {
+		struct timespec ts = { latency / 1000, (long)(latency % 1000) * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	if (fcode) {
+		const char *reason = fcode == 429 ? "TooManyRequests"
+				     : fcode == 409 ? "Conflict"
+				     : fcode == 503 ? "ServiceUnavailable"
+						    : "InternalError";
+		ks_resp_status(out, fcode, reason, t->resource, rt.name[0] ? rt.name : NULL, t->group, NULL,
+			       "kubesim: injected fault (%d) for %s %s", fcode, verb, rt.resource);
+		out->retry_after = fcode == 429 ? (retry_after > 0 ? retry_after : 1) : 0;
+		return;
+	}
+	if (t->namespaced && !rt.ns[0] && (strcmp(verb, "create") == 0 || rt.name[0])) {
+		ks_resp_status(out, 404, "NotFound", NULL, NULL, NULL, NULL,
+			       "the server could not find the requested resource");
+		return;
+	}
+	if (!t->namespaced && rt.ns[0]) {
+		ks_resp_status(out, 404, "NotFound", NULL, NULL, NULL, NULL,
+			       "the server could not find the requested resource");
+		return;
+	}
+	if (rt.sub[0] && !(strcmp(rt.sub, "status") == 0 && t->has_status)) {
+		ks_resp_status(out, 404, "NotFound", NULL, NULL, NULL, NULL,
+			       "the server could not find the requested resource");
+		return;
+	}
+	if (r->content_type && strncmp(r->content_type, "application/vnd.kubernetes.protobuf", 35) == 0) {
+		ks_resp_status(out, 415, "UnsupportedMediaType", NULL, NULL, NULL, NULL,
+			       "the body of the request was in an unknown format - accepted media types include: "
+			       "application/json, application/yaml");
+		return;
+	}
+	const char *sub = rt.sub[0] ? rt.sub : NULL;
+	const char *ns = rt.ns;
+	ks_opts o;
+	parse_opts(r, &o);
+	char mgr[128];
+	default_manager(r, &o, mgr, sizeof(mgr));
+	if (strcmp(verb, "get") == 0) {
+		do_get(s, t, ns, rt.name, out);
+	} else if (strcmp(verb, "list") == 0) {
+		do_list(s, t, ns, r, out);
+	} else if (strcmp(verb, "watch") == 0) {
+		ks_watch_open(s, t, ns, r, out);
+	} else if (strcmp(verb, "create") == 0) {
+		if (rt.name[0]) {
+			ks_resp_status(out, 405, "MethodNotAllowed", NULL, NULL, NULL, NULL,
+				       "the server does not allow this method on the requested resource");
+			return;
+		}
+		cJSON *b = decode_body(r, 1, out);
+		if (b)
+			ks_api_create(s, t, ns, b, &o, out);
+	} else if (strcmp(verb, "update") == 0) {
+		if (!rt.name[0]) {
+			ks_resp_status(out, 405, "MethodNotAllowed", NULL, NULL, NULL, NULL,
+				       "the server does not allow this method on the requested resource");
+			return;
+		}
+		cJSON *b = decode_body(r, 1, out);
+		if (b)
+			ks_api_update(s, t, ns, rt.name, sub, b, &o, out);
+	} else if (strcmp(verb, "patch") == 0) {
+		if (!rt.name[0]) {
+			ks_resp_status(out, 405, "MethodNotAllowed", NULL, NULL, NULL, NULL,
+				       "the server does not allow this method on the requested resource");
+			return;
+		}
+		const char *ct = r->content_type ? r->content_type : "";
+		const char *type = NULL;
+		if (strncmp(ct, "application/merge-patch+json", 28) == 0)
+			type = "merge";
+		else if (strncmp(ct, "application/json-patch+json", 27) == 0)
+			type = "json";
+		else if (strncmp(ct, "application/strategic-merge-patch+json", 38) == 0)
+			type = t->is_crd ? NULL : "strategic";
+		else if (strncmp(ct, "application/apply-patch+yaml", 28) == 0)
+			type = "apply";
+		if (!type) {
+			ks_resp_status(out, 415, "UnsupportedMediaType", NULL, NULL, NULL, NULL,
+				       "the body of the request was in an unknown format - accepted media types include: "
+				       "application/json-patch+json, application/merge-patch+json, "
+				       "application/apply-patch+yaml%s",
+				       t->is_crd ? "" : ", application/strategic-merge-patch+json");
+			return;
+		}
+		cJSON *b = decode_body(r, strcmp(type, "apply") == 0, out);
+		if (b)
+			ks_api_patch(s, t, ns, rt.name, sub, type, b, &o, out);
+	} else if (strcmp(verb, "delete") == 0) {
+		cJSON *b = r->body_len ? cJSON_ParseWithLength(r->body, r->body_len) : NULL;
+		if (r->body_len && !b) {
+			ks_resp_status(out, 400, "BadRequest", NULL, NULL, NULL, NULL, "invalid DeleteOptions body");
+			return;
+		}
+		ks_api_delete(s, t, ns, rt.name, b, &o, out);
+		cJSON_Delete(b);
+	} else if (strcmp(verb, "deletecollection") == 0) {
+		deletecollection(s, t, ns, r, &o, out);
+	} else {
+		ks_resp_status(out, 405, "MethodNotAllowed", NULL, NULL, NULL, NULL,
+			       "the server does not allow this method on the requested resource");
+	}
+}

@@ -1,0 +1,256 @@
+/* kubesim — a Kubernetes API server simulator (internal interfaces).
+ *
+ * Layers, one job per file:
+ *   http.c       libmicrohttpd glue: request bodies, auth, TLS, streaming watch bodies
+ *   handler.c    routes a ks_req to a verb and builds a ks_resp (no sockets: unit-testable)
+ *   route.c      URL path -> (group, version, namespace, resource, name, subresource)
+ *   registry.c   resource types: built-ins + CRD-defined kinds
+ *   discovery.c  /api, /apis (legacy and aggregated), /openapi/v3
+ *   store.c      objects, the global resourceVersion, event history
+ *   api.c        create/update/patch/delete semantics (metadata, generation, status split)
+ *   watch.c      watch streams over the event history (bookmarks, 410, timeouts)
+ *   crd.c        CRD install/removal, Established conditions
+ *   schema.c     openAPIV3Schema validation, defaulting and pruning
+ *   patch.c      merge / JSON / strategic merge patch;  ssa.c server-side apply
+ *   gc.c         finalizers, ownerReference garbage collection, namespace deletion
+ *   webhook.c    admission webhooks;  faults.c fault injection + stats;  state.c --state-dir
+ * One mutex (srv->mu) guards the store, the registry and the history. */
+#ifndef KUBESIM_H
+#define KUBESIM_H
+
+#include <cJSON.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stddef.h>
+
+#include "gpukmm/err.h"
+
+#define KS_MAX_BODY (3u << 20) /* like the API server's 3 MiB request limit */
+
+/* ---- resource types ------------------------------------------------------ */
+typedef struct ks_rtype {
+	char *group, *version, *resource, *singular, *kind, *list_kind;
+	char *short_names; /* comma-separated, may be NULL */
+	char *categories;  /* comma-separated, may be NULL */
+	int namespaced, has_status, is_crd, storage;
+	cJSON *schema; /* CRD openAPIV3Schema (owned) or NULL */
+	char *crd_name;
+} ks_rtype;
+
+typedef struct ks_registry {
+	ks_rtype **v;
+	int n, cap;
+	ks_rtype **dead; /* types of removed CRDs, freed at shutdown */
+	int ndead;
+} ks_registry;
+
+int ks_registry_init_builtin(ks_registry *r);
+void ks_registry_free(ks_registry *r);
+const ks_rtype *ks_registry_find(const ks_registry *r, const char *group, const char *version, const char *resource);
+const ks_rtype *ks_registry_find_kind(const ks_registry *r, const char *group, const char *version, const char *kind);
+/* Any version of group/resource (first served). */
+const ks_rtype *ks_registry_find_gr(const ks_registry *r, const char *group, const char *resource);
+int ks_registry_add(ks_registry *r, ks_rtype *t);      /* takes ownership */
+void ks_registry_remove_crd(ks_registry *r, const char *crd_name);
+void ks_rtype_free(ks_rtype *t);
+/* "apps/v1" or "v1" into buf. */
+const char *ks_rtype_api_version(const ks_rtype *t, char *buf, size_t cap);
+
+/* ---- store --------------------------------------------------------------- */
+enum ks_ev_type { KS_EV_ADDED, KS_EV_MODIFIED, KS_EV_DELETED, KS_EV_BOOKMARK, KS_EV_ERROR };
+const char *ks_ev_name(int type);
+
+typedef struct ks_item {
+	char *ns, *name; /* ns "" for cluster-scoped */
+	cJSON *obj;
+} ks_item;
+
+typedef struct ks_bucket {
+	char *gr; /* "group/resource" */
+	ks_item *items;
+	int n, cap;
+} ks_bucket;
+
+typedef struct ks_event {
+	uint64_t rv;
+	int type;
+	char *gr, *ns, *name;
+	cJSON *obj; /* state after (or last state for DELETED) */
+	cJSON *old; /* state before, for MODIFIED (selector transitions) */
+	char *json; /* obj serialized */
+} ks_event;
+
+typedef struct ks_store {
+	ks_bucket *b;
+	int nb, capb;
+	uint64_t rv;        /* last resourceVersion handed out */
+	ks_event *ring;     /* event history, oldest at ring[head] */
+	int cap, head, count;
+	uint64_t compacted; /* events with rv <= compacted are gone */
+	uint64_t nobjs;
+} ks_store;
+
+int ks_store_init(ks_store *s, int history);
+void ks_store_free(ks_store *s);
+ks_bucket *ks_store_bucket(ks_store *s, const char *group, const char *resource, int create);
+ks_item *ks_store_get(ks_store *s, const char *group, const char *resource, const char *ns, const char *name);
+/* Insert or replace; assigns the next RV into metadata.resourceVersion and records
+ * the event (ADDED when new, MODIFIED otherwise). Takes ownership of obj. */
+int ks_store_put(ks_store *s, const char *group, const char *resource, const char *ns, const char *name,
+		 cJSON *obj);
+/* Removes the object, records DELETED with a fresh RV. */
+int ks_store_remove(ks_store *s, const char *group, const char *resource, const char *ns, const char *name);
+/* Drops all history (POST /kubesim/compact). */
+void ks_store_compact(ks_store *s);
+/* Index of the first event with rv > after; count if none. -1 if history older than
+ * `after` is gone (410). */
+int ks_store_history_from(const ks_store *s, uint64_t after);
+const ks_event *ks_store_event(const ks_store *s, int i); /* i-th oldest */
+
+/* ---- request / response -------------------------------------------------- */
+typedef struct ks_kv {
+	char *k, *v;
+} ks_kv;
+
+typedef struct ks_req {
+	const char *method, *path;
+	ks_kv *query;
+	int nquery;
+	const char *accept, *content_type, *user_agent, *auth;
+	const char *body;
+	size_t body_len;
+} ks_req;
+
+struct ks_watch;
+
+typedef struct ks_resp {
+	int code;
+	char *body; /* malloc'd, NUL-terminated */
+	const char *content_type;
+	char warning[512];
+	int retry_after;
+	struct ks_watch *watch; /* set for a streaming watch */
+} ks_resp;
+
+const char *ks_req_param(const ks_req *r, const char *k);
+
+/* ---- faults & stats ------------------------------------------------------ */
+#define KS_MAX_FAULT_RULES 32
+typedef struct ks_fault_rule {
+	char verb[16], resource[64];
+	double rate;
+	int code; /* 500, 503, 429, 409 */
+	int retry_after;
+	int latency_ms;
+} ks_fault_rule;
+
+typedef struct ks_faults {
+	uint64_t seed, rng;
+	int nrules;
+	ks_fault_rule rules[KS_MAX_FAULT_RULES];
+	int watch_close_after_events; /* 0 = never */
+	int watch_close_after_ms;
+	int force_410_next_watch;
+	int64_t refuse_until_ms; /* monotonic ms */
+	int latency_ms;          /* every request */
+} ks_faults;
+
+#define KS_STATS_MAX 128
+typedef struct ks_stat_ent {
+	char verb[16], resource[64];
+	uint64_t n;
+} ks_stat_ent;
+
+typedef struct ks_stats {
+	ks_stat_ent req[KS_STATS_MAX];
+	int nreq;
+	uint64_t requests, writes, faults_injected, watch_events, watchers, watches_opened, refused, http_errors;
+	ks_stat_ent fault[KS_STATS_MAX];
+	int nfault;
+} ks_stats;
+
+int ks_faults_parse(ks_faults *f, const cJSON *j, gk_err *err);
+cJSON *ks_faults_to_json(const ks_faults *f);
+/* Decide whether a request verb/resource gets a fault: returns the HTTP code (0 none),
+ * *retry_after and *latency_ms filled. Deterministic given the seed. */
+int ks_faults_decide(ks_faults *f, const char *verb, const char *resource, int *retry_after, int *latency_ms);
+void ks_stats_count(ks_stat_ent *t, int *n, const char *verb, const char *resource);
+cJSON *ks_stats_to_json(const ks_stats *s);
+int ks_verb_is_write(const char *verb);
+
+/* ---- server -------------------------------------------------------------- */
+typedef struct ks_svc_url {
+	char *ns_name; /* "ns/name" */
+	char *url;
+} ks_svc_url;
+
+typedef struct ks_server {
+	pthread_mutex_t mu;
+	pthread_cond_t cond; /* broadcast on new events, compaction and shutdown */
+	ks_registry reg;
+	ks_store store;
+	ks_faults faults;
+	ks_stats stats;
+	int shutting_down;
+	int bookmark_ms;
+	char *token;     /* bearer token or NULL */
+	char *state_dir; /* or NULL */
+	char server_addr[128];
+	ks_svc_url *svc_urls;
+	int nsvc_urls;
+	int dirty;
+	uint64_t uid_counter;
+	pthread_cond_t gc_cond;
+	int gc_pending;
+} ks_server;
+
+int ks_server_init(ks_server *s, int history);
+/* Creates default, kube-system, kube-public, kube-node-lease if absent. */
+int ks_server_seed(ks_server *s);
+void ks_server_free(ks_server *s);
+
+/* handler.c: everything except the socket. */
+void ks_handle(ks_server *s, const ks_req *r, ks_resp *out);
+void ks_resp_free(ks_resp *r);
+
+/* status.c: Status objects. */
+char *ks_status_json(int code, const char *reason, const char *message, const char *kind, const char *name,
+		     const char *group, cJSON *causes);
+void ks_resp_status(ks_resp *r, int code, const char *reason, const char *kind, const char *name,
+		    const char *group, cJSON *causes, const char *fmt, ...) __attribute__((format(printf, 8, 9)));
+void ks_resp_json(ks_resp *r, int code, cJSON *j); /* takes j */
+
+/* util */
+void ks_now_rfc3339(char *buf, size_t cap);
+void ks_new_uid(ks_server *s, char *buf, size_t cap); /* 36 chars + NUL */
+int64_t ks_mono_ms(void);
+const char *ks_meta_str(const cJSON *obj, const char *field);
+cJSON *ks_meta(cJSON *obj); /* metadata object, created if absent */
+uint64_t ks_obj_rv(const cJSON *obj);
+
+/* discovery.c */
+cJSON *ks_discovery_api(ks_server *s, int aggregated);
+cJSON *ks_discovery_apis(ks_server *s, int aggregated);
+cJSON *ks_discovery_gv(ks_server *s, const char *group, const char *version); /* NULL: unknown */
+cJSON *ks_openapi_root(ks_server *s);
+cJSON *ks_openapi_gv(ks_server *s, const char *group, const char *version);
+
+/* crd.c (called with mu held) */
+int ks_crd_install(ks_server *s, cJSON *crd, gk_err *err); /* sets status, registers */
+void ks_crd_uninstall(ks_server *s, const cJSON *crd);
+int ks_crd_check(const cJSON *crd, gk_err *err);
+
+/* gc.c (mu held) — finalizer/ownerReference processing until stable */
+void ks_gc_run(ks_server *s);
+
+/* watch.c */
+struct ks_watch *ks_watch_open(ks_server *s, const ks_rtype *t, const char *ns, const ks_req *r, ks_resp *out);
+/* Fills buf with up to max bytes of stream; blocks until data, returns 0 at end of stream. */
+size_t ks_watch_read(ks_server *s, struct ks_watch *w, char *buf, size_t max);
+void ks_watch_close(ks_server *s, struct ks_watch *w);
+
+/* state.c */
+int ks_state_load(ks_server *s, const char *dir, gk_err *err);
+int ks_state_save(ks_server *s, const char *dir, gk_err *err);
+
+#endif

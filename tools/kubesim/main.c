@@ -1,0 +1,274 @@
+/* kubesim — a Kubernetes API server simulator for tests and demos.
+ *
+ * kubesim --listen 127.0.0.1:PORT (0 = ephemeral) [--tls-cert F --tls-key F]
+ *         [--token T | --token-file F] [--state-dir DIR] [--history N]
+ *         [--faults JSON|@FILE] [--service-url NS/NAME=URL]... [--bookmark-ms N]
+ *         [--log-level L]
+ * Prints exactly one line on stdout when ready: "kubesim: listening on http://HOST:PORT". */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "gpukmm/log.h"
+#include "http.h"
+#include "kubesim.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: kubesim --listen HOST:PORT [--tls-cert FILE --tls-key FILE] [--token T | --token-file F]\n"
+		   "               [--state-dir DIR] [--history N] [--faults JSON|@FILE]\n"
+		   "               [--service-url NAMESPACE/NAME=URL]... [--bookmark-ms N] [--log-level LEVEL]\n");
+}
+
+static char *read_file(const char *path, size_t max, gk_err *err)
+{
+	FILE *f = fopen(path, "re");
+	if (!f) {
+		gk_err_set(err, GK_NOT_FOUND, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	char *buf = malloc(max + 1);
+	if (!buf) {
+		fclose(f);
+		gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+		return NULL;
+	}
+	size_t n = fread(buf, 1, max, f);
+	int big = n == max && fgetc(f) != EOF;
+	fclose(f);
+	if (big) {
+		free(buf);
+		gk_err_set(err, GK_OUT_OF_RANGE, "%s: larger than %zu bytes", path, max);
+		return NULL;
+	}
+	buf[n] = 0;
+	return buf;
+}
+
+int main(int argc, char **argv)
+{
+	const char *listen = NULL, *cert_f = NULL, *key_f = NULL, *token = NULL, *token_f = NULL, *state = NULL;
+	const char *faults = NULL, *level = NULL;
+	int history = 10000, bookmark_ms = 1000;
+	const char *svc[64];
+	int nsvc = 0;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define OPT(name, dst)                                                                      \
+	if (strcmp(a, name) == 0) {                                                         \
+		if (!v) {                                                                   \
+			fprintf(stderr, "kubesim: %s needs a value\n", name);              \
+			return 2;                                                           \
+		}                                                                           \
+		dst = v;                                                                    \
+		i++;                                                                        \
+		continue;                                                                   \
+	}
+		OPT("--listen", listen)
+		OPT("--tls-cert", cert_f)
+		OPT("--tls-key", key_f)
+		OPT("--token", token)
+		OPT("--token-file", token_f)
+		OPT("--state-dir", state)
+		OPT("--faults", faults)
+		OPT("--log-level", level)
+#undef OPT
+		if (strcmp(a, "--history") == 0 && v) {
+			history = atoi(v);
+			if (history < 1 || history > 10000000) {
+				fprintf(stderr, "kubesim: --history must be in [1, 10000000]\n");
+				return 2;
+			}
+			i++;
+			continue;
+		}
+		if (strcmp(a, "--bookmark-ms") == 0 && v) {
+			bookmark_ms = atoi(v);
+			if (bookmark_ms < 10) {
+				fprintf(stderr, "kubesim: --bookmark-ms must be >= 10\n");
+				return 2;
+			}
+			i++;
+			continue;
+		}
+		if (strcmp(a, "--service-url") == 0 && v) {
+			if (nsvc >= 64 || !strchr(v, '=') || !strchr(v, '/')) {
+				fprintf(stderr, "kubesim: --service-url wants NAMESPACE/NAME=URL\n");
+				return 2;
+			}
+			svc[nsvc++] = v;
+			i++;
+			continue;
+		}
+		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			usage(stdout);
+			return 0;
+		}
+		fprintf(stderr, "kubesim: unknown or incomplete argument '%s'\n", a);
+		usage(stderr);
+		return 2;
+	}
+	gk_log_init_env("kubesim");
+	if (level) {
+		int l = gk_log_parse_level(level);
+		if (l < 0) {
+			fprintf(stderr, "kubesim: bad --log-level '%s'\n", level);
+			return 2;
+		}
+		gk_log_init("kubesim", GK_LOG_TEXT, (enum gk_log_level)l);
+	}
+	if (!listen) {
+		usage(stderr);
+		return 2;
+	}
+	char host[64];
+	const char *colon = strrchr(listen, ':');
+	if (!colon || (size_t)(colon - listen) >= sizeof(host)) {
+		fprintf(stderr, "kubesim: --listen wants HOST:PORT\n");
+		return 2;
+	}
+	snprintf(host, sizeof(host), "%.*s", (int)(colon - listen), listen);
+	char *end;
+	long port = strtol(colon + 1, &end, 10);
+	if (*end || port < 0 || port > 65535) {
+		fprintf(stderr, "kubesim: bad port in --listen\n");
+		return 2;
+	}
+	if ((cert_f == NULL) != (key_f == NULL)) {
+		fprintf(stderr, "kubesim: --tls-cert and --tls-key go together\n");
+		return 2;
+	}
+	if (token && token_f) {
+		fprintf(stderr, "kubesim: --token and --token-file are exclusive\n");
+		return 2;
+	}
+
+	/* signals are handled by sigwait in this thread only */
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	gk_err err = { 0 };
+	int rc = 1;
+	char *cert = NULL, *key = NULL, *tok = NULL;
+	struct ks_http *h = NULL;
+	ks_server *s = calloc(1, sizeof(*s));
+	if (!s || ks_server_init(s, history)) {
+		fprintf(stderr, "kubesim: out of memory\n");
+		free(s);
+		return 1;
+	}
+	s->bookmark_ms = bookmark_ms;
+	if (cert_f && (!(cert = read_file(cert_f, 1 << 20, &err)) || !(key = read_file(key_f, 1 << 20, &err)))) {
+		GK_ERROR("TLS: %s", err.msg);
+		goto out;
+	}
+	if (token_f) {
+		if (!(tok = read_file(token_f, 4096, &err))) {
+			GK_ERROR("token file: %s", err.msg);
+			goto out;
+		}
+		tok[strcspn(tok, "\r\n")] = 0;
+		if (!*tok) {
+			GK_ERROR("token file %s is empty", token_f);
+			goto out;
+		}
+		s->token = tok;
+	} else if (token) {
+		s->token = (char *)token;
+	}
+	if (faults) {
+		char *txt = faults[0] == '@' ? read_file(faults + 1, 1 << 20, &err) : strdup(faults);
+		cJSON *j = txt ? cJSON_Parse(txt) : NULL;
+		free(txt);
+		if (!j || ks_faults_parse(&s->faults, j, &err)) {
+			GK_ERROR("--faults: %s", j ? err.msg : (err.code ? err.msg : "not valid JSON"));
+			cJSON_Delete(j);
+			goto out;
+		}
+		cJSON_Delete(j);
+	}
+	if (nsvc) {
+		s->svc_urls = calloc((size_t)nsvc, sizeof(*s->svc_urls));
+		if (!s->svc_urls)
+			goto out;
+		for (int i = 0; i < nsvc; i++) {
+			const char *eq = strchr(svc[i], '=');
+			s->svc_urls[i].ns_name = strndup(svc[i], (size_t)(eq - svc[i]));
+			s->svc_urls[i].url = strdup(eq + 1);
+			s->nsvc_urls++;
+			if (!s->svc_urls[i].ns_name || !s->svc_urls[i].url)
+				goto out;
+		}
+	}
+	if (state) {
+		if (mkdir(state, 0700) && errno != EEXIST) {
+			GK_ERROR("state dir %s: %s", state, strerror(errno));
+			goto out;
+		}
+		s->state_dir = (char *)state;
+		if (ks_state_load(s, state, &err)) {
+			GK_ERROR("state: %s", err.msg);
+			goto out;
+		}
+	}
+	if (ks_server_seed(s)) {
+		GK_ERROR("out of memory");
+		goto out;
+	}
+	h = ks_http_start(s, host, (int)port, cert, key, &err);
+	if (!h) {
+		GK_ERROR("%s", err.msg);
+		goto out;
+	}
+	snprintf(s->server_addr, sizeof(s->server_addr), "%s:%d", host, ks_http_port(h));
+	printf("kubesim: listening on %s://%s:%d\n", cert ? "https" : "http", host, ks_http_port(h));
+	fflush(stdout);
+	GK_INFO("ready on %s:%d (history %d events%s%s)", host, ks_http_port(h), history, s->token ? ", token auth" : "",
+		state ? ", state dir" : "");
+	for (;;) {
+		struct timespec ts = { 1, 0 };
+		int sig = sigtimedwait(&set, NULL, &ts);
+		if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP)
+			break;
+		if (state) {
+			pthread_mutex_lock(&s->mu);
+			if (s->dirty && ks_state_save(s, state, &err))
+				GK_WARN("state: %s", err.msg);
+			pthread_mutex_unlock(&s->mu);
+		}
+	}
+	GK_INFO("terminating");
+	pthread_mutex_lock(&s->mu);
+	s->shutting_down = 1;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->mu);
+	ks_http_stop(h);
+	h = NULL;
+	rc = 0;
+	if (state) {
+		pthread_mutex_lock(&s->mu);
+		if (ks_state_save(s, state, &err)) {
+			GK_ERROR("state: %s", err.msg);
+			rc = 1;
+		}
+		pthread_mutex_unlock(&s->mu);
+	}
+out:
+	ks_http_stop(h);
+	free(cert);
+	free(key);
+	free(tok);
+	ks_server_free(s);
+	free(s);
+	return rc;
+}

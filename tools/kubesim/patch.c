@@ -1,0 +1,487 @@
+/* kubesim — merge patch, JSON patch, strategic merge patch. */
+#include "patch.h"
+#include "jsonutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- RFC 7386 ------------------------------------------------------------ */
+static cJSON *merge(cJSON *target, const cJSON *patch, gk_err *err)
+{
+	if (!cJSON_IsObject(patch)) {
+		cJSON_Delete(target);
+		cJSON *c = cJSON_Duplicate(patch, 1);
+		if (!c)
+			gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+		return c;
+	}
+	if (!cJSON_IsObject(target)) {
+		cJSON_Delete(target);
+		if (!(target = cJSON_CreateObject())) {
+			gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+			return NULL;
+		}
+	}
+	const cJSON *p;
+	cJSON_ArrayForEach(p, patch) {
+		if (cJSON_IsNull(p)) {
+			cJSON_DeleteItemFromObjectCaseSensitive(target, p->string);
+			continue;
+		}
+		cJSON *cur = cJSON_DetachItemFromObjectCaseSensitive(target, p->string);
+		cJSON *m = merge(cur, p, err);
+		if (!m) {
+			cJSON_Delete(target);
+			return NULL;
+		}
+		cJSON_AddItemToObject(target, p->string, m);
+	}
+	return target;
+}
+
+cJSON *ks_merge_patch(cJSON *target, const cJSON *patch, gk_err *err)
+{
+	return merge(target, patch, err);
+}
+
+/* ---- RFC 6902 ------------------------------------------------------------ */
+/* Decode one reference token (~1 -> /, ~0 -> ~) into buf. */
+static int token(const char **pp, char *buf, size_t cap)
+{
+	const char *p = *pp;
+	size_t n = 0;
+	while (*p && *p != '/') {
+		char c = *p++;
+		if (c == '~') {
+			if (*p == '0')
+				c = '~';
+			else if (*p == '1')
+				c = '/';
+			else
+				return -1;
+			p++;
+		}
+		if (n + 1 >= cap)
+			return -1;
+		buf[n++] = c;
+	}
+	buf[n] = 0;
+	*pp = p;
+	return 0;
+}
+
+static int array_index(const char *tok, int size, int allow_end)
+{
+	if (allow_end && strcmp(tok, "-") == 0)
+		return size;
+	if (!*tok || (tok[0] == '0' && tok[1]))
+		return -1;
+	long v = 0;
+	for (const char *p = tok; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return -1;
+		v = v * 10 + (*p - '0');
+		if (v > 1000000)
+			return -1;
+	}
+	return (int)v;
+}
+
+/* Resolve the parent of the pointer's last token. */
+static cJSON *resolve_parent(cJSON *doc, const char *ptr, char *last, size_t cap)
+{
+	if (*ptr != '/')
+		return NULL;
+	cJSON *cur = doc;
+	const char *p = ptr;
+	char tok[1024];
+	while (*p == '/') {
+		p++;
+		if (token(&p, tok, sizeof(tok)))
+			return NULL;
+		if (*p == 0) {
+			if (strlen(tok) >= cap)
+				return NULL;
+			strcpy(last, tok);
+			return cur;
+		}
+		if (cJSON_IsObject(cur)) {
+			cur = cJSON_GetObjectItemCaseSensitive(cur, tok);
+		} else if (cJSON_IsArray(cur)) {
+			int i = array_index(tok, cJSON_GetArraySize(cur), 0);
+			cur = i < 0 ? NULL : cJSON_GetArrayItem(cur, i);
+		} else {
+			return NULL;
+		}
+		if (!cur)
+			return NULL;
+	}
+	return NULL;
+}
+
+static cJSON *get_ptr(cJSON *doc, const char *ptr)
+{
+	if (*ptr == 0)
+		return doc;
+	char last[1024];
+	cJSON *par = resolve_parent(doc, ptr, last, sizeof(last));
+	if (!par)
+		return NULL;
+	if (cJSON_IsObject(par))
+		return cJSON_GetObjectItemCaseSensitive(par, last);
+	if (cJSON_IsArray(par)) {
+		int i = array_index(last, cJSON_GetArraySize(par), 0);
+		return i < 0 ? NULL : cJSON_GetArrayItem(par, i);
+	}
+	return NULL;
+}
+
+/* Removes and returns the value at ptr (NULL if absent). */
+static cJSON *detach_ptr(cJSON *doc, const char *ptr)
+{
+	char last[1024];
+	cJSON *par = resolve_parent(doc, ptr, last, sizeof(last));
+	if (!par)
+		return NULL;
+	if (cJSON_IsObject(par))
+		return cJSON_DetachItemFromObjectCaseSensitive(par, last);
+	if (cJSON_IsArray(par)) {
+		int i = array_index(last, cJSON_GetArraySize(par), 0);
+		if (i < 0 || i >= cJSON_GetArraySize(par))
+			return NULL;
+		return cJSON_DetachItemFromArray(par, i);
+	}
+	return NULL;
+}
+
+/* Adds (takes ownership of) val at ptr; replace=1 requires the target to exist. */
+static int put_ptr(cJSON **doc, const char *ptr, cJSON *val, int replace)
+{
+	if (*ptr == 0) {
+		cJSON_Delete(*doc);
+		*doc = val;
+		return 0;
+	}
+	char last[1024];
+	cJSON *par = resolve_parent(*doc, ptr, last, sizeof(last));
+	if (!par)
+		return -1;
+	if (cJSON_IsObject(par)) {
+		int has = cJSON_HasObjectItem(par, last);
+		if (replace && !has)
+			return -1;
+		if (has)
+			cJSON_ReplaceItemInObjectCaseSensitive(par, last, val);
+		else
+			cJSON_AddItemToObject(par, last, val);
+		return 0;
+	}
+	if (cJSON_IsArray(par)) {
+		int n = cJSON_GetArraySize(par);
+		int i = array_index(last, n, !replace);
+		if (i < 0 || i > n || (replace && i >= n))
+			return -1;
+		if (replace)
+			cJSON_ReplaceItemInArray(par, i, val);
+		else if (i == n)
+			cJSON_AddItemToArray(par, val);
+		else
+			cJSON_InsertItemInArray(par, i, val);
+		return 0;
+	}
+	return -1;
+}
+
+cJSON *ks_json_patch(cJSON *doc, const cJSON *ops, gk_err *err)
+{
+	if (!cJSON_IsArray(ops)) {
+		cJSON_Delete(doc);
+		gk_err_set(err, GK_INVALID_ARGUMENT, "json patch must be an array of operations");
+		return NULL;
+	}
+	int idx = 0;
+	const cJSON *op;
+	cJSON_ArrayForEach(op, ops) {
+		const cJSON *o = cJSON_GetObjectItemCaseSensitive(op, "op");
+		const cJSON *pa = cJSON_GetObjectItemCaseSensitive(op, "path");
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(op, "value");
+		const cJSON *from = cJSON_GetObjectItemCaseSensitive(op, "from");
+		const char *name = cJSON_IsString(o) ? o->valuestring : "";
+		if (!cJSON_IsString(pa)) {
+			gk_err_set(err, GK_INVALID_ARGUMENT, "json patch operation %d: missing path", idx);
+			goto fail;
+		}
+		const char *path = pa->valuestring;
+		if (strcmp(name, "add") == 0 || strcmp(name, "replace") == 0) {
+			if (!v) {
+				gk_err_set(err, GK_INVALID_ARGUMENT, "json patch operation %d (%s): missing value", idx, name);
+				goto fail;
+			}
+			cJSON *c = cJSON_Duplicate(v, 1);
+			if (!c || put_ptr(&doc, path, c, name[0] == 'r')) {
+				cJSON_Delete(c);
+				gk_err_set(err, GK_INVALID_ARGUMENT,
+					   "json patch operation %d (%s): path %s does not exist", idx, name, path);
+				goto fail;
+			}
+		} else if (strcmp(name, "remove") == 0) {
+			cJSON *d = detach_ptr(doc, path);
+			if (!d) {
+				gk_err_set(err, GK_INVALID_ARGUMENT,
+					   "json patch operation %d (remove): path %s does not exist", idx, path);
+				goto fail;
+			}
+			cJSON_Delete(d);
+		} else if (strcmp(name, "move") == 0 || strcmp(name, "copy") == 0) {
+			if (!cJSON_IsString(from)) {
+				gk_err_set(err, GK_INVALID_ARGUMENT, "json patch operation %d (%s): missing from", idx, name);
+				goto fail;
+			}
+			cJSON *src = name[0] == 'm' ? detach_ptr(doc, from->valuestring)
+						    : cJSON_Duplicate(get_ptr(doc, from->valuestring), 1);
+			if (!src || put_ptr(&doc, path, src, 0)) {
+				cJSON_Delete(src);
+				gk_err_set(err, GK_INVALID_ARGUMENT, "json patch operation %d (%s): bad path %s -> %s", idx,
+					   name, from->valuestring, path);
+				goto fail;
+			}
+		} else if (strcmp(name, "test") == 0) {
+			cJSON *cur = get_ptr(doc, path);
+			if (!v || !cur || !ks_json_equal(cur, v)) {
+				gk_err_set(err, GK_INVALID_ARGUMENT, "json patch operation %d (test): value at %s differs",
+					   idx, path);
+				goto fail;
+			}
+		} else {
+			gk_err_set(err, GK_INVALID_ARGUMENT, "json patch operation %d: unknown op \"%s\"", idx, name);
+			goto fail;
+		}
+		idx++;
+	}
+	return doc;
+fail:
+	cJSON_Delete(doc);
+	return NULL;
+}
+
+/* ---- strategic merge ------------------------------------------------------ */
+static const struct {
+	const char *field, *key;
+} merge_keys[] = {
+	{ "containers", "name" },     { "initContainers", "name" }, { "ephemeralContainers", "name" },
+	{ "env", "name" },            { "volumes", "name" },        { "volumeMounts", "mountPath" },
+	{ "volumeDevices", "devicePath" }, { "imagePullSecrets", "name" }, { "conditions", "type" },
+	{ "ownerReferences", "uid" }, { "taints", "key" },          { "addresses", "type" },
+	{ "hostAliases", "ip" },      { "topologySpreadConstraints", "topologyKey" },
+	{ "resourceClaims", "name" }, { "secrets", "name" },
+};
+
+const char *ks_smp_merge_key(const char *field, const cJSON *sample)
+{
+	if (strcmp(field, "ports") == 0) {
+		if (cJSON_IsObject(sample) && cJSON_HasObjectItem(sample, "containerPort"))
+			return "containerPort";
+		return "port";
+	}
+	for (size_t i = 0; i < sizeof(merge_keys) / sizeof(merge_keys[0]); i++)
+		if (strcmp(field, merge_keys[i].field) == 0)
+			return merge_keys[i].key;
+	return NULL;
+}
+
+static int is_primitive_set(const char *field)
+{
+	return strcmp(field, "finalizers") == 0;
+}
+
+static cJSON *find_by_key(cJSON *arr, const char *key, const cJSON *val, int *index)
+{
+	int i = 0;
+	cJSON *it;
+	cJSON_ArrayForEach(it, arr) {
+		const cJSON *k = cJSON_GetObjectItemCaseSensitive(it, key);
+		if (k && ks_json_equal(k, val)) {
+			if (index)
+				*index = i;
+			return it;
+		}
+		i++;
+	}
+	return NULL;
+}
+
+static cJSON *smp(cJSON *target, const cJSON *patch, gk_err *err);
+
+static cJSON *smp_list(const char *field, cJSON *target, const cJSON *patch, gk_err *err)
+{
+	const cJSON *first = cJSON_GetArrayItem(patch, 0);
+	const char *key = ks_smp_merge_key(field, first);
+	if (!cJSON_IsArray(target)) {
+		cJSON_Delete(target);
+		target = cJSON_CreateArray();
+		if (!target)
+			goto oom;
+	}
+	if (key) {
+		const cJSON *it;
+		cJSON_ArrayForEach(it, patch) {
+			const cJSON *kv = cJSON_GetObjectItemCaseSensitive(it, key);
+			const cJSON *dir = cJSON_GetObjectItemCaseSensitive(it, "$patch");
+			if (!kv) {
+				gk_err_set(err, GK_INVALID_ARGUMENT, "map: %s does not contain declared merge key: %s",
+					   field, key);
+				goto fail;
+			}
+			int idx = -1;
+			cJSON *cur = find_by_key(target, key, kv, &idx);
+			if (cJSON_IsString(dir) && strcmp(dir->valuestring, "delete") == 0) {
+				if (cur)
+					cJSON_DeleteItemFromArray(target, idx);
+				continue;
+			}
+			if (cur) {
+				cJSON *d = cJSON_DetachItemFromArray(target, idx);
+				cJSON *m = smp(d, it, err);
+				if (!m)
+					goto fail;
+				cJSON_InsertItemInArray(target, idx, m);
+			} else {
+				cJSON *m = smp(NULL, it, err);
+				if (!m)
+					goto fail;
+				cJSON_AddItemToArray(target, m);
+			}
+		}
+		return target;
+	}
+	if (is_primitive_set(field)) {
+		const cJSON *it;
+		cJSON_ArrayForEach(it, patch) {
+			int dup = 0;
+			const cJSON *t;
+			cJSON_ArrayForEach(t, target) if (ks_json_equal(t, it)) dup = 1;
+			if (!dup) {
+				cJSON *c = cJSON_Duplicate(it, 1);
+				if (!c)
+					goto oom;
+				cJSON_AddItemToArray(target, c);
+			}
+		}
+		return target;
+	}
+	cJSON_Delete(target);
+	target = cJSON_Duplicate(patch, 1);
+	if (!target)
+		goto oom;
+	return target;
+oom:
+	gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+fail:
+	cJSON_Delete(target);
+	return NULL;
+}
+
+/* Copy of an object patch without "$..." directive keys. */
+static cJSON *strip_directives(const cJSON *patch)
+{
+	if (cJSON_IsArray(patch)) {
+		cJSON *a = cJSON_CreateArray();
+		const cJSON *it;
+		cJSON_ArrayForEach(it, patch) {
+			cJSON *c = strip_directives(it);
+			if (!c) {
+				cJSON_Delete(a);
+				return NULL;
+			}
+			if (a)
+				cJSON_AddItemToArray(a, c);
+		}
+		return a;
+	}
+	if (!cJSON_IsObject(patch))
+		return cJSON_Duplicate(patch, 1);
+	cJSON *o = cJSON_CreateObject();
+	const cJSON *it;
+	cJSON_ArrayForEach(it, patch) {
+		if (it->string[0] == '$' || cJSON_IsNull(it))
+			continue;
+		cJSON *c = strip_directives(it);
+		if (!c || !o) {
+			cJSON_Delete(c);
+			cJSON_Delete(o);
+			return NULL;
+		}
+		cJSON_AddItemToObject(o, it->string, c);
+	}
+	return o;
+}
+
+static cJSON *smp(cJSON *target, const cJSON *patch, gk_err *err)
+{
+	if (!cJSON_IsObject(patch)) {
+		cJSON_Delete(target);
+		cJSON *c = cJSON_Duplicate(patch, 1);
+		if (!c)
+			gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+		return c;
+	}
+	const cJSON *dir = cJSON_GetObjectItemCaseSensitive(patch, "$patch");
+	if (cJSON_IsString(dir) && strcmp(dir->valuestring, "replace") == 0) {
+		cJSON_Delete(target);
+		cJSON *c = strip_directives(patch);
+		if (!c)
+			gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+		return c;
+	}
+	if (!cJSON_IsObject(target)) {
+		cJSON_Delete(target);
+		if (!(target = cJSON_CreateObject())) {
+			gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+			return NULL;
+		}
+	}
+	const cJSON *p;
+	cJSON_ArrayForEach(p, patch) {
+		const char *k = p->string;
+		if (k[0] == '$') {
+			static const char del[] = "$deleteFromPrimitiveList/";
+			if (strncmp(k, del, sizeof(del) - 1) == 0 && cJSON_IsArray(p)) {
+				cJSON *arr = cJSON_GetObjectItemCaseSensitive(target, k + sizeof(del) - 1);
+				const cJSON *v;
+				cJSON_ArrayForEach(v, p) {
+					for (int i = cJSON_GetArraySize(arr) - 1; i >= 0; i--)
+						if (ks_json_equal(cJSON_GetArrayItem(arr, i), v))
+							cJSON_DeleteItemFromArray(arr, i);
+				}
+			}
+			continue; /* $setElementOrder/, $retainKeys, $patch: ordering hints */
+		}
+		if (cJSON_IsNull(p)) {
+			cJSON_DeleteItemFromObjectCaseSensitive(target, k);
+			continue;
+		}
+		const cJSON *sub = cJSON_IsObject(p) ? cJSON_GetObjectItemCaseSensitive(p, "$patch") : NULL;
+		if (cJSON_IsString(sub) && strcmp(sub->valuestring, "delete") == 0) {
+			cJSON_DeleteItemFromObjectCaseSensitive(target, k);
+			continue;
+		}
+		cJSON *cur = cJSON_DetachItemFromObjectCaseSensitive(target, k);
+		cJSON *m = cJSON_IsArray(p) ? smp_list(k, cur, p, err) : smp(cur, p, err);
+		if (!m) {
+			cJSON_Delete(target);
+			return NULL;
+		}
+		cJSON_AddItemToObject(target, k, m);
+	}
+	return target;
+}
+
+cJSON *ks_strategic_merge_patch(cJSON *target, const cJSON *patch, gk_err *err)
+{
+	if (!cJSON_IsObject(patch)) {
+		cJSON_Delete(target);
+		gk_err_set(err, GK_INVALID_ARGUMENT, "strategic merge patch must be a JSON object");
+		return NULL;
+	}
+	return smp(target, patch, err);
+}
