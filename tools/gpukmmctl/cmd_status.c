@@ -6,7 +6,6 @@
 
 #include "control.pb-c.h"
 #include "ctl.h"
-#include "pbjson.h"
 #include "gpukmm/ipc.h"
 #include "rpc.pb-c.h"
 
@@ -90,7 +89,7 @@ int gkctl_status(int argc, char **argv)
 	}
 	Gpukmm__ServiceTable *t = (Gpukmm__ServiceTable *)r;
 	if (json) {
-		char *s = gkctl_pb_to_json(r, 0);
+		char *s = gk_pb_to_json(r);
 		if (s)
 			printf("%s\n", s);
 		free(s);
