@@ -65,7 +65,10 @@ static _Noreturn void child(const gk_sup_spawn *sp, int errfd, pid_t parent)
 		child_fail(errfd, ST_FDS);
 	/* every other descriptor disappears at exec (the error pipe must live until then) */
 	close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
-	if (sp->gid >= 0 && (setgroups(0, NULL) < 0 || setgid((gid_t)sp->gid) < 0))
+	/* a user without a group gets the group of the same number, and never
+	 * keeps the supervisor's (root's) supplementary groups */
+	long gid = sp->gid >= 0 ? sp->gid : sp->uid;
+	if (gid >= 0 && (setgroups(0, NULL) < 0 || setgid((gid_t)gid) < 0))
 		child_fail(errfd, ST_GID);
 	if (sp->uid >= 0 && setuid((uid_t)sp->uid) < 0)
 		child_fail(errfd, ST_UID);

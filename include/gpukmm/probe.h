@@ -16,9 +16,8 @@
  * crash. The parsers below are pure (buffer in, value out) so they can be unit
  * tested and fuzzed without files.
  *
- * Not thread-safe across concurrent gk_probe_run() calls in one process only
- * in the sense that libpci's error callback carries no context: the jump target
- * is thread-local, so concurrent probes on different threads are fine. */
+ * Threads: libpci's error callback carries no context, so the jump target it
+ * needs is thread-local; concurrent probes on different threads are fine. */
 #ifndef GPUKMM_PROBE_H
 #define GPUKMM_PROBE_H
 

@@ -306,11 +306,23 @@ static void handle(gk_ipc_sub *s, const uint8_t *b, size_t n)
 	}
 	uint64_t expected;
 	enum gk_seq_action a = gk_seq_decide(&e->st, v.kind, v.epoch, v.seq, &expected);
-	/* e may move if a callback subscribes or sets a sequence: not used below */
+	/* e may move if a callback subscribes or sets a sequence: looked up again */
 	if (a == GK_SEQ_GAP_DELIVER || a == GK_SEQ_TICK_GAP) {
 		s->st.gaps++;
-		if (s->on_gap)
+		if (s->on_gap) {
 			s->on_gap(s->user, v.topic, expected, v.seq);
+			/* The owner may have resynced inside the callback (snapshot +
+			 * gk_ipc_sub_set_seq): then this message counts against the
+			 * snapshot's number, not the one we had. */
+			e = find_seq(s, v.topic);
+			if (e && !e->st.epoch_known) {
+				e->st.epoch_known = true;
+				e->st.epoch = v.epoch;
+				if (v.seq <= e->st.last)
+					return; /* covered by the snapshot */
+				e->st.last = v.seq;
+			}
+		}
 	}
 	if (a != GK_SEQ_DELIVER && a != GK_SEQ_GAP_DELIVER)
 		return;

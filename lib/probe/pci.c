@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <pci/pci.h>
 
@@ -147,6 +148,10 @@ static int libpci_scan(gk_probe_run_t *pr, devlist *out)
 			gkp_problem(pr, "PCI: more than %d devices; the rest are ignored", MAX_PCI_ENTRIES);
 			break;
 		}
+		/* ids and class first: the rest only for Intel display devices */
+		int base = pci_fill_info(d, PCI_FILL_IDENT | PCI_FILL_CLASS);
+		if (!(base & PCI_FILL_IDENT) || d->vendor_id != 0x8086 || (d->device_class >> 8) != 0x03)
+			continue;
 		int want = PCI_FILL_IDENT | PCI_FILL_CLASS | PCI_FILL_CLASS_EXT | PCI_FILL_SUBSYS;
 		if (pr->pci_dump)
 			want |= PCI_FILL_CAPS | PCI_FILL_EXT_CAPS;
@@ -238,6 +243,15 @@ static bool check_for_libpci(gk_probe_run_t *pr, const char *bdf)
 	for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
 		char rel[128];
 		snprintf(rel, sizeof rel, "sys/bus/pci/devices/%s/%s", bdf, required[i]);
+		if (i == 3) { /* resource: libpci only needs to open it; its lines are bounded there */
+			char p[PATH_MAX];
+			struct stat st;
+			if (gkp_path(pr, p, sizeof p, rel) || stat(p, &st) || !S_ISREG(st.st_mode)) {
+				gkp_problem(pr, "/%s is unreadable: it does not exist or is not a regular file", rel);
+				ok = false;
+			}
+			continue;
+		}
 		char *b;
 		size_t n;
 		gk_err e;
@@ -247,12 +261,11 @@ static bool check_for_libpci(gk_probe_run_t *pr, const char *bdf)
 			ok = false;
 			continue;
 		}
-		if (i < 3) { /* text ids libpci parses with strtol: must be clean hex */
-			uint32_t v;
-			if (gk_probe_parse_hex(b, n, i == 2 ? 0xffffff : 0xffff, &v, &e)) {
-				gkp_problem(pr, "/%s is unreadable: it %s", rel, e.msg);
-				ok = false;
-			}
+		/* text ids libpci parses with strtol: must be clean hex */
+		uint32_t v;
+		if (gk_probe_parse_hex(b, n, i == 2 ? 0xffffff : 0xffff, &v, &e)) {
+			gkp_problem(pr, "/%s is unreadable: it %s", rel, e.msg);
+			ok = false;
 		}
 		free(b);
 	}

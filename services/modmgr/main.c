@@ -199,7 +199,9 @@ static void run_pass(mm *m, const char *key)
 	}
 	gk_err e;
 	gk_mm_pass(m->view, key, &m->ops, p, &m->pst, &e);
-	if (!p->idle) {
+	if (p->idle) {
+		GK_DEBUG("ClusterPolicy %s: not the leader, nothing written", key);
+	} else {
 		for (size_t i = 0; i < p->n_events; i++)
 			emit(m, p, &p->events[i]);
 		if (p->has_success_event)

@@ -87,6 +87,8 @@ static void on_retry(gk_loop *l, gk_timer_id id, void *user)
 static void after_send(struct app *a, int code, const char *errmsg)
 {
 	int64_t d = gk_reporter_done(&a->rep, code);
+	if (a->closing)
+		return; /* CANCELLED by our own close: nothing to retry or report */
 	if (code) {
 		if (!a->send_failing)
 			GK_WARN("sending the node report to statusd failed: %s (%s); retrying with backoff",
@@ -97,8 +99,6 @@ static void after_send(struct app *a, int code, const char *errmsg)
 			(unsigned long long)a->rep.generation);
 		a->send_failing = 0;
 	}
-	if (a->closing)
-		return;
 	if (d == 0) {
 		start_send(a);
 	} else if (d > 0) {

@@ -7,6 +7,7 @@
  *                  [--retry-period S] [--identity ID] [--discovery-interval S]
  *                  [--qps Q] [--burst B]
  * (plus the common flags of lib/svc). */
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +104,9 @@ int main(int argc, char **argv)
 {
 	static struct app a;
 	gk_err err = {0};
+	/* one thread (ours) allocates the cache; nng's threads need no arenas of
+	 * their own (each would keep its freed pages): bounded memory */
+	mallopt(M_ARENA_MAX, 2);
 	a.qps = 20;
 	a.burst = 40;
 	const gk_svc_opt extra[] = {

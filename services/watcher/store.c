@@ -22,7 +22,7 @@ void ws_clear(ws_store *s)
 	for (size_t i = 0; i < s->nb; i++)
 		for (ws_ent *e = s->b[i], *n; e; e = n) {
 			n = e->next;
-			protobuf_c_message_free_unpacked(e->obj, NULL);
+			free(e->buf);
 			free(e);
 		}
 	free(s->b);
@@ -58,32 +58,58 @@ static int grow(ws_store *s)
 	return 0;
 }
 
-int ws_put(ws_store *s, const char *key, ProtobufCMessage *obj, uint32_t source)
+static uint8_t *pack(const ProtobufCMessage *obj, uint32_t *len)
 {
+	size_t n = protobuf_c_message_get_packed_size(obj);
+	uint8_t *buf = malloc(n ? n : 1);
+	if (!buf || n > UINT32_MAX) {
+		free(buf);
+		return NULL;
+	}
+	*len = (uint32_t)protobuf_c_message_pack(obj, buf);
+	return buf;
+}
+
+ProtobufCMessage *ws_obj(const ws_store *s, const ws_ent *e)
+{
+	return s->desc ? protobuf_c_message_unpack(s->desc, NULL, e->len, e->buf) : NULL;
+}
+
+int ws_put(ws_store *s, const char *key, const ProtobufCMessage *obj, uint32_t source)
+{
+	uint32_t len;
+	uint8_t *buf = pack(obj, &len);
+	if (!buf)
+		return -1;
+	s->desc = obj->descriptor;
 	ws_ent *e = ws_get(s, key);
 	if (e) {
-		protobuf_c_message_free_unpacked(e->obj, NULL);
-		e->obj = obj;
+		s->bytes += len - e->len;
+		free(e->buf);
+		e->buf = buf;
+		e->len = len;
 		e->sources |= source;
 		return 0;
 	}
 	if (s->n + 1 > s->nb && grow(s)) {
-		protobuf_c_message_free_unpacked(obj, NULL);
+		free(buf);
 		return -1;
 	}
 	size_t kl = strlen(key);
 	e = malloc(sizeof *e + kl + 1);
 	if (!e) {
-		protobuf_c_message_free_unpacked(obj, NULL);
+		free(buf);
 		return -1;
 	}
 	memcpy(e->key, key, kl + 1);
-	e->obj = obj;
+	e->buf = buf;
+	e->len = len;
 	e->sources = source;
 	size_t h = hash(key) & (s->nb - 1);
 	e->next = s->b[h];
 	s->b[h] = e;
 	s->n++;
+	s->bytes += len;
 	return 1;
 }
 
@@ -100,7 +126,9 @@ int ws_drop(ws_store *s, const char *key, uint32_t source, ProtobufCMessage **go
 		if (e->sources)
 			return 0;
 		*pp = e->next;
-		*gone = e->obj;
+		*gone = ws_obj(s, e);
+		s->bytes -= e->len;
+		free(e->buf);
 		free(e);
 		s->n--;
 		return 1;

@@ -1,4 +1,5 @@
 /* gpukmm-watcher runtime (see watcher.h). */
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,6 +119,11 @@ static void drop_key(wr *w, int topic, const char *key, uint32_t bit)
 	ProtobufCMessage *gone;
 	if (ws_drop(&w->store[topic], key, bit, &gone) == 1) {
 		w->c_size[topic] = w->store[topic].n;
+		if (!gone) {
+			w->c_errors++;
+			GK_ERROR("%s %s: out of memory unpacking the deleted object", wr_topic_names[topic], key);
+			return;
+		}
 		publish(w, topic, GPUKMM__EVENT_TYPE__DELETED, gone);
 		protobuf_c_message_free_unpacked(gone, NULL);
 	}
@@ -149,11 +155,12 @@ static void on_event(void *user, enum gk_kube_event type, const char *key, const
 	if (r < 0) {
 		w->c_errors++;
 		GK_ERROR("%s %s: out of memory caching the object", wr_topic_names[d->topic], key);
+		protobuf_c_message_free_unpacked(m, NULL);
 		return;
 	}
 	w->c_size[d->topic] = w->store[d->topic].n;
-	publish(w, d->topic, r == 1 ? GPUKMM__EVENT_TYPE__ADDED : GPUKMM__EVENT_TYPE__MODIFIED,
-		ws_get(&w->store[d->topic], key)->obj);
+	publish(w, d->topic, r == 1 ? GPUKMM__EVENT_TYPE__ADDED : GPUKMM__EVENT_TYPE__MODIFIED, m);
+	protobuf_c_message_free_unpacked(m, NULL);
 }
 
 static void check_ready(wr *w)
@@ -175,6 +182,9 @@ static void on_synced(void *user)
 	s->synced = true;
 	s->w->c_relists++;
 	check_ready(s->w);
+	/* a list's JSON (pages of up to 500 objects) is parsed and freed at once:
+	 * hand those pages back, only the typed cache stays */
+	malloc_trim(0);
 }
 
 static void on_error(void *user, int code, const char *msg)
@@ -231,6 +241,7 @@ static void src_start(wr *w, int i)
 	gk_kube_ref r = {d->group, d->version, d->resource, d->in_operator_ns ? w->o.ns : NULL,
 			 NULL, NULL};
 	gk_kube_watch_opts o = {.label_selector = d->label_selector,
+				.page_limit = 250,
 				.field_selector = d->field_selector,
 				.min_timeout_s = w->o.watch_min_timeout_s,
 				.max_timeout_s = w->o.watch_max_timeout_s};
@@ -439,6 +450,7 @@ void wr_release(wr *w)
 /* ---- RPC: Watcher.Snapshot / Watcher.Get ------------------------------------------- */
 
 typedef struct fill_ctx {
+	const ws_store *s;
 	void **arr;
 	size_t n;
 } fill_ctx;
@@ -446,7 +458,9 @@ typedef struct fill_ctx {
 static void fill_one(void *user, ws_ent *e)
 {
 	fill_ctx *f = user;
-	f->arr[f->n++] = e->obj;
+	ProtobufCMessage *m = ws_obj(f->s, e);
+	if (m)
+		f->arr[f->n++] = m;
 }
 
 static bool wants(const Gpukmm__SnapshotRequest *req, const char *topic)
@@ -479,7 +493,7 @@ void wr_snapshot_fill(wr *w, const Gpukmm__SnapshotRequest *req, Gpukmm__Snapsho
 		rep->seqs[rep->n_seqs++] = ts;
 		if (t >= WT_N)
 			continue;
-		fill_ctx f = {calloc(w->store[t].n + 1, sizeof(void *)), 0};
+		fill_ctx f = {&w->store[t], calloc(w->store[t].n + 1, sizeof(void *)), 0};
 		if (!f.arr)
 			continue;
 		ws_each(&w->store[t], fill_one, &f);
@@ -508,8 +522,20 @@ void wr_snapshot_fill(wr *w, const Gpukmm__SnapshotRequest *req, Gpukmm__Snapsho
 	rep->synced = wr_synced(w);
 }
 
+static void free_all(void **arr, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		protobuf_c_message_free_unpacked(arr[i], NULL);
+}
+
 void wr_snapshot_free(Gpukmm__SnapshotReply *rep)
 {
+	free_all((void **)rep->cluster_policies, rep->n_cluster_policies);
+	free_all((void **)rep->modules, rep->n_modules);
+	free_all((void **)rep->nodes, rep->n_nodes);
+	free_all((void **)rep->resource_claims, rep->n_resource_claims);
+	free_all((void **)rep->daemon_sets, rep->n_daemon_sets);
+	free_all((void **)rep->pods, rep->n_pods);
 	for (size_t i = 0; i < rep->n_seqs; i++)
 		free(rep->seqs[i]);
 	free(rep->seqs);
@@ -531,6 +557,7 @@ static void h_snapshot(Gpukmm__Watcher_Service *svc, const Gpukmm__SnapshotReque
 	wr_snapshot_fill(w, in, &rep, &d, &l);
 	closure(&rep, cd);
 	wr_snapshot_free(&rep);
+	malloc_trim(0); /* a full snapshot unpacks everything for a moment */
 }
 
 static void h_get(Gpukmm__Watcher_Service *svc, const Gpukmm__GetRequest *in,
@@ -556,11 +583,17 @@ static void h_get(Gpukmm__Watcher_Service *svc, const Gpukmm__GetRequest *in,
 		gk_ipc_fail(cd, GK_NOT_FOUND, "%s %s not found", wr_topic_names[t], key);
 		return;
 	}
+	ProtobufCMessage *m = ws_obj(&w->store[t], e);
+	if (!m) {
+		gk_ipc_fail(cd, GK_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
 	Gpukmm__Event ev = GPUKMM__EVENT__INIT;
 	ev.has_type = 1;
 	ev.type = GPUKMM__EVENT_TYPE__MODIFIED;
-	event_set(&ev, t, e->obj);
+	event_set(&ev, t, m);
 	closure(&ev, cd);
+	protobuf_c_message_free_unpacked(m, NULL);
 }
 
 /* ---- lifecycle ------------------------------------------------------------------ */

@@ -31,7 +31,14 @@ static int cmp_d(const void *a, const void *b)
 }
 
 /* Run argv with stdout/stderr to /dev/null; wall ms and the child's max RSS (KiB). */
-static int run(char *const argv[], double *ms, long *rss_kib)
+static double cpu_ms(const struct rusage *ru)
+{
+	return ru->ru_utime.tv_sec * 1e3 + ru->ru_utime.tv_usec / 1e3 + ru->ru_stime.tv_sec * 1e3 +
+	       ru->ru_stime.tv_usec / 1e3;
+}
+
+/* Run argv with stdout/stderr to /dev/null; wall ms, CPU ms and the child's max RSS (KiB). */
+static int run(char *const argv[], double *ms, double *cpu, long *rss_kib)
 {
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
@@ -49,6 +56,7 @@ static int run(char *const argv[], double *ms, long *rss_kib)
 	if (wait4(pid, &st, 0, &ru) != pid)
 		return -1;
 	*ms = now_ms() - t0;
+	*cpu = cpu_ms(&ru);
 	*rss_kib = ru.ru_maxrss;
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
@@ -64,8 +72,9 @@ int main(int argc, char **argv)
 	if (runs < 3 || runs > 1000)
 		runs = 15;
 	double *inproc = calloc((size_t)runs, sizeof *inproc), *ours = calloc((size_t)runs, sizeof *ours),
-	       *base = calloc((size_t)runs, sizeof *base);
-	if (!inproc || !ours || !base)
+	       *base = calloc((size_t)runs, sizeof *base), *ours_cpu = calloc((size_t)runs, sizeof *ours_cpu),
+	       *base_cpu = calloc((size_t)runs, sizeof *base_cpu);
+	if (!inproc || !ours || !base || !ours_cpu || !base_cpu)
 		return 1;
 	char sysfs[4096];
 	snprintf(sysfs, sizeof sysfs, "sysfs.path=%s/sys/bus/pci", root);
@@ -85,18 +94,19 @@ int main(int argc, char **argv)
 		inproc[i] = now_ms() - t0;
 		gpus = r->n_gpus;
 		gk_probe_report_free(r);
-		double a, b;
-		if (run(ctl_argv, &ours[i], &r1) != 0) {
+		double a, b, ca, cb;
+		if (run(ctl_argv, &ours[i], &ours_cpu[i], &r1) != 0) {
 			fprintf(stderr, "gpukmmctl probe failed\n");
 			return 1;
 		}
 		if (r1 > rss_ours)
 			rss_ours = r1;
-		if (run(lspci_argv, &a, &r1) != 0 || run(modinfo_argv, &b, &r2) != 0) {
+		if (run(lspci_argv, &a, &ca, &r1) != 0 || run(modinfo_argv, &b, &cb, &r2) != 0) {
 			fprintf(stderr, "lspci/modinfo failed\n");
 			return 1;
 		}
 		base[i] = a + b;
+		base_cpu[i] = ca + cb;
 		if (r1 > rss_base)
 			rss_base = r1;
 		if (r2 > rss_base)
@@ -105,14 +115,17 @@ int main(int argc, char **argv)
 	qsort(inproc, (size_t)runs, sizeof *inproc, cmp_d);
 	qsort(ours, (size_t)runs, sizeof *ours, cmp_d);
 	qsort(base, (size_t)runs, sizeof *base, cmp_d);
+	qsort(ours_cpu, (size_t)runs, sizeof *ours_cpu, cmp_d);
+	qsort(base_cpu, (size_t)runs, sizeof *base_cpu, cmp_d);
 	double mi = inproc[runs / 2], mo = ours[runs / 2], mb = base[runs / 2];
+	double co = ours_cpu[runs / 2], cb = base_cpu[runs / 2];
 	struct rusage self;
 	getrusage(RUSAGE_SELF, &self);
 	printf("probe_big: %zu PCI functions, %d runs (medians)\n", gpus, runs);
 	printf("  gk_probe_run in-process        %8.2f ms  (bench process max RSS %ld KiB)\n", mi, self.ru_maxrss);
-	printf("  gpukmmctl probe --json         %8.2f ms  max RSS %ld KiB\n", mo, rss_ours);
-	printf("  lspci -k -vmm + modinfo        %8.2f ms  max RSS %ld KiB\n", mb, rss_base);
-	printf("  ratio gpukmmctl / (lspci+modinfo): time %.2f, RSS %.2f\n", mo / mb,
+	printf("  gpukmmctl probe --json         %8.2f ms wall %8.2f ms CPU  max RSS %ld KiB\n", mo, co, rss_ours);
+	printf("  lspci -k -vmm + modinfo        %8.2f ms wall %8.2f ms CPU  max RSS %ld KiB\n", mb, cb, rss_base);
+	printf("  ratio gpukmmctl / (lspci+modinfo): wall %.2f, CPU %.2f, RSS %.2f\n", mo / mb, cb > 0 ? co / cb : 0.0,
 	       rss_base ? (double)rss_ours / (double)rss_base : 0.0);
 	FILE *f = fopen(out, "w");
 	if (!f) {
@@ -121,13 +134,15 @@ int main(int argc, char **argv)
 	}
 	fprintf(f,
 		"{\"name\":\"probe_big\",\"pci_functions\":%zu,\"runs\":%d,\"inproc_ms\":%.3f,"
-		"\"gpukmmctl_ms\":%.3f,\"gpukmmctl_rss_kib\":%ld,\"baseline_ms\":%.3f,\"baseline_rss_kib\":%ld,"
-		"\"ratio_time\":%.3f,\"ratio_rss\":%.3f}\n",
-		gpus, runs, mi, mo, rss_ours, mb, rss_base, mo / mb,
+		"\"gpukmmctl_ms\":%.3f,\"gpukmmctl_cpu_ms\":%.3f,\"gpukmmctl_rss_kib\":%ld,\"baseline_ms\":%.3f,"
+		"\"baseline_cpu_ms\":%.3f,\"baseline_rss_kib\":%ld,\"ratio_time\":%.3f,\"ratio_cpu\":%.3f,\"ratio_rss\":%.3f}\n",
+		gpus, runs, mi, mo, co, rss_ours, mb, cb, rss_base, mo / mb, cb > 0 ? co / cb : 0.0,
 		rss_base ? (double)rss_ours / (double)rss_base : 0.0);
 	fclose(f);
 	free(inproc);
 	free(ours);
 	free(base);
+	free(ours_cpu);
+	free(base_cpu);
 	return 0;
 }

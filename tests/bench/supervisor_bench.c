@@ -242,7 +242,7 @@ static int bench_idle(long *rss_kb, double *cpu_per_min)
 
 int main(void)
 {
-	const char *b = getenv("BUILD");
+	const char *b = getenv("BUILD"), *eb = getenv("GPUKMM_BIN"), *et = getenv("GPUKMM_TBIN");
 	snprintf(build, sizeof(build), "%s", b && *b ? b : "build");
 	snprintf(bin, sizeof(bin), "%s/bin", build);
 	snprintf(tbin, sizeof(tbin), "%s/tests/bin", build);
@@ -252,6 +252,10 @@ int main(void)
 			snprintf(bin, sizeof(bin), "%s/%s/bin", cwd, build);
 			snprintf(tbin, sizeof(tbin), "%s/%s/tests/bin", cwd, build);
 		}
+	}
+	if (eb && *eb && et && *et) {   /* as tests/bench/run.sh exports them */
+		snprintf(bin, sizeof(bin), "%s", eb);
+		snprintf(tbin, sizeof(tbin), "%s", et);
 	}
 	const char *t = getenv("TMPDIR");
 	snprintf(work, sizeof(work), "%s/gk-bench-XXXXXX", t && *t ? t : P_tmpdir);
@@ -285,7 +289,10 @@ int main(void)
 	snprintf(jpath, sizeof(jpath), "%s/bench/supervisor_bench.json", build);
 	FILE *j = fopen(jpath, "w");
 	if (j) {
-		fprintf(j, "{\"name\":\"supervisor_bench\",\"restart_latency_ms\":{\"gpukmm\":{\"n\":%d,\"p50\":%.0f,\"p99\":%.0f},"
+		fprintf(j, "{\"name\":\"supervisor_bench\",\"summary\":\"restart p50 %.0f ms p99 %.0f ms vs runsv p50 %.0f ms "
+			   "(%.1fx); idle 6 services: RSS %ld KiB, CPU %.3f s/min\",",
+			gk50, gk99, rv50, nrv > 0 && gk50 > 0 ? rv50 / gk50 : 0.0, rss_kb, cpu_min);
+		fprintf(j, "\"restart_latency_ms\":{\"gpukmm\":{\"n\":%d,\"p50\":%.0f,\"p99\":%.0f},"
 			   "\"runsv\":{\"n\":%d,\"p50\":%.0f,\"p99\":%.0f},\"ratio_p50\":%.2f},"
 			   "\"idle\":{\"services\":6,\"window_s\":%d,\"rss_kib\":%ld,\"cpu_s_per_min\":%.4f}}\n",
 			ngk, gk50, gk99, nrv, rv50, rv99, nrv > 0 && gk50 > 0 ? rv50 / gk50 : 0.0, IDLE_WINDOW_MS / 1000,

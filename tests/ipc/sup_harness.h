@@ -178,6 +178,9 @@ static inline void sh_start(sh_sup *s, const char *config, bool pipe_out, char *
 		int fd = pipe_out ? p[1] : open(s->out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 		dup2(fd, 1);
 		dup2(fd, 2);
+		/* Criterion's sandbox map must not reach our services: test programs
+		 * linked with libcriterion would take themselves for its workers */
+		unsetenv("BXFI_MAP");
 		for (char *const *e = env; e && *e; e++)
 			putenv(*e);
 		execv(argv[0], argv);

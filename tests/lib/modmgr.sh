@@ -2,7 +2,8 @@
 #
 #   mm_setup [kubesim flags...]   kubesim + CRDs (ClusterPolicy; KMM unless MM_NO_KMM=1),
 #                                 the operator namespace, a kubeconfig, fake statusd,
-#                                 gpukmm-watcher, gpukmm-modmgr; EXIT trap cleans up.
+#                                 gpukmm-watcher, gpukmm-modmgr (not these two when
+#                                 MM_NO_START=1); EXIT trap cleans up.
 #   mm_start_modmgr / mm_stop_modmgr [SIG]   (re)start or stop the manager only
 #   wait_for DESC SECONDS CMD...  poll CMD until it succeeds (prints "not ok" on timeout)
 #   writes                        kubesim write requests so far
@@ -122,6 +123,7 @@ mm_setup() {
 	mk_namespace "$MM_NS" || return 1
 	: >"$MM_DIR/reports"
 	mm_start_statusd
+	[ -n "${MM_NO_START:-}" ] && return 0
 	mm_start_watcher
 	mm_start_modmgr
 }

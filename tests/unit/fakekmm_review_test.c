@@ -93,3 +93,38 @@ Test(review, garbage)
 	cr_expect(cJSON_IsFalse(resp(r, "allowed")));
 	cJSON_Delete(r);
 }
+
+Test(whconfig, listen_parse)
+{
+	fk_listen l;
+	gk_err e;
+	cr_expect_eq(fk_listen_parse("http://127.0.0.1:0", &l, &e), 0);
+	cr_expect_eq(l.tls, 0);
+	cr_expect_eq(l.port, 0);
+	cr_expect_str_eq(l.host, "127.0.0.1");
+	cr_expect_eq(fk_listen_parse("https://0.0.0.0:9443/", &l, &e), 0);
+	cr_expect_eq(l.tls, 1);
+	cr_expect_eq(l.port, 9443);
+	const char *bad[] = { NULL, "", "ftp://1.2.3.4:1", "http://localhost:80", "http://1.2.3.4", "http://1.2.3.4:x",
+			      "http://1.2.3.4:70000", "http://:80", "http://1.2.3.4:-1", "http://1.2.3.4:80/path" };
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		cr_expect_eq(fk_listen_parse(bad[i], &l, &e), GK_INVALID_ARGUMENT, "case %zu", i);
+}
+
+Test(whconfig, configuration_object)
+{
+	cJSON *o = fk_webhook_config_object("cfg", "http://127.0.0.1:5/validate-kmm-sigs-x-k8s-io-v1beta1-module", NULL);
+	cr_assert_not_null(o);
+	char *s = cJSON_PrintUnformatted(o);
+	cr_expect_str_eq(s,
+			 "{\"metadata\":{\"name\":\"cfg\"},\"webhooks\":[{\"rules\":[{\"apiGroups\":[\"kmm.sigs.x-k8s.io\"],\"apiVersions\":[\"v1beta1\"],"
+			 "\"operations\":[\"CREATE\",\"UPDATE\"],\"resources\":[\"modules\"]}],\"clientConfig\":{\"url\":\"http://127.0.0.1:5/validate-kmm-sigs-x-k8s-io-v1beta1-module\"},"
+			 "\"name\":\"vmodule.kb.io\",\"failurePolicy\":\"Fail\",\"sideEffects\":\"None\",\"timeoutSeconds\":10,\"admissionReviewVersions\":[\"v1\"]}],"
+			 "\"apiVersion\":\"admissionregistration.k8s.io/v1\",\"kind\":\"ValidatingWebhookConfiguration\"}");
+	cJSON_free(s);
+	cJSON_Delete(o);
+	o = fk_webhook_config_object("cfg", "https://x", "PEM");
+	const cJSON *cc = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "webhooks"), 0), "clientConfig");
+	cr_expect_str_eq(cJSON_GetObjectItem(cc, "caBundle")->valuestring, "UEVN"); /* base64("PEM") */
+	cJSON_Delete(o);
+}

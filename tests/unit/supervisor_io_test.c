@@ -214,6 +214,17 @@ Test(sup_spawn, exec_failure_is_reported_and_reaped)
 	}
 }
 
+Test(sup_spawn, drops_to_the_configured_user)
+{
+	if (geteuid() != 0)
+		cr_skip_test("needs root to change user");
+	int st, rc;
+	char *out = run_capture("id -u; id -G", 65534, &st, &rc);
+	cr_assert_eq(rc, 0);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", out);
+	cr_assert_str_eq(out, "65534\n65534\n", "uid, then all groups: %s", out);
+}
+
 /* ---- argv/env ---- */
 Test(sup_env, credentials_only_where_needed)
 {

@@ -16,25 +16,38 @@ static ProtobufCMessage *node(const char *name)
 	return &n->base;
 }
 
+static int put(ws_store *s, const char *key, const char *v, uint32_t src)
+{
+	ProtobufCMessage *m = node(v);
+	int r = ws_put(s, key, m, src);
+	protobuf_c_message_free_unpacked(m, NULL);
+	return r;
+}
+
 Test(store, put_replace_drop_sources)
 {
 	ws_store s;
 	ws_init(&s);
-	cr_assert_eq(ws_put(&s, "a", node("1"), 1), 1);
-	cr_assert_eq(ws_put(&s, "a", node("2"), 2), 0);
+	cr_assert_eq(put(&s, "a", "1", 1), 1);
+	cr_assert_eq(put(&s, "a", "2", 2), 0);
 	cr_assert_eq(s.n, 1);
-	cr_assert_str_eq(((Gpukmm__Node *)ws_get(&s, "a")->obj)->kernel_version, "2");
+	Gpukmm__Node *got = (Gpukmm__Node *)ws_obj(&s, ws_get(&s, "a"));
+	cr_assert_str_eq(got->kernel_version, "2", "kept packed, unpacked on demand");
+	protobuf_c_message_free_unpacked(&got->base, NULL);
+	cr_assert_gt(s.bytes, 0);
 	ProtobufCMessage *gone;
 	cr_assert_eq(ws_drop(&s, "a", 1, &gone), 0, "source 2 still reports it");
 	cr_assert_null(gone);
 	cr_assert_eq(ws_drop(&s, "a", 2, &gone), 1);
 	cr_assert_not_null(gone);
+	cr_assert_str_eq(((Gpukmm__Node *)gone)->kernel_version, "2");
 	protobuf_c_message_free_unpacked(gone, NULL);
+	cr_assert_eq(s.bytes, 0);
 	cr_assert_eq(ws_drop(&s, "a", 2, &gone), -1);
 	for (int i = 0; i < 1000; i++) {
 		char k[16];
 		snprintf(k, sizeof k, "k%d", i);
-		cr_assert_eq(ws_put(&s, k, node(k), 1), 1);
+		cr_assert_eq(put(&s, k, k, 1), 1);
 	}
 	cr_assert_eq(s.n, 1000);
 	cr_assert_not_null(ws_get(&s, "k999"));

@@ -42,6 +42,21 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, const char
 	return ret;
 }
 
+/* One line per review: what was asked, what was answered (no secrets in Modules). */
+static void log_review(const char *req, size_t len, const char *resp)
+{
+	cJSON *q = cJSON_ParseWithLength(req, len), *r = cJSON_Parse(resp);
+	const cJSON *rq = cJSON_GetObjectItemCaseSensitive(q, "request");
+	const cJSON *rs = cJSON_GetObjectItemCaseSensitive(r, "response");
+	const char *op = fk_obj_str(rq, "operation"), *ns = fk_obj_str(rq, "namespace"), *name = fk_obj_str(rq, "name");
+	const char *msg = fk_obj_str(cJSON_GetObjectItemCaseSensitive(rs, "status"), "message");
+	int allowed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rs, "allowed"));
+	GK_INFO("admission: %s %s/%s %s%s%s", op ? op : "?", ns ? ns : "", name ? name : "", allowed ? "allowed" : "denied",
+		msg ? ": " : "", msg ? msg : "");
+	cJSON_Delete(q);
+	cJSON_Delete(r);
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
 			      const char *version, const char *upload, size_t *upload_size, void **con_cls)
 {
@@ -91,6 +106,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	char *out = fk_review_handle(b->data, b->len, w->has_kv ? &w->kv : NULL, &status);
 	if (!out)
 		return reply(c, 500, "text/plain", "out of memory\n", 0);
+	log_review(b->data, b->len, out);
 	return reply(c, (unsigned)status, "application/json", out, 1);
 }
 

@@ -580,6 +580,13 @@ void ks_handle(ks_server *s, const ks_req *r, ks_resp *out)
 				       t->is_crd ? "" : ", application/strategic-merge-patch+json");
 			return;
 		}
+		const char *fm = ks_req_param(r, "fieldManager");
+		if (strcmp(type, "apply") == 0 && (!fm || !*fm)) {
+			ks_resp_status(out, 400, "BadRequest", NULL, NULL, NULL, NULL,
+				       "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required "
+				       "for apply patch");
+			return;
+		}
 		cJSON *b = decode_body(r, strcmp(type, "apply") == 0, out);
 		if (b)
 			ks_api_patch(s, t, ns, rt.name, sub, type, b, &o, out);

@@ -87,8 +87,24 @@ static enum MHD_Result send_resp(struct MHD_Connection *conn, ks_server *s, ks_r
 		snprintf(ra, sizeof(ra), "%d", r->retry_after);
 		MHD_add_response_header(resp, "Retry-After", ra);
 	}
-	if (r->warning[0])
-		MHD_add_response_header(resp, "Warning", r->warning);
+	for (const char *w = r->warning; *w;) {
+		/* Warning: 299 - "text" (quotes and backslashes escaped), one header each */
+		size_t n = strcspn(w, "\n");
+		char h[2400];
+		size_t j = 0;
+		j += (size_t)snprintf(h, sizeof(h), "299 - \"");
+		for (size_t i = 0; i < n && j + 4 < sizeof(h); i++) {
+			if (w[i] == '"' || w[i] == '\\')
+				h[j++] = '\\';
+			h[j++] = w[i];
+		}
+		h[j++] = '"';
+		h[j] = 0;
+		MHD_add_response_header(resp, "Warning", h);
+		w += n;
+		if (*w == '\n')
+			w++;
+	}
 	enum MHD_Result ret = MHD_queue_response(conn, (unsigned)r->code, resp);
 	MHD_destroy_response(resp);
 	return ret;

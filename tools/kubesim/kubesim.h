@@ -127,7 +127,7 @@ typedef struct ks_resp {
 	int code;
 	char *body; /* malloc'd, NUL-terminated */
 	const char *content_type;
-	char warning[512];
+	char warning[2100]; /* warnings, one per line (Warning: 299 headers) */
 	int retry_after;
 	struct ks_watch *watch; /* set for a streaming watch */
 } ks_resp;

@@ -44,6 +44,23 @@ cJSON *ks_merge_patch(cJSON *target, const cJSON *patch, gk_err *err)
 	return merge(target, patch, err);
 }
 
+/* Inserts val before index i (0 <= i <= size). Debian's cJSON 1.7.15+deb12u4
+ * cJSON_InsertItemInArray refuses any index but 0, so rebuild the tail instead. */
+static void array_insert(cJSON *arr, int i, cJSON *val)
+{
+	cJSON *tail = cJSON_CreateArray();
+	if (!tail) {
+		cJSON_AddItemToArray(arr, val); /* out of memory: keep the value, lose the order */
+		return;
+	}
+	while (cJSON_GetArraySize(arr) > i)
+		cJSON_AddItemToArray(tail, cJSON_DetachItemFromArray(arr, i));
+	cJSON_AddItemToArray(arr, val);
+	while (cJSON_GetArraySize(tail) > 0)
+		cJSON_AddItemToArray(arr, cJSON_DetachItemFromArray(tail, 0));
+	cJSON_Delete(tail);
+}
+
 /* ---- RFC 6902 ------------------------------------------------------------ */
 /* Decode one reference token (~1 -> /, ~0 -> ~) into buf. */
 static int token(const char **pp, char *buf, size_t cap)
@@ -186,7 +203,7 @@ static int put_ptr(cJSON **doc, const char *ptr, cJSON *val, int replace)
 		else if (i == n)
 			cJSON_AddItemToArray(par, val);
 		else
-			cJSON_InsertItemInArray(par, i, val);
+			array_insert(par, i, val);
 		return 0;
 	}
 	return -1;
@@ -344,7 +361,7 @@ static cJSON *smp_list(const char *field, cJSON *target, const cJSON *patch, gk_
 				cJSON *m = smp(d, it, err);
 				if (!m)
 					goto fail;
-				cJSON_InsertItemInArray(target, idx, m);
+				array_insert(target, idx, m);
 			} else {
 				cJSON *m = smp(NULL, it, err);
 				if (!m)

@@ -1,0 +1,230 @@
+#!/bin/bash
+# gpukmm-watcher against kubesim, observed through the IPC harness (gpukmmctl ipc):
+# initial sync + Snapshot, a subscriber sees every change in order, gated and
+# narrowed kinds, KMM CRD installed after start is picked up (and removed),
+# kill -9 mid-stream + restart converges, leader election hand-over.
+set -u
+: "${GPUKMM_SRC:=$PWD}" "${GPUKMM_BIN:=build/bin}"
+. "$GPUKMM_SRC/tests/lib/kubesim.sh"
+
+CTL="$GPUKMM_BIN/gpukmmctl"
+WATCHER="$GPUKMM_BIN/gpukmm-watcher"
+NS=intel-gpu-base-operator
+KMM_CRD=$(ls "$GPUKMM_SRC"/tests/fixtures/kmm/*.yaml "$GPUKMM_SRC"/tests/fixtures/kmm-crd/*.yaml 2>/dev/null | head -1)
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/gk-watcher.XXXXXX") || exit 1
+chmod 700 "$T"
+PIDS=()
+cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	kubesim_stop
+	rm -rf "$T"
+}
+KUBESIM_NO_TRAP=1
+trap cleanup EXIT
+
+kubesim_start --history 100000 || { echo "not ok - kubesim starts"; exit 1; }
+cat >"$T/kubeconfig" <<EOK
+apiVersion: v1
+kind: Config
+current-context: sim
+clusters:
+- name: sim
+  cluster: {server: "$KUBESIM_URL"}
+contexts:
+- name: sim
+  context: {cluster: sim}
+EOK
+
+# start_watcher NAME [flags...]: sockets in $T/NAME/, log in $T/NAME.log; sets WPID
+start_watcher() {
+	local name=$1
+	shift
+	mkdir -p "$T/$name"
+	chmod 700 "$T/$name"
+	"$WATCHER" --kubeconfig "$T/kubeconfig" --namespace "$NS" \
+		--listen "ipc://$T/$name/watcher.sock" --events "ipc://$T/$name/events.sock" \
+		--discovery-interval 0.3 "$@" >>"$T/$name.log" 2>&1 &
+	WPID=$!
+	PIDS+=("$WPID")
+}
+snap() { "$CTL" ipc call "ipc://$T/$1/watcher.sock" gpukmm.Watcher.Snapshot '{}' --timeout-ms 3000 2>/dev/null; }
+synced() { snap "$1" | grep -q '"synced":true'; }
+count_in_snap() { # count_in_snap WATCHER FIELD: objects in the snapshot's FIELD array
+	snap "$1" | python3 -c 'import json,sys; print(len(json.load(sys.stdin).get(sys.argv[1],[])))' "$2"
+}
+names_in_snap() {
+	snap "$1" | python3 -c 'import json,sys; print(" ".join(sorted(o["metadata"]["name"] for o in json.load(sys.stdin).get(sys.argv[1],[]))))' "$2"
+}
+is_leader() { snap "$1" | grep -q '"leadership":{"leader":true'; }
+names_are() { test "$(names_in_snap "$1" "$2")" = "$3"; }
+export T CTL
+export -f snap synced names_in_snap is_leader names_are
+
+k apply -f - >/dev/null <<EON
+apiVersion: v1
+kind: Namespace
+metadata: {name: $NS}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: apps}
+EON
+k apply -f "$GPUKMM_SRC/deploy/crd/intel.com_clusterpolicies.yaml" >/dev/null
+for i in 1 2 3; do
+	k apply -f - >/dev/null <<EON
+apiVersion: v1
+kind: Node
+metadata: {name: node-$i, labels: {gpu: "yes"}}
+status: {nodeInfo: {kernelVersion: 6.8.0-$i}}
+EON
+done
+
+start_watcher w1
+W1=$WPID
+check "watcher syncs and serves a snapshot" wait_for 20 synced w1
+check "snapshot has the 3 nodes" test "$(names_in_snap w1 nodes)" = "node-1 node-2 node-3"
+check "discovery: KMM absent, DRA and ClusterPolicy present" \
+	bash -c "snap w1 | grep -q '\"discovery\":{\"kmm\":false,\"dra\":true,\"cluster_policy\":true}'"
+
+# ---- a subscriber sees every change, in order, with consecutive numbers ----
+"$CTL" ipc sub "ipc://$T/w1/events.sock" node --count 1000 --timeout-ms 60000 >"$T/sub.out" 2>"$T/sub.err" &
+SUB=$!
+PIDS+=("$SUB")
+# the subscription is live once a canary change shows up
+i=0
+until grep -q canary "$T/sub.out" 2>/dev/null || [ $i -ge 50 ]; do
+	k label node node-1 canary=$i --overwrite >/dev/null
+	i=$((i + 1))
+	wait_for 1 grep -q canary "$T/sub.out"
+done
+for i in $(seq 1 20); do k label node node-2 step=$i --overwrite >/dev/null; done
+k delete node node-3 >/dev/null
+check "subscriber saw all 20 changes and the delete" \
+	wait_for 15 bash -c "grep -q '\"type\":\"DELETED\".*node-3' '$T/sub.out'"
+check "changes arrived in order" bash -c "
+	grep -o '\"key\":\"step\",\"value\":\"[0-9]*\"' '$T/sub.out' | grep -o '[0-9]*' | tr '\n' ' ' |
+	grep -q '^$(seq -s ' ' 1 20) \$'"
+check "sequence numbers are consecutive" python3 - "$T/sub.out" <<'EOP'
+import json, sys
+seqs = [int(json.loads(l)["seq"]) for l in open(sys.argv[1]) if l.strip()]
+sys.exit(0 if seqs and seqs == list(range(seqs[0], seqs[0] + len(seqs))) else 1)
+EOP
+check "snapshot after the changes: node-1 node-2" test "$(names_in_snap w1 nodes)" = "node-1 node-2"
+# a consumer that missed events (or starts late) resyncs from the snapshot: same
+# objects as the server, and the bus number to resume from
+server_nodes=$(k get nodes -o name | sed 's|^node/||' | sort | tr '\n' ' ' | sed 's/ $//')
+check "a resync by snapshot equals the server's state" test "$(names_in_snap w1 nodes)" = "$server_nodes"
+snapseq=$(snap w1 | python3 -c 'import json,sys; print([s["seq"] for s in json.load(sys.stdin)["seqs"] if s["topic"]=="node"][0])')
+lastseq=$(tail -1 "$T/sub.out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["seq"])')
+check "the snapshot carries the node topic's bus sequence ($snapseq = last seen $lastseq)" test "$snapseq" = "$lastseq"
+
+# ---- narrowed and gated kinds ----
+k apply -f - >/dev/null <<'EOD'
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: gated, namespace: apps, labels: {gpukmm.io/gate: "x"}}
+spec:
+  selector: {matchLabels: {a: b}}
+  template:
+    metadata: {labels: {a: b}}
+    spec: {nodeSelector: {kubernetes.io/arch: amd64}, containers: [{name: c, image: i}]}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: ungated, namespace: apps}
+spec:
+  selector: {matchLabels: {a: b}}
+  template:
+    metadata: {labels: {a: b}}
+    spec: {containers: [{name: c, image: i}]}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: dp, namespace: intel-gpu-base-operator}
+spec:
+  selector: {matchLabels: {a: b}}
+  template:
+    metadata: {labels: {a: b}}
+    spec: {containers: [{name: c, image: i}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: gpu-user, namespace: apps}
+spec: {nodeName: node-1, containers: [{name: c, image: i, resources: {limits: {gpu.intel.com/xe: "1"}}}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: cpu-only, namespace: apps}
+spec: {containers: [{name: c, image: i}]}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: claim, namespace: apps}
+spec: {}
+EOD
+check "daemonsets: operator namespace + gated elsewhere, not the ungated one" \
+	wait_for 10 names_are w1 daemon_sets "dp gated"
+check "pods: only the one requesting gpu.intel.com resources" \
+	wait_for 10 names_are w1 pods gpu-user
+check "resource claims cached" \
+	wait_for 10 names_are w1 resource_claims claim
+check "Watcher.Get finds a node" bash -c "'$CTL' ipc call 'ipc://$T/w1/watcher.sock' gpukmm.Watcher.Get '{\"topic\":\"node\",\"name\":\"node-1\"}' | grep -q '\"kernel_version\":\"6.8.0-1\"'"
+check "Watcher.Get: NOT_FOUND for an absent object" bash -c "! '$CTL' ipc call 'ipc://$T/w1/watcher.sock' gpukmm.Watcher.Get '{\"topic\":\"node\",\"name\":\"nope\"}' 2>&1 | grep -v NOT_FOUND >/dev/null; '$CTL' ipc call 'ipc://$T/w1/watcher.sock' gpukmm.Watcher.Get '{\"topic\":\"node\",\"name\":\"nope\"}' 2>&1 | grep -q NOT_FOUND"
+
+# ---- KMM installed after the watcher started ----
+"$CTL" ipc sub "ipc://$T/w1/events.sock" discovery --count 1 --timeout-ms 20000 >"$T/disc.out" 2>/dev/null &
+DSUB=$!
+PIDS+=("$DSUB")
+k apply -f "$KMM_CRD" >/dev/null
+check "CRD install publishes Discovery{kmm: true}" wait_for 20 grep -q '"kmm":true' "$T/disc.out"
+k apply -f - >/dev/null <<'EOM'
+apiVersion: kmm.sigs.x-k8s.io/v1beta1
+kind: Module
+metadata: {name: cp-gpu, namespace: intel-gpu-base-operator}
+spec:
+  selector: {kubernetes.io/arch: amd64}
+  moduleLoader:
+    container:
+      modprobe: {moduleName: xe}
+      kernelMappings: [{regexp: '^.*$', containerImage: 'registry.example/xe:${KERNEL_FULL_VERSION}'}]
+EOM
+check "Modules are watched without a restart" \
+	wait_for 15 names_are w1 modules cp-gpu
+k delete -f "$KMM_CRD" >/dev/null 2>&1
+check "CRD removal: modules gone from the cache, discovery says so" \
+	wait_for 15 bash -c "names_are w1 modules '' && snap w1 | grep -q '\"kmm\":false'"
+
+# ---- kill -9 mid-stream: a restarted watcher converges ----
+LPIDS=()
+for i in $(seq 1 10); do k label node node-1 burst=$i --overwrite >/dev/null & LPIDS+=($!); done
+kill -KILL "$W1"
+wait "$W1" 2>/dev/null
+wait "${LPIDS[@]}"
+k label node node-2 after=kill --overwrite >/dev/null
+start_watcher w1
+check "restarted watcher syncs" wait_for 20 synced w1
+want_burst=$(k get node node-1 -o jsonpath='{.metadata.labels.burst}')
+check "restarted watcher sees the state of the server" bash -c "
+	snap w1 | grep -q '\"key\":\"after\",\"value\":\"kill\"' &&
+	snap w1 | grep -q '\"key\":\"burst\",\"value\":\"$want_burst\"'"
+check "no errors converting objects" bash -c "! grep -q 'cannot convert' '$T/w1.log'"
+
+# ---- leader election: exactly one leader, kill -9 it, the other takes over ----
+LE=(--leader-elect --lease-name gk-test --lease-duration 3 --renew-deadline 2 --retry-period 0.3)
+start_watcher a --identity a "${LE[@]}"
+A=$WPID
+start_watcher b --identity b "${LE[@]}"
+B=$WPID
+check "one of two watchers leads" wait_for 15 bash -c "is_leader a || is_leader b"
+la=0; lb=0
+is_leader a && la=1
+is_leader b && lb=1
+check "exactly one leader" test $((la + lb)) = 1
+if [ $la = 1 ]; then LEADER=$A; OTHER=b; else LEADER=$B; OTHER=a; fi
+t0=$SECONDS
+kill -KILL "$LEADER"
+check "the other takes over within the lease duration" wait_for 8 is_leader $OTHER
+echo "# takeover after $((SECONDS - t0)) s (lease 3 s, retry 0.3 s)"
+check "the lease names the new holder" test "$(k get lease gk-test -n $NS -o jsonpath='{.spec.holderIdentity}')" = "$OTHER"

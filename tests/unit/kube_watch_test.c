@@ -1,0 +1,316 @@
+/* lib/kube reflector (mux + watch) against kubesim: ordered events, resume
+ * after cut streams, 410 in-stream and as HTTP status → relist with
+ * synthesised DELETEs, error storms back off (counted in /kubesim/stats). */
+#include "kubesim_proc.h"
+
+#include "gpukmm/kube.h"
+#include "gpukmm/log.h"
+
+#define MAXEV 4096
+
+typedef struct rec {
+	int n;
+	char type[MAXEV];
+	char key[MAXEV][32];
+	char val[MAXEV][16];
+	int synced, errors;
+	gk_kube_watch *self;
+	int stop_after; /* stop from inside the callback after this many events */
+} rec;
+
+static ksim sim;
+static gk_kube_client *kc;
+static gk_kube_mux *mux;
+
+static void on_event(void *user, enum gk_kube_event t, const char *key, const cJSON *obj)
+{
+	rec *r = user;
+	if (r->n >= MAXEV)
+		return;
+	r->type[r->n] = t == GK_KUBE_ADDED ? 'A' : t == GK_KUBE_MODIFIED ? 'M' : 'D';
+	snprintf(r->key[r->n], 32, "%s", key);
+	const cJSON *v = cJSON_GetObjectItem(cJSON_GetObjectItem(obj, "data"), "v");
+	snprintf(r->val[r->n], 16, "%s", !obj ? "<synth>" : cJSON_IsString(v) ? v->valuestring : "");
+	r->n++;
+	if (r->stop_after && r->n == r->stop_after) {
+		gk_kube_watch_stop(r->self);
+		r->self = NULL;
+	}
+}
+
+static void on_synced(void *user) { ((rec *)user)->synced++; }
+static void on_error(void *user, int code, const char *msg) { ((rec *)user)->errors++; }
+
+static void pump(int ms)
+{
+	struct pollfd p = {gk_kube_mux_fd(mux), POLLIN, 0};
+	int64_t t = gk_kube_mux_timeout_ms(mux);
+	if (t < 0 || t > ms)
+		t = ms;
+	poll(&p, 1, (int)t);
+	gk_kube_mux_run(mux);
+}
+
+#define PUMP_UNTIL(cond, ms)                                                  \
+	do {                                                                  \
+		int64_t _dl = ksim_now_ms() + (ms);                           \
+		while (!(cond) && ksim_now_ms() < _dl)                        \
+			pump(50);                                             \
+		cr_assert(cond, "timed out waiting for: %s", #cond);         \
+	} while (0)
+
+static void setup(void)
+{
+	gk_log_set_stream(fopen("/dev/null", "w"));
+	ksim_start(&sim, NULL);
+	gk_kube_config cfg = {.server = sim.url};
+	gk_kube_opts o = {.qps = -1};
+	gk_err e = {0};
+	cr_assert_eq(gk_kube_client_new(&kc, &cfg, &o, &e), 0, "%s", e.msg);
+	cr_assert_eq(gk_kube_mux_new(&mux, kc, &e), 0, "%s", e.msg);
+	long code;
+	free(ksim_raw(&sim, "POST", "/api/v1/namespaces",
+		      "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"w\"}}", &code, NULL));
+	cr_assert_eq(code, 201);
+}
+
+static void teardown(void)
+{
+	gk_kube_mux_free(mux);
+	gk_kube_client_free(kc);
+	ksim_cleanup(&sim);
+}
+
+static void cm_put(const char *name, const char *v)
+{
+	char body[256];
+	snprintf(body, sizeof body, "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"%s\"},\"data\":{\"v\":\"%s\"}}", name, v);
+	gk_kube_ref r = {"", "v1", "configmaps", "w", name, NULL};
+	gk_err e = {0};
+	cr_assert_eq(gk_kube_patch(kc, &r, GK_PATCH_APPLY, body, "test", true, NULL, NULL, &e), 0,
+		     "put %s: %s", name, e.msg);
+}
+
+static void cm_del(const char *name)
+{
+	gk_kube_ref r = {"", "v1", "configmaps", "w", name, NULL};
+	gk_err e = {0};
+	cr_assert_eq(gk_kube_delete(kc, &r, NULL, NULL, NULL, &e), 0, "del %s: %s", name, e.msg);
+}
+
+static gk_kube_watch *start(rec *r)
+{
+	gk_kube_ref ref = {"", "v1", "configmaps", "w", NULL, NULL};
+	gk_kube_watch_opts o = {.page_limit = 7, .seed = 1};
+	gk_kube_watch_cbs cbs = {on_event, on_synced, on_error};
+	gk_kube_watch *w;
+	gk_err e = {0};
+	cr_assert_eq(gk_kube_watch_start(&w, mux, &ref, &o, &cbs, r, &e), 0, "%s", e.msg);
+	r->self = w;
+	return w;
+}
+
+static int count_key(const rec *r, char type, const char *key)
+{
+	int n = 0;
+	for (int i = 0; i < r->n; i++)
+		n += r->type[i] == type && !strcmp(r->key[i], key);
+	return n;
+}
+
+Test(watch, list_then_events_in_order, .init = setup, .fini = teardown)
+{
+	for (int i = 0; i < 20; i++) {
+		char n[16];
+		snprintf(n, sizeof n, "pre%02d", i);
+		cm_put(n, "0");
+	}
+	static rec r;
+	gk_kube_watch *w = start(&r);
+	PUMP_UNTIL(r.synced == 1, 10000);
+	cr_assert_eq(r.n, 20, "listed in pages of 7: %d", r.n);
+	for (int i = 0; i < 50; i++)
+		cm_put("hot", (char[]){(char)('0' + i % 10), 0});
+	cm_del("pre00");
+	PUMP_UNTIL(count_key(&r, 'D', "w/pre00") == 1, 10000);
+	/* one ADDED then 49 MODIFIED for "hot", values in order */
+	int seen = 0;
+	for (int i = 0; i < r.n; i++) {
+		if (strcmp(r.key[i], "w/hot"))
+			continue;
+		cr_assert_eq(r.type[i], seen ? 'M' : 'A');
+		cr_assert_eq(r.val[i][0], '0' + seen % 10, "event %d out of order", seen);
+		seen++;
+	}
+	cr_assert_eq(seen, 50);
+	gk_kube_watch_stats st;
+	gk_kube_watch_stats_get(w, &st);
+	cr_assert(st.synced);
+	cr_assert_eq(st.cached, 20);
+	cr_assert_eq(st.relists, 1);
+	gk_kube_watch_stop(w);
+}
+
+Test(watch, resumes_after_cut_streams_without_duplicates, .init = setup, .fini = teardown)
+{
+	static rec r;
+	ksim_faults(&sim, "{\"watch\":{\"closeAfterEvents\":3}}");
+	gk_kube_watch *w = start(&r);
+	PUMP_UNTIL(r.synced == 1, 10000);
+	for (int i = 0; i < 30; i++) {
+		char n[16];
+		snprintf(n, sizeof n, "c%02d", i);
+		cm_put(n, "1");
+	}
+	PUMP_UNTIL(r.n >= 30, 15000);
+	pump(100);
+	cr_assert_eq(r.n, 30, "each object exactly once: %d", r.n);
+	for (int i = 0; i < 30; i++)
+		cr_assert_eq(r.type[i], 'A');
+	gk_kube_watch_stats st;
+	gk_kube_watch_stats_get(w, &st);
+	cr_assert_eq(st.relists, 1, "a cut stream resumes from the RV, no relist");
+	cr_assert_geq(st.http_requests, 10, "~10 watches of 3 events: %llu", (unsigned long long)st.http_requests);
+	gk_kube_watch_stop(w);
+}
+
+static void expired_then_relist(const char *faults)
+{
+	static rec r;
+	memset(&r, 0, sizeof r);
+	for (int i = 0; i < 10; i++) {
+		char n[16];
+		snprintf(n, sizeof n, "o%d", i);
+		cm_put(n, "1");
+	}
+	/* every watch stream is cut after one event */
+	ksim_faults(&sim, faults);
+	gk_kube_watch *w = start(&r);
+	PUMP_UNTIL(r.synced == 1, 10000);
+	int64_t t0 = ksim_now_ms();
+	while (ksim_now_ms() - t0 < 300)
+		pump(50); /* the watch is open now */
+	/* while nobody reads: the stream carries the first delete and ends, the
+	 * rest vanish, history is compacted → the re-watch gets an in-stream 410
+	 * → relist → DELETEs synthesised for o2, o3 */
+	cm_del("o1");
+	cm_del("o2");
+	cm_del("o3");
+	cm_put("o4", "2");
+	cm_put("new", "1");
+	long code;
+	free(ksim_raw(&sim, "POST", "/kubesim/compact", NULL, &code, NULL));
+	cr_assert_eq(code, 200);
+	PUMP_UNTIL(r.synced == 2, 15000);
+	pump(100);
+	for (int i = 1; i <= 3; i++) {
+		char k[16];
+		snprintf(k, sizeof k, "w/o%d", i);
+		cr_assert_eq(count_key(&r, 'D', k), 1, "%s deleted once (synthesised or seen)", k);
+	}
+	cr_assert_eq(count_key(&r, 'A', "w/new"), 1);
+	cr_assert_geq(count_key(&r, 'M', "w/o4"), 1);
+	int synth = 0;
+	for (int i = 0; i < r.n; i++)
+		synth += !strcmp(r.val[i], "<synth>");
+	cr_assert_geq(synth, 2, "o2 and o3 vanished unseen: DELETEs synthesised (%d)", synth);
+	gk_kube_watch_stats st;
+	gk_kube_watch_stats_get(w, &st);
+	cr_assert_geq(st.expired, 1);
+	cr_assert_eq(st.relists, 2);
+	/* cache equals the server's list */
+	cr_assert_eq(st.cached, 8, "o0 o4-o9 new: %zu", st.cached);
+	gk_kube_watch_stop(w);
+}
+
+Test(watch, in_stream_410_relists_and_synthesises_deletes, .init = setup, .fini = teardown)
+{
+	expired_then_relist("{\"watch\":{\"closeAfterEvents\":1}}");
+}
+
+Test(watch, http_410_relists, .init = setup, .fini = teardown)
+{
+	static rec r;
+	cm_put("a", "1");
+	/* every watch request fails with HTTP 410 (not in-stream) */
+	ksim_faults(&sim, "{\"rules\":[{\"verb\":\"watch\",\"resource\":\"configmaps\",\"code\":410}]}");
+	gk_kube_watch *w = start(&r);
+	PUMP_UNTIL(r.synced >= 2, 15000);
+	gk_kube_watch_stats st;
+	gk_kube_watch_stats_get(w, &st);
+	cr_assert_geq(st.expired, 1);
+	cr_assert_eq(count_key(&r, 'A', "w/a"), 1, "a relist of unchanged objects emits nothing");
+	/* 410 right after each relist: backed off, not a hot loop */
+	int64_t t0 = ksim_now_ms();
+	long l0 = ksim_count(&sim, "list", "configmaps");
+	while (ksim_now_ms() - t0 < 2000)
+		pump(100);
+	long l1 = ksim_count(&sim, "list", "configmaps");
+	cr_assert_leq(l1 - l0, 3, "%ld relists in 2 s", l1 - l0);
+	ksim_faults(&sim, "{}");
+	cm_put("c", "1");
+	PUMP_UNTIL(count_key(&r, 'A', "w/c") == 1, 40000);
+	gk_kube_watch_stop(w);
+}
+
+Test(watch, error_storm_backs_off, .init = setup, .fini = teardown)
+{
+	static rec r;
+	ksim_faults(&sim, "{\"rules\":[{\"verb\":\"list\",\"resource\":\"configmaps\",\"code\":503}]}");
+	gk_kube_watch *w = start(&r);
+	int64_t t0 = ksim_now_ms();
+	while (ksim_now_ms() - t0 < 3000)
+		pump(100);
+	long lists = ksim_count(&sim, "list", "configmaps");
+	/* 0.8 s ×2 with jitter: at most 1 + 3 attempts in 3 s (a hot loop makes thousands) */
+	cr_assert(lists >= 2 && lists <= 4, "%ld list requests in 3 s", lists);
+	cr_assert_geq(r.errors, 2);
+	cr_assert_eq(r.synced, 0);
+	/* 429 with Retry-After: the server's delay wins over a shorter backoff */
+	ksim_faults(&sim, "{}");
+	PUMP_UNTIL(r.synced == 1, 40000);
+	gk_kube_watch_stop(w);
+}
+
+Test(watch, retry_after_is_honoured, .init = setup, .fini = teardown)
+{
+	static rec r;
+	ksim_faults(&sim, "{\"rules\":[{\"verb\":\"list\",\"resource\":\"configmaps\",\"code\":429,\"retryAfter\":5}]}");
+	gk_kube_watch *w = start(&r);
+	int64_t t0 = ksim_now_ms();
+	while (ksim_now_ms() - t0 < 3000)
+		pump(100);
+	cr_assert_eq(ksim_count(&sim, "list", "configmaps"), 1, "Retry-After 5 s: no retry within 3 s");
+	gk_kube_watch_stop(w);
+}
+
+Test(watch, garbage_free_stop_inside_callback, .init = setup, .fini = teardown)
+{
+	static rec r;
+	r.stop_after = 3;
+	for (int i = 0; i < 10; i++) {
+		char n[16];
+		snprintf(n, sizeof n, "s%d", i);
+		cm_put(n, "1");
+	}
+	start(&r);
+	int64_t t0 = ksim_now_ms();
+	while (ksim_now_ms() - t0 < 500)
+		pump(50);
+	cr_assert_eq(r.n, 3, "no callback after stop");
+	cr_assert_eq(r.synced, 0);
+}
+
+Test(watch, survives_server_restart_cycle, .init = setup, .fini = teardown)
+{
+	static rec r;
+	gk_kube_watch *w = start(&r);
+	PUMP_UNTIL(r.synced == 1, 10000);
+	ksim_faults(&sim, "{\"watch\":{\"closeAfterEvents\":1}}");
+	cm_put("x", "1");
+	cm_put("y", "1");
+	ksim_faults(&sim, "{\"refuseConnectionsSeconds\":1}");
+	PUMP_UNTIL(count_key(&r, 'A', "w/y") == 1, 20000);
+	cr_assert_eq(count_key(&r, 'A', "w/x"), 1);
+	gk_kube_watch_stop(w);
+}

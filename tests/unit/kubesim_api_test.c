@@ -1,0 +1,536 @@
+/* kubesim API semantics through the request handler (no sockets): metadata, 409 on
+ * stale updates, status subresource separation, generation, finalizers, garbage
+ * collection (background, foreground, orphan, cluster-scoped owners), server-side
+ * apply ownership and conflicts, watch history and 410, stats and faults. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../tools/kubesim/kubesim.h"
+#include "../../tools/kubesim/selector.h"
+
+static ks_server *S;
+
+static void setup(void)
+{
+	S = calloc(1, sizeof(*S));
+	cr_assert(S);
+	cr_assert_eq(ks_server_init(S, 50), 0);
+	cr_assert_eq(ks_server_seed(S), 0);
+	S->bookmark_ms = 50;
+}
+
+static void teardown(void)
+{
+	ks_server_free(S);
+	free(S);
+}
+
+TestSuite(api, .init = setup, .fini = teardown);
+
+/* call("PATCH", "/api/v1/nodes/n?fieldManager=x", body, ctype, &code) */
+static cJSON *call(const char *method, const char *url, const char *body, const char *ctype, int *code)
+{
+	char path[1024], qs[1024] = "";
+	snprintf(path, sizeof(path), "%s", url);
+	char *q = strchr(path, '?');
+	ks_kv kv[16];
+	int n = 0;
+	if (q) {
+		*q = 0;
+		snprintf(qs, sizeof(qs), "%s", q + 1);
+		char *save = NULL;
+		for (char *p = strtok_r(qs, "&", &save); p && n < 16; p = strtok_r(NULL, "&", &save)) {
+			char *eq = strchr(p, '=');
+			if (eq)
+				*eq = 0;
+			kv[n].k = p;
+			kv[n].v = eq ? eq + 1 : "";
+			n++;
+		}
+	}
+	ks_req r = { .method = method, .path = path, .query = kv, .nquery = n, .content_type = ctype,
+		     .user_agent = "unit-test/1.0", .body = body, .body_len = body ? strlen(body) : 0 };
+	ks_resp out;
+	ks_handle(S, &r, &out);
+	*code = out.code;
+	cr_assert_null(out.watch, "unexpected watch");
+	cJSON *j = out.body ? cJSON_Parse(out.body) : NULL;
+	ks_resp_free(&out);
+	return j;
+}
+
+static int do_(const char *method, const char *url, const char *body, const char *ctype)
+{
+	int code;
+	cJSON_Delete(call(method, url, body, ctype, &code));
+	return code;
+}
+
+static const char *str(const cJSON *j, const char *path)
+{
+	static char buf[64];
+	ks_field_value(j, path, buf, sizeof(buf));
+	return buf;
+}
+
+#define CM "/api/v1/namespaces/default/configmaps"
+#define MSG(o) (cJSON_IsString(cJSON_GetObjectItem(o, "message")) ? cJSON_GetObjectItem(o, "message")->valuestring : "")
+#define MERGE "application/merge-patch+json"
+
+Test(api, create_get_metadata)
+{
+	int code;
+	cJSON *o = call("POST", CM, "{\"metadata\":{\"name\":\"a\"},\"data\":{\"k\":\"v\"}}", "application/json", &code);
+	cr_assert_eq(code, 201);
+	cr_assert_str_eq(str(o, "kind"), "ConfigMap");
+	cr_assert_str_eq(str(o, "apiVersion"), "v1");
+	cr_assert_str_eq(str(o, "metadata.namespace"), "default");
+	cr_assert_eq(strlen(str(o, "metadata.uid")), 36);
+	cr_assert(str(o, "metadata.creationTimestamp")[0]);
+	cr_assert(atoi(str(o, "metadata.resourceVersion")) > 0);
+	cJSON_Delete(o);
+	cr_assert_eq(do_("POST", CM, "{\"metadata\":{\"name\":\"a\"}}", "application/json"), 409);
+	o = call("POST", CM, "{\"metadata\":{\"generateName\":\"gen-\"}}", "application/json", &code);
+	cr_assert_eq(code, 201);
+	cr_assert(strncmp(str(o, "metadata.name"), "gen-", 4) == 0 && strlen(str(o, "metadata.name")) == 9);
+	cJSON_Delete(o);
+	cr_assert_eq(do_("POST", CM, "{\"metadata\":{\"name\":\"Bad_Name\"}}", "application/json"), 422);
+	cr_assert_eq(do_("POST", CM, "{\"metadata\":{}}", "application/json"), 422);
+	cr_assert_eq(do_("POST", CM, "not json", "application/json"), 400);
+	cr_assert_eq(do_("POST", CM, "[1]", "application/json"), 400);
+	cr_assert_eq(do_("POST", "/api/v1/namespaces/nope/configmaps", "{\"metadata\":{\"name\":\"a\"}}", "application/json"), 404);
+	cr_assert_eq(do_("POST", CM, "{\"apiVersion\":\"v2\",\"metadata\":{\"name\":\"b\"}}", "application/json"), 400);
+	cr_assert_eq(do_("POST", CM, "{\"metadata\":{\"name\":\"c\",\"labels\":{\"a\":1}}}", "application/json"), 400);
+	cr_assert_eq(do_("GET", CM "/zz", NULL, NULL), 404);
+	cr_assert_eq(do_("GET", "/api/v1/namespaces/default/bogus", NULL, NULL), 404);
+	cr_assert_eq(do_("PUT", CM, "{}", "application/json"), 405);
+	cr_assert_eq(do_("PATCH", CM "/a", "{}", "text/plain"), 415);
+}
+
+Test(api, stale_update_conflicts)
+{
+	int code;
+	cJSON *o = call("POST", CM, "{\"metadata\":{\"name\":\"a\"},\"data\":{\"k\":\"1\"}}", "application/json", &code);
+	char old[64];
+	snprintf(old, sizeof(old), "%s", str(o, "metadata.resourceVersion"));
+	cJSON_Delete(o);
+	char body[256];
+	snprintf(body, sizeof(body), "{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"%s\"},\"data\":{\"k\":\"2\"}}", old);
+	cr_assert_eq(do_("PUT", CM "/a", body, "application/json"), 200);
+	o = call("PUT", CM "/a", body, "application/json", &code); /* same, now stale RV */
+	cr_assert_eq(code, 409);
+	cr_assert_str_eq(str(o, "reason"), "Conflict");
+	cr_assert(strstr(MSG(o), "the object has been modified"));
+	cJSON_Delete(o);
+	snprintf(body, sizeof(body), "{\"metadata\":{\"resourceVersion\":\"%s\"},\"data\":{\"k\":\"3\"}}", old);
+	cr_assert_eq(do_("PATCH", CM "/a", body, MERGE), 409);
+	/* unconditional update works */
+	cr_assert_eq(do_("PUT", CM "/a", "{\"metadata\":{\"name\":\"a\"},\"data\":{\"k\":\"4\"}}", "application/json"), 200);
+	cr_assert_eq(do_("PUT", CM "/b", "{\"metadata\":{\"name\":\"b\"}}", "application/json"), 404);
+	cr_assert_eq(do_("PUT", CM "/a", "{\"metadata\":{\"name\":\"other\"}}", "application/json"), 400);
+}
+
+Test(api, noop_update_is_not_a_write)
+{
+	int code;
+	cJSON *o = call("POST", CM, "{\"metadata\":{\"name\":\"a\"},\"data\":{\"k\":\"1\"}}", "application/json", &code);
+	char rv[64];
+	snprintf(rv, sizeof(rv), "%s", str(o, "metadata.resourceVersion"));
+	cJSON_Delete(o);
+	o = call("PATCH", CM "/a", "{\"data\":{\"k\":\"1\"}}", MERGE, &code);
+	cr_assert_eq(code, 200);
+	cr_assert_str_eq(str(o, "metadata.resourceVersion"), rv);
+	cJSON_Delete(o);
+}
+
+#define NODES "/api/v1/nodes"
+
+Test(api, status_subresource_and_generation)
+{
+	int code;
+	cJSON *o = call("POST", NODES, "{\"metadata\":{\"name\":\"n\"},\"spec\":{},\"status\":{\"nodeInfo\":{\"kernelVersion\":\"6.1\"}}}",
+			"application/json", &code);
+	cr_assert_eq(code, 201);
+	cr_assert_str_eq(str(o, "status.nodeInfo.kernelVersion"), "6.1");
+	cr_assert_str_eq(str(o, "metadata.generation"), "1");
+	cJSON_Delete(o);
+	/* a main-resource write cannot change status */
+	o = call("PATCH", NODES "/n", "{\"spec\":{\"unschedulable\":true},\"status\":{\"nodeInfo\":{\"kernelVersion\":\"x\"}}}",
+		 MERGE, &code);
+	cr_assert_eq(code, 200);
+	cr_assert_str_eq(str(o, "status.nodeInfo.kernelVersion"), "6.1");
+	cr_assert_str_eq(str(o, "metadata.generation"), "2");
+	cJSON_Delete(o);
+	/* a status write cannot change spec or labels, and does not bump generation */
+	o = call("PATCH", NODES "/n/status", "{\"spec\":{\"unschedulable\":false},\"metadata\":{\"labels\":{\"a\":\"b\"}},"
+					     "\"status\":{\"nodeInfo\":{\"kernelVersion\":\"6.2\"}}}",
+		 MERGE, &code);
+	cr_assert_eq(code, 200);
+	cr_assert_str_eq(str(o, "status.nodeInfo.kernelVersion"), "6.2");
+	cr_assert_str_eq(str(o, "spec.unschedulable"), "true");
+	cr_assert_str_eq(str(o, "metadata.labels.a"), "");
+	cr_assert_str_eq(str(o, "metadata.generation"), "2");
+	cJSON_Delete(o);
+	/* metadata-only change: no generation bump */
+	o = call("PATCH", NODES "/n", "{\"metadata\":{\"labels\":{\"a\":\"b\"}}}", MERGE, &code);
+	cr_assert_str_eq(str(o, "metadata.generation"), "2");
+	cJSON_Delete(o);
+	cr_assert_eq(do_("PATCH", CM "/x/status", "{}", MERGE), 404); /* configmaps have no status */
+}
+
+Test(api, finalizers_hold_deletion)
+{
+	int code;
+	cr_assert_eq(do_("POST", CM, "{\"metadata\":{\"name\":\"f\",\"finalizers\":[\"x.io/hold\"]}}", "application/json"), 201);
+	cJSON *o = call("DELETE", CM "/f", NULL, NULL, &code);
+	cr_assert_eq(code, 202);
+	cr_assert(str(o, "metadata.deletionTimestamp")[0]);
+	cJSON_Delete(o);
+	cr_assert_eq(do_("GET", CM "/f", NULL, NULL), 200);
+	/* no new finalizers while deleting */
+	cr_assert_eq(do_("PATCH", CM "/f", "{\"metadata\":{\"finalizers\":[\"x.io/hold\",\"y\"]}}", MERGE), 422);
+	cr_assert_eq(do_("PATCH", CM "/f", "{\"metadata\":{\"finalizers\":null}}", MERGE), 200);
+	cr_assert_eq(do_("GET", CM "/f", NULL, NULL), 404);
+}
+
+Test(api, delete_preconditions)
+{
+	int code;
+	cJSON *o = call("POST", CM, "{\"metadata\":{\"name\":\"p\"}}", "application/json", &code);
+	char body[256];
+	snprintf(body, sizeof(body), "{\"preconditions\":{\"uid\":\"nope\"}}");
+	ks_req r = { .method = "DELETE", .path = CM "/p", .body = body, .body_len = strlen(body) };
+	ks_resp out;
+	ks_handle(S, &r, &out);
+	cr_assert_eq(out.code, 409);
+	ks_resp_free(&out);
+	snprintf(body, sizeof(body), "{\"preconditions\":{\"uid\":\"%s\"}}", str(o, "metadata.uid"));
+	r.body_len = strlen(body);
+	ks_handle(S, &r, &out);
+	cr_assert_eq(out.code, 200);
+	ks_resp_free(&out);
+	cJSON_Delete(o);
+	cr_assert_eq(do_("DELETE", CM "/p", NULL, NULL), 404);
+}
+
+/* an owner (cluster-scoped node) with a namespaced dependent */
+static char owner_uid[64];
+
+static void make_owner_and_dependents(void)
+{
+	int code;
+	cJSON *o = call("POST", NODES, "{\"metadata\":{\"name\":\"owner\"}}", "application/json", &code);
+	cr_assert_eq(code, 201);
+	snprintf(owner_uid, sizeof(owner_uid), "%s", str(o, "metadata.uid"));
+	cJSON_Delete(o);
+	for (int i = 0; i < 2; i++) {
+		char body[512];
+		snprintf(body, sizeof(body),
+			 "{\"metadata\":{\"name\":\"dep%d\",\"ownerReferences\":[{\"apiVersion\":\"v1\",\"kind\":\"Node\","
+			 "\"name\":\"owner\",\"uid\":\"%s\",\"blockOwnerDeletion\":true}]}}",
+			 i, owner_uid);
+		cr_assert_eq(do_("POST", CM, body, "application/json"), 201);
+	}
+}
+
+Test(api, gc_background)
+{
+	make_owner_and_dependents();
+	cr_assert_eq(do_("DELETE", NODES "/owner", NULL, NULL), 200);
+	cr_assert_eq(do_("GET", CM "/dep0", NULL, NULL), 404);
+	cr_assert_eq(do_("GET", CM "/dep1", NULL, NULL), 404);
+}
+
+Test(api, gc_orphan)
+{
+	make_owner_and_dependents();
+	cr_assert_eq(do_("DELETE", NODES "/owner?propagationPolicy=Orphan", NULL, NULL), 202);
+	cr_assert_eq(do_("GET", NODES "/owner", NULL, NULL), 404);
+	int code;
+	cJSON *o = call("GET", CM "/dep0", NULL, NULL, &code);
+	cr_assert_eq(code, 200);
+	cr_assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "metadata"), "ownerReferences"));
+	cJSON_Delete(o);
+}
+
+Test(api, gc_foreground_waits_for_dependents)
+{
+	make_owner_and_dependents();
+	/* dep1 holds a finalizer, so the owner must wait */
+	cr_assert_eq(do_("PATCH", CM "/dep1", "{\"metadata\":{\"finalizers\":[\"hold\"]}}", MERGE), 200);
+	cr_assert_eq(do_("DELETE", NODES "/owner?propagationPolicy=Foreground", NULL, NULL), 202);
+	cr_assert_eq(do_("GET", CM "/dep0", NULL, NULL), 404);
+	int code;
+	cJSON *o = call("GET", NODES "/owner", NULL, NULL, &code);
+	cr_assert_eq(code, 200, "owner must wait for its dependents");
+	char *fins = cJSON_PrintUnformatted(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "metadata"), "finalizers"));
+	cr_assert(fins && strstr(fins, "foregroundDeletion"), "%s", fins ? fins : "");
+	free(fins);
+	cJSON_Delete(o);
+	cr_assert_eq(do_("PATCH", CM "/dep1", "{\"metadata\":{\"finalizers\":null}}", MERGE), 200);
+	cr_assert_eq(do_("GET", CM "/dep1", NULL, NULL), 404);
+	cr_assert_eq(do_("GET", NODES "/owner", NULL, NULL), 404);
+}
+
+Test(api, gc_dangling_owner_on_create)
+{
+	cr_assert_eq(do_("POST", CM, "{\"metadata\":{\"name\":\"orphan\",\"ownerReferences\":[{\"apiVersion\":\"v1\","
+				     "\"kind\":\"Node\",\"name\":\"gone\",\"uid\":\"no-such-uid\"}]}}",
+			 "application/json"),
+		     201);
+	cr_assert_eq(do_("GET", CM "/orphan", NULL, NULL), 404);
+}
+
+Test(api, namespace_deletion_removes_content)
+{
+	cr_assert_eq(do_("POST", "/api/v1/namespaces", "{\"metadata\":{\"name\":\"tmp\"}}", "application/json"), 201);
+	cr_assert_eq(do_("POST", "/api/v1/namespaces/tmp/configmaps", "{\"metadata\":{\"name\":\"c\"}}", "application/json"), 201);
+	do_("DELETE", "/api/v1/namespaces/tmp", NULL, NULL);
+	cr_assert_eq(do_("GET", "/api/v1/namespaces/tmp/configmaps/c", NULL, NULL), 404);
+	cr_assert_eq(do_("GET", "/api/v1/namespaces/tmp", NULL, NULL), 404);
+}
+
+#define APPLY "application/apply-patch+yaml"
+
+Test(api, server_side_apply_ownership)
+{
+	int code;
+	const char *cfg = "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"s\"},\"data\":{\"a\":\"1\",\"b\":\"1\"}}";
+	cr_assert_eq(do_("PATCH", CM "/s?fieldManager=alice", cfg, APPLY), 201);
+	cr_assert_eq(do_("PATCH", CM "/s", cfg, APPLY), 400); /* fieldManager required */
+	/* bob changes a field alice owns: conflict */
+	const char *bob = "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"s\"},\"data\":{\"a\":\"2\"}}";
+	cJSON *o = call("PATCH", CM "/s?fieldManager=bob", bob, APPLY, &code);
+	cr_assert_eq(code, 409);
+	cr_assert(strstr(MSG(o), "conflict with \"alice\""), "%s", MSG(o));
+	cr_assert(strstr(MSG(o), ".data.a"), "%s", MSG(o));
+	cJSON_Delete(o);
+	/* same value: shared ownership, no conflict */
+	const char *bob_same = "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"s\"},\"data\":{\"b\":\"1\"}}";
+	cr_assert_eq(do_("PATCH", CM "/s?fieldManager=bob", bob_same, APPLY), 200);
+	/* force takes it (bob keeps applying b too) */
+	const char *bob_both = "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"s\"},\"data\":{\"a\":\"2\",\"b\":\"1\"}}";
+	o = call("PATCH", CM "/s?fieldManager=bob&force=true", bob_both, APPLY, &code);
+	cr_assert_eq(code, 200);
+	cr_assert_str_eq(str(o, "data.a"), "2");
+	cJSON_Delete(o);
+	/* alice stops applying b: b stays (bob co-owns); alice applies a again -> conflict with bob */
+	const char *alice2 = "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"s\"},\"data\":{\"c\":\"1\"}}";
+	o = call("PATCH", CM "/s?fieldManager=alice", alice2, APPLY, &code);
+	cr_assert_eq(code, 200);
+	cr_assert_str_eq(str(o, "data.b"), "1");
+	cr_assert_str_eq(str(o, "data.c"), "1");
+	cJSON_Delete(o);
+	/* bob drops b: now nobody owns it -> removed */
+	o = call("PATCH", CM "/s?fieldManager=bob", bob, APPLY, &code);
+	cr_assert_eq(code, 200);
+	cr_assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "data"), "b"), "b should be gone");
+	cJSON_Delete(o);
+	/* an Update manager takes ownership from the applier */
+	cr_assert_eq(do_("PATCH", CM "/s?fieldManager=editor", "{\"data\":{\"c\":\"9\"}}", MERGE), 200);
+	o = call("PATCH", CM "/s?fieldManager=alice", alice2, APPLY, &code);
+	cr_assert_eq(code, 409, "editor owns data.c now");
+	cr_assert(strstr(MSG(o), "conflict with \"editor\""), "%s", MSG(o));
+	cJSON_Delete(o);
+	o = call("GET", CM "/s", NULL, NULL, &code);
+	cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "metadata"), "managedFields")), 2, "alice lost data.c to the editor and has no fields left");
+	cJSON_Delete(o);
+}
+
+Test(api, list_selectors_and_pagination)
+{
+	for (int i = 0; i < 5; i++) {
+		char b[256];
+		snprintf(b, sizeof(b), "{\"metadata\":{\"name\":\"c%d\",\"labels\":{\"i\":\"%d\",\"even\":\"%s\"}}}", i, i,
+			 i % 2 ? "no" : "yes");
+		cr_assert_eq(do_("POST", CM, b, "application/json"), 201);
+	}
+	int code;
+	cJSON *l = call("GET", CM "?labelSelector=even=yes", NULL, NULL, &code);
+	cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(l, "items")), 3);
+	cJSON_Delete(l);
+	l = call("GET", CM "?fieldSelector=metadata.name=c3", NULL, NULL, &code);
+	cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(l, "items")), 1);
+	cJSON_Delete(l);
+	int seen = 0;
+	char cont[512] = "";
+	for (int page = 0; page < 10; page++) {
+		char url[1024];
+		snprintf(url, sizeof(url), CM "?limit=2%s%s", cont[0] ? "&continue=" : "", cont);
+		l = call("GET", url, NULL, NULL, &code);
+		cr_assert_eq(code, 200);
+		seen += cJSON_GetArraySize(cJSON_GetObjectItem(l, "items"));
+		snprintf(cont, sizeof(cont), "%s", str(l, "metadata.continue"));
+		cJSON_Delete(l);
+		if (!cont[0])
+			break;
+	}
+	cr_assert_eq(seen, 5);
+	cr_assert_eq(do_("GET", CM "?continue=%%%", NULL, NULL), 400);
+	cr_assert_eq(do_("GET", CM "?labelSelector=a%20in", NULL, NULL), 400);
+	cr_assert_eq(do_("DELETE", CM "?labelSelector=even=no", NULL, NULL), 200);
+	l = call("GET", CM, NULL, NULL, &code);
+	cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(l, "items")), 3);
+	cJSON_Delete(l);
+}
+
+/* ---- watch through the handler ---- */
+static char *watch_all(const char *url)
+{
+	char path[512], qs[512];
+	snprintf(path, sizeof(path), "%s", url);
+	char *q = strchr(path, '?');
+	ks_kv kv[8];
+	int n = 0;
+	if (q) {
+		*q = 0;
+		snprintf(qs, sizeof(qs), "%s", q + 1);
+		char *save = NULL;
+		for (char *p = strtok_r(qs, "&", &save); p && n < 8; p = strtok_r(NULL, "&", &save)) {
+			char *eq = strchr(p, '=');
+			*eq = 0;
+			kv[n].k = p;
+			kv[n].v = eq + 1;
+			n++;
+		}
+	}
+	ks_req r = { .method = "GET", .path = path, .query = kv, .nquery = n };
+	ks_resp out;
+	ks_handle(S, &r, &out);
+	cr_assert_eq(out.code, 200);
+	cr_assert(out.watch);
+	size_t cap = 1 << 16, len = 0;
+	char *buf = malloc(cap);
+	for (;;) {
+		size_t got = ks_watch_read(S, out.watch, buf + len, cap - len - 1);
+		if (!got)
+			break;
+		len += got;
+		cr_assert(len < cap - 1);
+	}
+	buf[len] = 0;
+	ks_watch_close(S, out.watch);
+	ks_resp_free(&out);
+	return buf;
+}
+
+static int count(const char *hay, const char *needle)
+{
+	int n = 0;
+	for (const char *p = hay; (p = strstr(p, needle)); p++)
+		n++;
+	return n;
+}
+
+Test(api, watch_resume_bookmarks_and_410)
+{
+	int code;
+	cJSON *o = call("POST", CM, "{\"metadata\":{\"name\":\"w\"}}", "application/json", &code);
+	int rv0 = atoi(str(o, "metadata.resourceVersion"));
+	cJSON_Delete(o);
+	cr_assert_eq(do_("PATCH", CM "/w", "{\"data\":{\"a\":\"1\"}}", MERGE), 200);
+	cr_assert_eq(do_("DELETE", CM "/w", NULL, NULL), 200);
+	char url[256];
+	snprintf(url, sizeof(url), CM "?watch=1&resourceVersion=%d&timeoutSeconds=1&allowWatchBookmarks=true", rv0);
+	char *s = watch_all(url);
+	cr_assert_eq(count(s, "\"type\":\"ADDED\""), 0, "%s", s);
+	cr_assert_eq(count(s, "\"type\":\"MODIFIED\""), 1, "%s", s);
+	cr_assert_eq(count(s, "\"type\":\"DELETED\""), 1, "%s", s);
+	cr_assert(count(s, "\"type\":\"BOOKMARK\"") >= 1, "%s", s);
+	free(s);
+	snprintf(url, sizeof(url), CM "?watch=1&resourceVersion=%d&timeoutSeconds=1", rv0 - 1);
+	s = watch_all(url);
+	cr_assert_eq(count(s, "\"type\":\"ADDED\""), 1, "%s", s);
+	cr_assert_eq(count(s, "BOOKMARK"), 0, "no bookmarks unless asked: %s", s);
+	free(s);
+	/* history window of 50 events: push the old RV out */
+	for (int i = 0; i < 60; i++) {
+		char b[128];
+		snprintf(b, sizeof(b), "{\"metadata\":{\"name\":\"x%d\"}}", i);
+		cr_assert_eq(do_("POST", CM, b, "application/json"), 201);
+	}
+	s = watch_all(url);
+	cr_assert(strstr(s, "\"type\":\"ERROR\""), "%s", s);
+	cr_assert(strstr(s, "\"code\":410") && strstr(s, "\"reason\":\"Expired\""), "%s", s);
+	free(s);
+	/* RV unset: current state as ADDED */
+	s = watch_all(CM "?watch=true&timeoutSeconds=1");
+	cr_assert_eq(count(s, "\"type\":\"ADDED\""), 60, "%d", count(s, "\"type\":\"ADDED\""));
+	free(s);
+	/* compaction expires even recent RVs */
+	o = call("GET", CM, NULL, NULL, &code);
+	snprintf(url, sizeof(url), CM "?watch=1&resourceVersion=%s&timeoutSeconds=1", str(o, "metadata.resourceVersion"));
+	cJSON_Delete(o);
+	cr_assert_eq(do_("POST", CM, "{\"metadata\":{\"name\":\"late\"}}", "application/json"), 201);
+	cr_assert_eq(do_("POST", "/kubesim/compact", "", NULL), 200);
+	s = watch_all(url);
+	cr_assert(strstr(s, "\"code\":410"), "%s", s);
+	free(s);
+}
+
+Test(api, watch_label_transitions)
+{
+	int code;
+	cJSON *o = call("POST", CM, "{\"metadata\":{\"name\":\"t\",\"labels\":{\"sel\":\"yes\"}}}", "application/json", &code);
+	int rv0 = atoi(str(o, "metadata.resourceVersion"));
+	cJSON_Delete(o);
+	do_("PATCH", CM "/t", "{\"metadata\":{\"labels\":{\"sel\":\"no\"}}}", MERGE);
+	do_("PATCH", CM "/t", "{\"metadata\":{\"labels\":{\"sel\":\"yes\"}}}", MERGE);
+	char url[256];
+	snprintf(url, sizeof(url), CM "?watch=1&resourceVersion=%d&timeoutSeconds=1&labelSelector=sel=yes", rv0);
+	char *s = watch_all(url);
+	/* leaving the selection is DELETED, entering again is ADDED */
+	char *d = strstr(s, "\"type\":\"DELETED\""), *a = strstr(s, "\"type\":\"ADDED\"");
+	cr_assert(d && a && d < a, "%s", s);
+	free(s);
+}
+
+Test(api, faults_and_stats)
+{
+	cr_assert_eq(do_("PUT", "/kubesim/faults", "{\"seed\":1,\"rules\":[{\"verb\":\"get\",\"resource\":\"configmaps\",\"rate\":1,\"code\":429,\"retryAfter\":3}]}",
+			 "application/json"),
+		     200);
+	ks_req r = { .method = "GET", .path = CM "/x" };
+	ks_resp out;
+	ks_handle(S, &r, &out);
+	cr_assert_eq(out.code, 429);
+	cr_assert_eq(out.retry_after, 3);
+	ks_resp_free(&out);
+	cr_assert_eq(do_("PUT", "/kubesim/faults", "{\"bogus\":1}", "application/json"), 400);
+	cr_assert_eq(do_("PUT", "/kubesim/faults", "{}", "application/json"), 200);
+	cr_assert_eq(do_("GET", CM "/x", NULL, NULL), 404);
+	int code;
+	cJSON *st = call("GET", "/kubesim/stats", NULL, NULL, &code);
+	cr_assert_eq(code, 200);
+	cr_assert_eq(cJSON_GetObjectItem(st, "faultsInjected")->valueint, 1);
+	cr_assert_eq(cJSON_GetObjectItem(st, "writes")->valueint, 0);
+	cr_assert_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(st, "byVerb"), "get"), "configmaps")->valueint, 2);
+	cJSON_Delete(st);
+	do_("POST", CM, "{\"metadata\":{\"name\":\"w\"}}", "application/json");
+	st = call("GET", "/kubesim/stats", NULL, NULL, &code);
+	cr_assert_eq(cJSON_GetObjectItem(st, "writes")->valueint, 1);
+	cr_assert_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(st, "writesByResource"), "configmaps")->valueint, 1);
+	cJSON_Delete(st);
+}
+
+Test(api, token_auth)
+{
+	S->token = "s3cret";
+	ks_req r = { .method = "GET", .path = "/api/v1/nodes" };
+	ks_resp out;
+	ks_handle(S, &r, &out);
+	cr_assert_eq(out.code, 401);
+	cr_assert(strstr(out.body, "Unauthorized"));
+	ks_resp_free(&out);
+	r.auth = "Bearer wrong";
+	ks_handle(S, &r, &out);
+	cr_assert_eq(out.code, 401);
+	ks_resp_free(&out);
+	r.auth = "Bearer s3cret";
+	ks_handle(S, &r, &out);
+	cr_assert_eq(out.code, 200);
+	ks_resp_free(&out);
+	S->token = NULL;
+}

@@ -1,0 +1,363 @@
+/* kubesim pure parts: selectors, merge/JSON/strategic patches, schema handling,
+ * YAML decoding, routes, fault decisions. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../tools/kubesim/kubesim.h"
+#include "../../tools/kubesim/jsonutil.h"
+#include "../../tools/kubesim/patch.h"
+#include "../../tools/kubesim/route.h"
+#include "../../tools/kubesim/schema.h"
+#include "../../tools/kubesim/selector.h"
+#include "../../tools/kubesim/yamljson.h"
+
+static cJSON *J(const char *s)
+{
+	cJSON *j = cJSON_Parse(s);
+	cr_assert(j, "bad test JSON: %s", s);
+	return j;
+}
+
+static void assert_json(const cJSON *got, const char *want)
+{
+	cJSON *w = J(want);
+	char *g = cJSON_PrintUnformatted(got);
+	cr_assert(ks_json_equal(got, w), "got %s want %s", g, want);
+	free(g);
+	cJSON_Delete(w);
+}
+
+/* ---- label selectors ---- */
+static int lmatch(const char *sel, const char *labels)
+{
+	ks_selector s;
+	gk_err e = { 0 };
+	cr_assert_eq(ks_label_selector_parse(sel, &s, &e), 0, "parse %s: %s", sel, e.msg);
+	cJSON *l = J(labels);
+	int m = ks_label_selector_match(&s, l);
+	cJSON_Delete(l);
+	ks_selector_free(&s);
+	return m;
+}
+
+Test(selector, equality_and_set_based)
+{
+	cr_assert(lmatch("", "{}"));
+	cr_assert(lmatch("a=b", "{\"a\":\"b\"}"));
+	cr_assert(lmatch("a==b", "{\"a\":\"b\"}"));
+	cr_assert(!lmatch("a=b", "{\"a\":\"c\"}"));
+	cr_assert(lmatch("a!=b", "{}"));
+	cr_assert(!lmatch("a!=b", "{\"a\":\"b\"}"));
+	cr_assert(lmatch("a in (x, y)", "{\"a\":\"y\"}"));
+	cr_assert(!lmatch("a in (x,y)", "{}"));
+	cr_assert(lmatch("a notin (x,y)", "{}"));
+	cr_assert(!lmatch("a notin (x,y)", "{\"a\":\"x\"}"));
+	cr_assert(lmatch("a", "{\"a\":\"\"}"));
+	cr_assert(!lmatch("!a", "{\"a\":\"1\"}"));
+	cr_assert(lmatch("!a,b=c", "{\"b\":\"c\"}"));
+	cr_assert(lmatch("kmm.node.kubernetes.io/ns.mod.ready", "{\"kmm.node.kubernetes.io/ns.mod.ready\":\"\"}"));
+	cr_assert(lmatch("a=b , c in (d)", "{\"a\":\"b\",\"c\":\"d\"}"));
+}
+
+Test(selector, garbage_is_rejected)
+{
+	const char *bad[] = { "a in x", "a in (x", "=b", "a=b,", "a notin", "a==", "a b", "!", "a in (x,,", NULL };
+	for (int i = 0; bad[i]; i++) {
+		ks_selector s;
+		gk_err e = { 0 };
+		int rc = ks_label_selector_parse(bad[i], &s, &e);
+		if (strcmp(bad[i], "a==") == 0) { /* empty value is legal: a == "" */
+			cr_assert_eq(rc, 0);
+			ks_selector_free(&s);
+			continue;
+		}
+		cr_assert_neq(rc, 0, "accepted '%s'", bad[i]);
+		cr_assert(strstr(e.msg, "unable to parse"), "%s", e.msg);
+	}
+}
+
+Test(selector, field_selector_paths)
+{
+	ks_selector s;
+	cr_assert_eq(ks_field_selector_parse("metadata.name=n1,spec.nodeName!=x", &s, NULL), 0);
+	cJSON *o = J("{\"metadata\":{\"name\":\"n1\"},\"spec\":{\"nodeName\":\"y\"}}");
+	cr_assert(ks_field_selector_match(&s, o));
+	ks_selector_free(&s);
+	cr_assert_eq(ks_field_selector_parse("metadata.namespace=default", &s, NULL), 0);
+	cr_assert(!ks_field_selector_match(&s, o));
+	ks_selector_free(&s);
+	cJSON_Delete(o);
+}
+
+/* ---- patches ---- */
+static void merge_case(const char *target, const char *patch, const char *want)
+{
+	cJSON *p = J(patch);
+	cJSON *r = ks_merge_patch(J(target), p, NULL);
+	assert_json(r, want);
+	cJSON_Delete(r);
+	cJSON_Delete(p);
+}
+
+Test(patch, merge_rfc7386)
+{
+	merge_case("{\"a\":\"b\"}", "{\"a\":\"c\"}", "{\"a\":\"c\"}");
+	merge_case("{\"a\":\"b\"}", "{\"b\":\"c\"}", "{\"a\":\"b\",\"b\":\"c\"}");
+	merge_case("{\"a\":\"b\"}", "{\"a\":null}", "{}");
+	merge_case("{\"a\":[{\"b\":\"c\"}]}", "{\"a\":[1]}", "{\"a\":[1]}");
+	merge_case("{\"a\":{\"b\":\"c\"}}", "{\"a\":{\"b\":\"d\",\"c\":null}}", "{\"a\":{\"b\":\"d\"}}");
+	merge_case("{\"e\":null}", "{\"a\":1}", "{\"e\":null,\"a\":1}");
+	merge_case("{}", "{\"a\":{\"bb\":{\"ccc\":null}}}", "{\"a\":{\"bb\":{}}}");
+}
+
+static cJSON *jp(const char *doc, const char *ops, gk_err *e)
+{
+	cJSON *o = J(ops);
+	cJSON *r = ks_json_patch(J(doc), o, e);
+	cJSON_Delete(o);
+	return r;
+}
+
+Test(patch, json_patch_ops)
+{
+	gk_err e = { 0 };
+	cJSON *r = jp("{\"a\":[1,2],\"b\":{\"c\":1}}",
+		      "[{\"op\":\"add\",\"path\":\"/a/1\",\"value\":9},{\"op\":\"add\",\"path\":\"/a/-\",\"value\":3},"
+		      "{\"op\":\"replace\",\"path\":\"/b/c\",\"value\":2},{\"op\":\"copy\",\"from\":\"/b\",\"path\":\"/d\"},"
+		      "{\"op\":\"move\",\"from\":\"/b/c\",\"path\":\"/e\"},{\"op\":\"remove\",\"path\":\"/a/0\"},"
+		      "{\"op\":\"test\",\"path\":\"/e\",\"value\":2},{\"op\":\"add\",\"path\":\"/m~1n\",\"value\":\"x\"}]",
+		      &e);
+	cr_assert(r, "%s", e.msg);
+	assert_json(r, "{\"a\":[9,2,3],\"b\":{},\"d\":{\"c\":2},\"e\":2,\"m/n\":\"x\"}");
+	cJSON_Delete(r);
+}
+
+Test(patch, json_patch_errors)
+{
+	const char *bad[] = {
+		"[{\"op\":\"remove\",\"path\":\"/zz\"}]",
+		"[{\"op\":\"replace\",\"path\":\"/zz\",\"value\":1}]",
+		"[{\"op\":\"test\",\"path\":\"/a\",\"value\":2}]",
+		"[{\"op\":\"bogus\",\"path\":\"/a\"}]",
+		"[{\"op\":\"add\",\"path\":\"/x/y\",\"value\":1}]",
+		"[{\"op\":\"add\",\"path\":\"a\",\"value\":1}]",
+		"[{\"op\":\"add\",\"path\":\"/a\"}]",
+		"{\"op\":\"add\"}",
+		NULL,
+	};
+	for (int i = 0; bad[i]; i++) {
+		gk_err e = { 0 };
+		cr_assert_null(jp("{\"a\":1}", bad[i], &e), "accepted %s", bad[i]);
+		cr_assert(e.msg[0]);
+	}
+}
+
+static void smp_case(const char *target, const char *patch, const char *want)
+{
+	cJSON *p = J(patch);
+	gk_err e = { 0 };
+	cJSON *r = ks_strategic_merge_patch(J(target), p, &e);
+	cr_assert(r, "%s", e.msg);
+	assert_json(r, want);
+	cJSON_Delete(r);
+	cJSON_Delete(p);
+}
+
+Test(patch, strategic_merge_lists_by_key)
+{
+	smp_case("{\"spec\":{\"containers\":[{\"name\":\"a\",\"image\":\"1\"},{\"name\":\"b\",\"image\":\"1\"}]}}",
+		 "{\"spec\":{\"containers\":[{\"name\":\"b\",\"image\":\"2\"}]}}",
+		 "{\"spec\":{\"containers\":[{\"name\":\"a\",\"image\":\"1\"},{\"name\":\"b\",\"image\":\"2\"}]}}");
+	smp_case("{\"spec\":{\"containers\":[{\"name\":\"a\"},{\"name\":\"b\"}]}}",
+		 "{\"spec\":{\"containers\":[{\"name\":\"a\",\"$patch\":\"delete\"}]}}",
+		 "{\"spec\":{\"containers\":[{\"name\":\"b\"}]}}");
+	smp_case("{\"metadata\":{\"finalizers\":[\"x\"]}}", "{\"metadata\":{\"finalizers\":[\"y\",\"x\"]}}",
+		 "{\"metadata\":{\"finalizers\":[\"x\",\"y\"]}}");
+	smp_case("{\"metadata\":{\"finalizers\":[\"x\",\"y\"]}}",
+		 "{\"metadata\":{\"$deleteFromPrimitiveList/finalizers\":[\"x\"]}}",
+		 "{\"metadata\":{\"finalizers\":[\"y\"]}}");
+	smp_case("{\"spec\":{\"unschedulable\":true,\"taints\":[{\"key\":\"k\",\"effect\":\"NoSchedule\"}]}}",
+		 "{\"spec\":{\"unschedulable\":null}}",
+		 "{\"spec\":{\"taints\":[{\"key\":\"k\",\"effect\":\"NoSchedule\"}]}}");
+	smp_case("{\"spec\":{\"tolerations\":[{\"key\":\"a\"}]}}", "{\"spec\":{\"tolerations\":[{\"key\":\"b\"}]}}",
+		 "{\"spec\":{\"tolerations\":[{\"key\":\"b\"}]}}");
+	smp_case("{\"data\":{\"a\":\"1\",\"b\":\"2\"}}", "{\"data\":{\"$patch\":\"replace\",\"c\":\"3\"}}",
+		 "{\"data\":{\"c\":\"3\"}}");
+	smp_case("{\"metadata\":{\"labels\":{\"a\":\"b\"}}}",
+		 "{\"$setElementOrder/x\":[],\"metadata\":{\"labels\":{\"c\":\"d\"}}}",
+		 "{\"metadata\":{\"labels\":{\"a\":\"b\",\"c\":\"d\"}}}");
+}
+
+Test(patch, strategic_merge_rejects_missing_merge_key)
+{
+	cJSON *p = J("{\"spec\":{\"containers\":[{\"image\":\"x\"}]}}");
+	gk_err e = { 0 };
+	cr_assert_null(ks_strategic_merge_patch(J("{}"), p, &e));
+	cr_assert(strstr(e.msg, "merge key"), "%s", e.msg);
+	cJSON_Delete(p);
+}
+
+/* ---- schema ---- */
+static const char *widget_schema =
+	"{\"type\":\"object\",\"properties\":{\"apiVersion\":{\"type\":\"string\"},\"kind\":{\"type\":\"string\"},"
+	"\"metadata\":{\"type\":\"object\"},\"spec\":{\"type\":\"object\",\"required\":[\"size\"],\"properties\":{"
+	"\"size\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":100},"
+	"\"color\":{\"type\":\"string\",\"enum\":[\"red\",\"green\"],\"default\":\"green\"},"
+	"\"name\":{\"type\":\"string\",\"minLength\":2,\"maxLength\":4,\"pattern\":\"^[a-z]+$\"},"
+	"\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"minItems\":1,\"maxItems\":2},"
+	"\"port\":{\"x-kubernetes-int-or-string\":true},"
+	"\"extra\":{\"type\":\"object\",\"x-kubernetes-preserve-unknown-fields\":true},"
+	"\"tmpl\":{\"type\":\"object\",\"x-kubernetes-embedded-resource\":true,\"properties\":{\"spec\":{\"type\":\"object\"}}},"
+	"\"limits\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}},"
+	"\"nested\":{\"type\":\"object\",\"default\":{},\"properties\":{\"level\":{\"type\":\"string\",\"default\":\"low\"}}},"
+	"\"opt\":{\"type\":\"string\",\"nullable\":true}}}}}";
+
+static int schema_case(const char *obj, ks_schema_result *r, cJSON **out)
+{
+	cJSON *s = J(widget_schema);
+	cJSON *o = J(obj);
+	int n = ks_schema_apply(s, o, r);
+	cJSON_Delete(s);
+	*out = o;
+	return n;
+}
+
+Test(schema, defaults_and_pruning)
+{
+	ks_schema_result r;
+	cJSON *o;
+	int n = schema_case("{\"apiVersion\":\"a/v1\",\"kind\":\"W\",\"metadata\":{\"name\":\"x\",\"labels\":{\"q\":\"1\"}},"
+			    "\"spec\":{\"size\":1,\"bogus\":1,\"extra\":{\"any\":[1]},\"port\":\"http\","
+			    "\"tmpl\":{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\"},\"junk\":1},"
+			    "\"limits\":{\"a\":1},\"opt\":null},\"top\":1}",
+			    &r, &o);
+	cr_assert_eq(n, 0, "%s", r.summary);
+	cr_assert_eq(r.nunknown, 3, "%s", r.unknown);
+	cr_assert(strstr(r.unknown, "unknown field \"spec.bogus\""), "%s", r.unknown);
+	cr_assert(strstr(r.unknown, "unknown field \"spec.tmpl.junk\""), "%s", r.unknown);
+	cr_assert(strstr(r.unknown, "unknown field \"top\""), "%s", r.unknown);
+	assert_json(o, "{\"apiVersion\":\"a/v1\",\"kind\":\"W\",\"metadata\":{\"name\":\"x\",\"labels\":{\"q\":\"1\"}},"
+		       "\"spec\":{\"size\":1,\"extra\":{\"any\":[1]},\"port\":\"http\","
+		       "\"tmpl\":{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\"}},"
+		       "\"limits\":{\"a\":1},\"opt\":null,\"color\":\"green\",\"nested\":{\"level\":\"low\"}}}");
+	cJSON_Delete(o);
+	cJSON_Delete(r.causes);
+}
+
+Test(schema, violations_have_api_server_messages)
+{
+	ks_schema_result r;
+	cJSON *o;
+	int n = schema_case("{\"spec\":{\"size\":101,\"color\":\"pink\",\"name\":\"ABCDE\",\"tags\":[],"
+			    "\"port\":1.5,\"limits\":{\"a\":\"x\"},\"tmpl\":{}}}",
+			    &r, &o);
+	cr_assert_eq(n, 9, "%d: %s", n, r.summary);
+	const char *want[] = {
+		"spec.size: Invalid value: 101: spec.size in body should be less than or equal to 100",
+		"spec.color: Unsupported value: \"pink\": supported values: \"red\", \"green\"",
+		"spec.name: Too long: may not be more than 4 bytes",
+		"spec.name: Invalid value: \"ABCDE\": spec.name in body should match '^[a-z]+$'",
+		"spec.tags: Invalid value: 0: spec.tags in body should have at least 1 items",
+		"spec.port: Invalid value: \"number\": spec.port in body must be of type integer,string: \"number\"",
+		"spec.limits.a: Invalid value: \"string\": spec.limits.a in body must be of type integer",
+		"spec.tmpl.apiVersion: Required value",
+		NULL,
+	};
+	for (int i = 0; want[i]; i++)
+		cr_assert(strstr(r.summary, want[i]), "missing <%s> in %s", want[i], r.summary);
+	cr_assert_eq(cJSON_GetArraySize(r.causes), 9);
+	cJSON *c0 = cJSON_GetArrayItem(r.causes, 0);
+	cr_assert_str_eq(cJSON_GetObjectItem(c0, "field")->valuestring, "spec.size");
+	cJSON_Delete(o);
+	cJSON_Delete(r.causes);
+	n = schema_case("{\"spec\":{\"tags\":[\"a\",\"b\",\"c\"],\"name\":\"a\"}}", &r, &o);
+	cr_assert_eq(n, 3, "%s", r.summary);
+	cr_assert(strstr(r.summary, "spec.size: Required value"), "%s", r.summary);
+	cr_assert(strstr(r.summary, "spec.tags: Too many: 3: must have at most 2 items"), "%s", r.summary);
+	cr_assert(strstr(r.summary, "should be at least 2 chars long"), "%s", r.summary);
+	cJSON_Delete(o);
+	cJSON_Delete(r.causes);
+}
+
+Test(schema, wrong_top_level_types)
+{
+	ks_schema_result r;
+	cJSON *o;
+	cr_assert_eq(schema_case("{\"spec\":\"oops\"}", &r, &o), 1);
+	cr_assert(strstr(r.summary, "spec in body must be of type object"), "%s", r.summary);
+	cJSON_Delete(o);
+	cJSON_Delete(r.causes);
+}
+
+/* ---- yaml ---- */
+Test(yaml, scalars_and_nesting)
+{
+	const char *y = "a: 1\nb: \"1\"\nc: true\nd: ~\ne: [x, 2.5]\nf: {g: h}\nk: 'yes'\n";
+	gk_err e = { 0 };
+	cJSON *j = ks_yaml_to_json(y, strlen(y), &e);
+	cr_assert(j, "%s", e.msg);
+	assert_json(j, "{\"a\":1,\"b\":\"1\",\"c\":true,\"d\":null,\"e\":[\"x\",2.5],\"f\":{\"g\":\"h\"},\"k\":\"yes\"}");
+	cJSON_Delete(j);
+	const char *bad = "a: [1\n";
+	cr_assert_null(ks_yaml_to_json(bad, strlen(bad), &e));
+	cr_assert(e.msg[0]);
+}
+
+/* ---- routes ---- */
+Test(route, paths)
+{
+	ks_route r;
+	cr_assert_eq(ks_route_parse("/api/v1/namespaces/default/pods/p1/status", &r), 0);
+	cr_assert_eq(r.kind, KS_ROUTE_RESOURCE);
+	cr_assert_str_eq(r.ns, "default");
+	cr_assert_str_eq(r.resource, "pods");
+	cr_assert_str_eq(r.name, "p1");
+	cr_assert_str_eq(r.sub, "status");
+	cr_assert_eq(ks_route_parse("/api/v1/namespaces/kube-system", &r), 0);
+	cr_assert_str_eq(r.resource, "namespaces");
+	cr_assert_str_eq(r.name, "kube-system");
+	cr_assert_eq(ks_route_parse("/api/v1/namespaces/x/status", &r), 0);
+	cr_assert_str_eq(r.resource, "namespaces");
+	cr_assert_str_eq(r.sub, "status");
+	cr_assert_eq(ks_route_parse("/apis/apps/v1/daemonsets", &r), 0);
+	cr_assert_str_eq(r.group, "apps");
+	cr_assert_str_eq(r.resource, "daemonsets");
+	cr_assert_eq(ks_route_parse("/apis/apps/v1", &r), 0);
+	cr_assert_eq(r.kind, KS_ROUTE_GV);
+	cr_assert_eq(ks_route_parse("/apis/apps", &r), 0);
+	cr_assert_eq(r.kind, KS_ROUTE_GROUP);
+	cr_assert_eq(ks_route_parse("/version", &r), 0);
+	cr_assert_eq(r.kind, KS_ROUTE_NONE);
+	cr_assert_neq(ks_route_parse("/api/v1/namespaces/a/pods/b/c/d", &r), 0);
+}
+
+/* ---- faults ---- */
+Test(faults, deterministic_with_seed)
+{
+	cJSON *j = J("{\"seed\":7,\"rules\":[{\"verb\":\"list\",\"resource\":\"nodes\",\"rate\":0.5,\"code\":503}]}");
+	ks_faults a, b;
+	cr_assert_eq(ks_faults_parse(&a, j, NULL), 0);
+	cr_assert_eq(ks_faults_parse(&b, j, NULL), 0);
+	int hits = 0;
+	for (int i = 0; i < 1000; i++) {
+		int ra, lat;
+		int x = ks_faults_decide(&a, "list", "nodes", &ra, &lat);
+		int y = ks_faults_decide(&b, "list", "nodes", &ra, &lat);
+		cr_assert_eq(x, y);
+		hits += x == 503;
+		cr_assert_eq(ks_faults_decide(&a, "get", "nodes", &ra, &lat), 0);
+		ks_faults_decide(&b, "get", "nodes", &ra, &lat);
+	}
+	cr_assert(hits > 400 && hits < 600, "%d", hits);
+	cJSON_Delete(j);
+	const char *bad[] = { "[]", "{\"rules\":[{\"rate\":2}]}", "{\"rules\":[{\"code\":200}]}", "{\"nope\":1}",
+			      "{\"watch\":{\"closeAfterEvents\":-1}}", NULL };
+	for (int i = 0; bad[i]; i++) {
+		ks_faults f;
+		gk_err e = { 0 };
+		cJSON *x = J(bad[i]);
+		cr_assert_neq(ks_faults_parse(&f, x, &e), 0, "accepted %s", bad[i]);
+		cJSON_Delete(x);
+	}
+}
