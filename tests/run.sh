@@ -26,8 +26,9 @@ run_criterion() {
 	local bin=$1 name log synth t p f c
 	name=${bin#$BUILD/tests/}
 	log="$logdir/${name//\//_}.log"
+	local t0=$SECONDS
 	timeout -k 10 "${TEST_TIMEOUT:-900}" "$bin" --jobs "$JOBS" --timeout "${CRIT_TIMEOUT:-300}" >"$log" 2>&1
-	local rc=$?
+	local rc=$? secs=$((SECONDS - t0))
 	synth=$(grep -a 'Synthesis:' "$log" | tail -1)
 	t=$(sed -n 's/.*Tested: \([0-9]*\).*/\1/p' <<<"$synth"); t=${t:-0}
 	p=$(sed -n 's/.*Passing: \([0-9]*\).*/\1/p' <<<"$synth"); p=${p:-0}
@@ -39,18 +40,19 @@ run_criterion() {
 	passed=$((passed + p)); failed=$((failed + f + c))
 	if [ $((f + c)) -gt 0 ]; then
 		failures+=("$name")
-		echo "FAIL $name (tested $t, passing $p, failing $f, crashing $c, rc $rc) — log: $log"
+		echo "FAIL $name (${secs}s, tested $t, passing $p, failing $f, crashing $c, rc $rc) — log: $log"
 		grep -a -E '\[----\]|\[FAIL\]|ERROR|Sanitizer|runtime error' "$log" | head -40
 	else
-		echo "PASS $name ($p tests)"
+		echo "PASS $name ($p tests, ${secs}s)"
 	fi
 }
 
 run_script() {
 	local sh=$1 log ok nok
 	log="$logdir/${sh//\//_}.log"
+	local t0=$SECONDS
 	timeout -k 10 "${TEST_TIMEOUT:-900}" bash "$sh" >"$log" 2>&1
-	local rc=$?
+	local rc=$? secs=$((SECONDS - t0))
 	ok=$(grep -a -c '^ok ' "$log"); nok=$(grep -a -c '^not ok ' "$log")
 	sk=$(grep -a -c '^skip ' "$log")
 	if [ $rc -ne 0 ] && [ "$nok" = 0 ]; then nok=1; fi
@@ -58,10 +60,10 @@ run_script() {
 	passed=$((passed + ok)); failed=$((failed + nok)); skipped=$((skipped + sk))
 	if [ "$nok" -gt 0 ]; then
 		failures+=("$sh")
-		echo "FAIL $sh (ok $ok, not ok $nok, rc $rc) — log: $log"
+		echo "FAIL $sh (${secs}s, ok $ok, not ok $nok, rc $rc) — log: $log"
 		grep -a -E '^not ok|^#' "$log" | head -40; tail -20 "$log"
 	else
-		echo "PASS $sh ($ok checks)"
+		echo "PASS $sh ($ok checks, ${secs}s)"
 	fi
 }
 

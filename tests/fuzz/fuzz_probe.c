@@ -1,15 +1,15 @@
-/* libFuzzer target: lib/probe's sysfs/procfs/efivars parsers on arbitrary bytes.
- * Build (clang): clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE
- *   -Iinclude -I$BUILD/gen tests/fuzz/probe_parse_fuzz.c lib/probe/parse.c lib/base/err.c
- *   $BUILD/gen/{status,rpc,kube}.pb-c.c -lprotobuf-c  (760k runs / 20 s clean, 2026-12)
- * The first input byte selects the parser; the rest is the file content. The
- * same parsers also run under a Criterion mutation corpus in
- * tests/unit/probe_parse_test.c (probe_fuzz), which make check runs. */
+/* libFuzzer target: lib/probe's sysfs/procfs/efivars parsers on arbitrary bytes
+ * (built and run by tests/fuzz/run.sh, `make fuzz`). The first input byte
+ * selects the parser; the rest is the file content. The same parsers also run
+ * under a Criterion mutation corpus in tests/unit/probe_parse_test.c
+ * (probe_fuzz), which make check runs. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gpukmm/probe.h"
+/* run.sh links a fixed set of lib sources; the pure parsers come in here (-Ilib) */
+#include "probe/parse.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

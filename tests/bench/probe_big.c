@@ -1,9 +1,10 @@
-/* Benchmark: one full probe of a fixture root (default: the largest, 8 GPUs
- * with 63 VFs each) — in-process gk_probe_run, the `gpukmmctl probe` process,
- * and the baseline `lspci -k -vmm` (libpci sysfs on the same tree) + `modinfo`
- * (libkmod on the same lib/modules) processes, measured side by side in one
- * run. Prints the ratio and writes JSON.
- * Usage: probe_bench ROOT KVER GPUKMMCTL OUT.json [RUNS] */
+/* Benchmark: one full probe of the largest fixture (8 GPUs with 63 VFs each,
+ * built by tests/fixtures/probe-fixture.sh) — in-process gk_probe_run, the
+ * `gpukmmctl probe --json` process, and the baseline `lspci -k -vmm` (libpci
+ * sysfs on the same tree) + `modinfo` (libkmod on the same lib/modules)
+ * processes, interleaved in one run. Prints the ratios, writes
+ * $BUILD/bench/probe_big.json. Run by tests/bench/run.sh (make bench B=probe);
+ * by hand: probe_big [ROOT KVER GPUKMMCTL OUT.json [RUNS]]. */
 #include <fcntl.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -63,12 +64,43 @@ static int run(char *const argv[], double *ms, double *cpu, long *rss_kib)
 
 int main(int argc, char **argv)
 {
-	if (argc < 5) {
-		fprintf(stderr, "usage: probe_bench ROOT KVER GPUKMMCTL OUT.json [RUNS]\n");
+	char root_buf[4096], ctl_buf[4096], out_buf[4096], cmd[8192];
+	const char *root, *kver = "6.8.0-gk-test", *ctl, *out;
+	/* modinfo lives in /usr/sbin, not on every user's PATH */
+	const char *path = getenv("PATH");
+	snprintf(cmd, sizeof cmd, "%s:/usr/sbin:/sbin", path ? path : "/usr/bin:/bin");
+	setenv("PATH", cmd, 1);
+	if (argc >= 5) {
+		root = argv[1], kver = argv[2], ctl = argv[3], out = argv[4];
+	} else if (argc == 1) {
+		const char *src = getenv("GPUKMM_SRC"), *build = getenv("BUILD"), *bin = getenv("GPUKMM_BIN");
+		src = src ? src : ".";
+		build = build ? build : "build";
+		char base[2048];
+		if (build[0] == '/')
+			snprintf(base, sizeof base, "%s", build);
+		else
+			snprintf(base, sizeof base, "%s/%s", src, build);
+		snprintf(cmd, sizeof cmd, "'%s/tests/fixtures/probe-fixture.sh' big '%s/fixtures/probe'", src, base);
+		FILE *p = popen(cmd, "r");
+		if (!p || !fgets(root_buf, sizeof root_buf, p) || pclose(p) != 0) {
+			fprintf(stderr, "probe_big: could not build the fixture (%s)\n", cmd);
+			return 1;
+		}
+		root_buf[strcspn(root_buf, "\n")] = 0;
+		root = root_buf;
+		if (bin)
+			snprintf(ctl_buf, sizeof ctl_buf, "%s/gpukmmctl", bin);
+		else
+			snprintf(ctl_buf, sizeof ctl_buf, "%s/bin/gpukmmctl", base);
+		ctl = ctl_buf;
+		snprintf(out_buf, sizeof out_buf, "%s/bench/probe_big.json", base);
+		out = out_buf;
+	} else {
+		fprintf(stderr, "usage: probe_big [ROOT KVER GPUKMMCTL OUT.json [RUNS]]\n");
 		return 2;
 	}
-	const char *root = argv[1], *kver = argv[2], *ctl = argv[3], *out = argv[4];
-	int runs = argc > 5 ? atoi(argv[5]) : 15;
+	int runs = argc > 5 ? atoi(argv[5]) : (getenv("PROBE_BENCH_RUNS") ? atoi(getenv("PROBE_BENCH_RUNS")) : 15);
 	if (runs < 3 || runs > 1000)
 		runs = 15;
 	double *inproc = calloc((size_t)runs, sizeof *inproc), *ours = calloc((size_t)runs, sizeof *ours),
@@ -76,7 +108,7 @@ int main(int argc, char **argv)
 	       *base_cpu = calloc((size_t)runs, sizeof *base_cpu);
 	if (!inproc || !ours || !base || !ours_cpu || !base_cpu)
 		return 1;
-	char sysfs[4096];
+	char sysfs[4200];
 	snprintf(sysfs, sizeof sysfs, "sysfs.path=%s/sys/bus/pci", root);
 	char *ctl_argv[] = { (char *)ctl, "probe", "--root", (char *)root, "--json", NULL };
 	char *lspci_argv[] = { "lspci", "-k", "-vmm", "-A", "linux-sysfs", "-O", sysfs, NULL };
@@ -133,9 +165,11 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	fprintf(f,
-		"{\"name\":\"probe_big\",\"pci_functions\":%zu,\"runs\":%d,\"inproc_ms\":%.3f,"
+		"{\"name\":\"probe_big\",\"summary\":\"%zu PCI functions: gpukmmctl probe %.0f ms / lspci -k + modinfo %.0f ms "
+		"= %.2fx wall, %.2fx CPU, %.2fx RSS\",\"pci_functions\":%zu,\"runs\":%d,\"inproc_ms\":%.3f,"
 		"\"gpukmmctl_ms\":%.3f,\"gpukmmctl_cpu_ms\":%.3f,\"gpukmmctl_rss_kib\":%ld,\"baseline_ms\":%.3f,"
 		"\"baseline_cpu_ms\":%.3f,\"baseline_rss_kib\":%ld,\"ratio_time\":%.3f,\"ratio_cpu\":%.3f,\"ratio_rss\":%.3f}\n",
+		gpus, mo, mb, mo / mb, cb > 0 ? co / cb : 0.0, rss_base ? (double)rss_ours / (double)rss_base : 0.0,
 		gpus, runs, mi, mo, co, rss_ours, mb, cb, rss_base, mo / mb, cb > 0 ? co / cb : 0.0,
 		rss_base ? (double)rss_ours / (double)rss_base : 0.0);
 	fclose(f);
