@@ -124,6 +124,12 @@ $(BUILD)/bin/$(call progname,$(1)): $(BUILD)/obj/$(1)/main.o $(LIBAPP) $(LIBGK)
 endef
 $(foreach d,$(PROG_DIRS),$(eval $(call prog_rule,$(d))))
 
+# helper programs are plain programs, without Criterion: libcriterion exports a
+# main() that takes over sanitizer builds run from a Criterion worker (BXFI_MAP set)
+$(BUILD)/tests/bin/%: tests/bin/%.c $(LIBAPP) $(LIBGK) | $(PROTO_H)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< -Wl,--start-group $(LIBAPP) $(LIBGK) -Wl,--end-group $(LDLIBS)
+
 $(BUILD)/tests/%: tests/%.c $(LIBAPP) $(LIBGK) | $(PROTO_H)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CRIT_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< -Wl,--start-group $(LIBAPP) $(LIBGK) -Wl,--end-group $(CRIT_LIBS) $(LDLIBS)

@@ -12,8 +12,8 @@ cd "${GPUKMM_SRC:-.}" || exit 1
 . tests/lib/kubesim.sh
 . tests/lib/modmgr.sh
 N=${BENCH_N:-1000}
-OUT=${GPUKMM_BENCH:-${BUILD:-build}/bench}/reconcile.json
-LAT=${GPUKMM_BENCH:-${BUILD:-build}/bench}/reconcile_lat
+OUT=${BUILD:-build}/bench/reconcile.json
+LAT=${GPUKMM_TBIN:-${BUILD:-build}/tests/bin}/reconcile_lat
 
 MM_MODMGR_FLAGS="--kube-qps -1 --log-level warn"
 MM_WATCHER_FLAGS="--log-level warn"
@@ -36,9 +36,12 @@ mm_stop_modmgr TERM
 base=$("$LAT" --kubeconfig "$MM_DIR/kubeconfig" --namespace "$MM_NS" --policy bench --n "$N" --mode baseline) || {
 	echo "baseline run failed: $base"; MM_FAILED=1; exit 1; }
 
-jq -n --argjson e2e "$e2e" --argjson base "$base" --argjson noop "$noop" '{
-	name: "reconcile", e2e: $e2e, baseline: $base,
+summary=$(jq -rn --argjson e "$e2e" --argjson b "$base" --argjson noop "$noop" \
+	'"e2e p50 \($e.p50_ms) ms p99 \($e.p99_ms) ms; in-process p50 \($b.p50_ms) ms p99 \($b.p99_ms) ms; ratio p50 \(($e.p50_ms / $b.p50_ms * 100 | round) / 100) p99 \(($e.p99_ms / $b.p99_ms * 100 | round) / 100) (target <= 1.5, p99 < 20 ms); writes/change \($e.writes_per_change); no-op resync writes \($noop)"')
+# the summary on the first line (tests/bench/run.sh reads it)
+jq -nc --arg summary "$summary" --argjson e2e "$e2e" --argjson base "$base" --argjson noop "$noop" '{
+	name: "reconcile", summary: $summary, e2e: $e2e, baseline: $base,
 	ratio_p50: ($e2e.p50_ms / $base.p50_ms), ratio_p99: ($e2e.p99_ms / $base.p99_ms),
 	writes_per_change: $e2e.writes_per_change, noop_resync_writes: $noop,
 	targets: {ratio: 1.5, p99_ms: 20, writes_per_change: 1, noop_resync_writes: 0}}' >"$OUT"
-jq -r '"reconcile: e2e p50 \(.e2e.p50_ms) ms p99 \(.e2e.p99_ms) ms | baseline p50 \(.baseline.p50_ms) ms p99 \(.baseline.p99_ms) ms | ratio p50 \(.ratio_p50*100|round/100) p99 \(.ratio_p99*100|round/100) (target <= 1.5) | writes/change \(.writes_per_change) | no-op resync writes \(.noop_resync_writes)"' "$OUT"
+echo "reconcile: $summary"

@@ -237,7 +237,11 @@ static void *watch_main(void *arg)
 		curl_easy_setopt(c, CURLOPT_WRITEDATA, w);
 		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 		w->len = 0;
-		curl_easy_perform(c);
+		CURLcode crc = curl_easy_perform(c);
+		if (crc == CURLE_COULDNT_CONNECT) {
+			snprintf(w->why, sizeof(w->why), "server gone");
+			break;
+		}
 		uint64_t done_at = atomic_load(&target_rv);
 		if (w->stop || (done_at && w->last_rv >= done_at))
 			break;

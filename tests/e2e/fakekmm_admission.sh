@@ -63,7 +63,7 @@ check "modulesLoadingOrder duplicates" denied m5 "$(ml "{\"modprobe\":{\"moduleN
 	"failed to validate modprobe: \"a\": duplicate value in the loading order list"
 check "filesToSign outside dirName" denied s1 "$(ml "{$MP,$KM,\"sign\":{\"keySecret\":{\"name\":\"k\"},\"certSecret\":{\"name\":\"c\"},\"filesToSign\":[\"/lib/x.ko\"]}}")" \
 	"global Sign: filesToSign[\"/lib/x.ko\"] must be under dirName \"/opt\""
-check "DRA on a 1.32 cluster" denied d1 '{"selector":{},"dra":{"driverName":"gpu.intel.com"}}' \
+check "DRA on a 1.32 cluster" denied d1 '{"selector":{},"dra":{"driverName":"gpu.intel.com","container":{"image":"dra:1"}}}' \
 	"failed to validate DRA: spec.dra requires Kubernetes 1.34 or later; current cluster version is 1.32"
 check "hostPath outside the allowed roots" denied h1 '{"selector":{},"devicePlugin":{"container":{"image":"dp:1"},"volumes":[{"name":"v","hostPath":{"path":"/dev/../etc"}}]}}' \
 	"failed to validate device plugin volumes: spec.devicePlugin.volumes[0]: hostPath \"/dev/../etc\" is not allowed; only /dev, /sys, /var, /opt and /run paths are permitted"

@@ -63,6 +63,32 @@ check "status kept, generation unchanged by status" test "$(k get widget w1 -o j
 check "apply --server-side widget" k apply --server-side -f $FIX/kubesim/widget.yaml --force-conflicts
 check "wait --for=jsonpath" k wait --for=jsonpath='{.status.phase}'=Ready --timeout=5s widget/w1
 
+# --- schema: defaults, violations, unknown fields (kubectl sends fieldValidation=Strict)
+check "defaults applied on create" test "$(k get widget w1 -o jsonpath='{.spec.color}/{.spec.nested.level}')" = green/low
+cat >"$KUBESIM_DIR/bad.yaml" <<'Y'
+apiVersion: test.gpukmm.io/v1
+kind: Widget
+metadata: {name: bad, namespace: default}
+spec: {size: 200, color: pink}
+Y
+out=$(k apply -f "$KUBESIM_DIR/bad.yaml" 2>&1)
+check "schema violation printed by kubectl" grep -q 'spec.color: Unsupported value: "pink"' <<<"$out"
+check "maximum violation printed" grep -q 'spec.size: Invalid value: 200' <<<"$out"
+printf 'apiVersion: test.gpukmm.io/v1\nkind: Widget\nmetadata: {name: unk, namespace: default}\nspec: {size: 1, bogus: 1}\n' >"$KUBESIM_DIR/unk.yaml"
+out=$(k apply -f "$KUBESIM_DIR/unk.yaml" 2>&1)
+check "unknown field rejected under Strict" grep -q 'strict decoding error: unknown field "spec.bogus"' <<<"$out"
+out=$(k apply --validate=warn -f "$KUBESIM_DIR/unk.yaml" 2>&1)
+check "unknown field warned and pruned under Warn" bash -c "grep -q 'Warning: unknown field \"spec.bogus\"' <<<'$out'"
+check "pruned field not stored" test -z "$(k get widget unk -o jsonpath='{.spec.bogus}')"
+
+# --- kubectl create (protobuf bodies)
+check "kubectl create namespace" k create namespace created-ns
+check "kubectl create configmap" k create configmap cm1 -n created-ns --from-literal=k=v
+check "configmap data decoded" test "$(k get cm cm1 -n created-ns -o jsonpath='{.data.k}')" = v
+check "kubectl create secret generic" k create secret generic s1 --from-literal=p=q
+check "secret data base64" test "$(k get secret s1 -o jsonpath='{.data.p}')" = cQ==
+check "kubectl delete namespace removes it" k delete namespace created-ns --wait=true --timeout=10s
+
 # --- watch sees ADDED/MODIFIED/DELETED
 k get widgets -w --output-watch-events -o json --request-timeout=0 >"$KUBESIM_DIR/watch.out" 2>&1 &
 wpid=$!

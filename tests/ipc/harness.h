@@ -83,9 +83,9 @@ static inline void th_server_stop(th_server *t)
 }
 
 /* Spawns $ENVDIR/prog with stderr appended to log (NULL = inherited). The
- * child's environment drops BXFI_MAP: test helpers are linked with libcriterion
- * (the Makefile's tests/ rule) and would otherwise believe they are Criterion
- * workers and abort. */
+ * child's environment drops Criterion's BXFI_* variables: a program linked with
+ * libcriterion (tests/bin helpers were, before the Makefile got its own rule for
+ * them) takes them as "you are a Criterion worker" and aborts. */
 static inline pid_t th_spawn(const char *envdir, const char *prog, char *const argv[], const char *log)
 {
 	extern char **environ;

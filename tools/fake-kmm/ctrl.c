@@ -475,6 +475,10 @@ static void pass(gk_loop *l, gk_timer_id id, void *u)
 	fk_ctrl *c = u;
 	gk_err err = { 0 };
 	c->pass_timer = 0;
+	/* Until both lists are in, the view is partial: counts would be wrong and
+	 * a deleting Module could lose its finalizer. on_synced schedules a pass. */
+	if (!c->synced_modules || !c->synced_nodes)
+		return;
 	fk_node *nodes = calloc(c->nodes.n ? c->nodes.n : 1, sizeof *nodes);
 	cJSON **npatch = calloc(c->nodes.n ? c->nodes.n : 1, sizeof *npatch);
 	fk_module *m = malloc(sizeof *m);

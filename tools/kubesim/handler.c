@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "k8spb.h"
 #include "gpukmm/log.h"
 #include "kubesim.h"
 #include "route.h"
@@ -520,7 +521,8 @@ void ks_handle(ks_server *s, const ks_req *r, ks_resp *out)
 			       "the server could not find the requested resource");
 		return;
 	}
-	if (r->content_type && strncmp(r->content_type, "application/vnd.kubernetes.protobuf", 35) == 0) {
+	int protobuf = r->content_type && strncmp(r->content_type, "application/vnd.kubernetes.protobuf", 35) == 0;
+	if (protobuf && strcmp(verb, "create") != 0) {
 		ks_resp_status(out, 415, "UnsupportedMediaType", NULL, NULL, NULL, NULL,
 			       "the body of the request was in an unknown format - accepted media types include: "
 			       "application/json, application/yaml");
@@ -544,7 +546,18 @@ void ks_handle(ks_server *s, const ks_req *r, ks_resp *out)
 				       "the server does not allow this method on the requested resource");
 			return;
 		}
-		cJSON *b = decode_body(r, 1, out);
+		cJSON *b;
+		if (protobuf) {
+			/* kubectl create namespace/configmap/secret/serviceaccount send protobuf */
+			gk_err e = { 0 };
+			b = ks_k8spb_decode((const unsigned char *)r->body, r->body_len, &e);
+			if (!b) {
+				ks_resp_status(out, 415, "UnsupportedMediaType", NULL, NULL, NULL, NULL, "%s", e.msg);
+				return;
+			}
+		} else {
+			b = decode_body(r, 1, out);
+		}
 		if (b)
 			ks_api_create(s, t, ns, b, &o, out);
 	} else if (strcmp(verb, "update") == 0) {

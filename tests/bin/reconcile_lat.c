@@ -1,4 +1,4 @@
-/* reconcile_lat — ClusterPolicy spec change written to the API → Module patched,
+/* reconcile_lat — helper of tests/bench/reconcile.sh: ClusterPolicy spec change written to the API → Module patched,
  * latency over N changes, measured by watching the Module.
  *
  *   reconcile_lat --kubeconfig F --namespace NS --policy P --n N --mode e2e|baseline

@@ -1,0 +1,230 @@
+/* kubesim — Kubernetes protobuf envelope decoding (see k8spb.h). */
+#include "k8spb.h"
+
+#include <openssl/evp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct rd {
+	const unsigned char *p, *end;
+};
+
+static int varint(struct rd *r, uint64_t *v)
+{
+	*v = 0;
+	for (int shift = 0; shift < 64; shift += 7) {
+		if (r->p >= r->end)
+			return -1;
+		unsigned char b = *r->p++;
+		*v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80))
+			return 0;
+	}
+	return -1;
+}
+
+/* Next field: number, wire type; for length-delimited also the bytes. */
+static int field(struct rd *r, int *num, int *wt, struct rd *sub, uint64_t *val)
+{
+	uint64_t key;
+	if (varint(r, &key))
+		return -1;
+	*num = (int)(key >> 3);
+	*wt = (int)(key & 7);
+	switch (*wt) {
+	case 0:
+		return varint(r, val);
+	case 2: {
+		uint64_t n;
+		if (varint(r, &n) || n > (uint64_t)(r->end - r->p))
+			return -1;
+		sub->p = r->p;
+		sub->end = r->p + n;
+		r->p += n;
+		return 0;
+	}
+	case 1:
+		if (r->end - r->p < 8)
+			return -1;
+		r->p += 8;
+		return 0;
+	case 5:
+		if (r->end - r->p < 4)
+			return -1;
+		r->p += 4;
+		return 0;
+	default:
+		return -1;
+	}
+}
+
+static char *str(const struct rd *s)
+{
+	size_t n = (size_t)(s->end - s->p);
+	char *c = malloc(n + 1);
+	if (c) {
+		memcpy(c, s->p, n);
+		c[n] = 0;
+	}
+	return c;
+}
+
+static char *b64(const struct rd *s)
+{
+	size_t n = (size_t)(s->end - s->p);
+	char *out = malloc(4 * ((n + 2) / 3) + 1);
+	if (out)
+		EVP_EncodeBlock((unsigned char *)out, s->p, (int)n);
+	return out;
+}
+
+/* map<string,string> (or bytes -> base64) entry into obj */
+static int map_entry(cJSON *obj, struct rd *e, int bytes)
+{
+	char *k = NULL, *v = NULL;
+	while (e->p < e->end) {
+		int num, wt;
+		struct rd sub;
+		uint64_t val;
+		if (field(e, &num, &wt, &sub, &val))
+			goto bad;
+		if (wt != 2)
+			continue;
+		if (num == 1) {
+			free(k);
+			k = str(&sub);
+		} else if (num == 2) {
+			free(v);
+			v = bytes ? b64(&sub) : str(&sub);
+		}
+	}
+	if (!k)
+		goto bad;
+	cJSON_DeleteItemFromObjectCaseSensitive(obj, k);
+	cJSON_AddStringToObject(obj, k, v ? v : "");
+	free(k);
+	free(v);
+	return 0;
+bad:
+	free(k);
+	free(v);
+	return -1;
+}
+
+static cJSON *sub_obj(cJSON *o, const char *k)
+{
+	cJSON *c = cJSON_GetObjectItemCaseSensitive(o, k);
+	return c ? c : cJSON_AddObjectToObject(o, k);
+}
+
+static int meta(cJSON *m, struct rd *r)
+{
+	while (r->p < r->end) {
+		int num, wt;
+		struct rd sub;
+		uint64_t val;
+		if (field(r, &num, &wt, &sub, &val))
+			return -1;
+		if (wt != 2)
+			continue;
+		const char *names[] = { NULL, "name", "generateName", "namespace" };
+		if (num >= 1 && num <= 3) {
+			char *s = str(&sub);
+			if (s && *s)
+				cJSON_AddStringToObject(m, names[num], s);
+			free(s);
+		} else if (num == 11 || num == 12) {
+			if (map_entry(sub_obj(m, num == 11 ? "labels" : "annotations"), &sub, 0))
+				return -1;
+		}
+	}
+	return 0;
+}
+
+cJSON *ks_k8spb_decode(const unsigned char *buf, size_t len, gk_err *err)
+{
+	if (len < 4 || memcmp(buf, "k8s\0", 4) != 0) {
+		gk_err_set(err, GK_INVALID_ARGUMENT, "protobuf body without the k8s envelope");
+		return NULL;
+	}
+	struct rd r = { buf + 4, buf + len }, raw = { NULL, NULL };
+	char *apiv = NULL, *kind = NULL;
+	while (r.p < r.end) {
+		int num, wt;
+		struct rd sub;
+		uint64_t val;
+		if (field(&r, &num, &wt, &sub, &val))
+			goto bad;
+		if (num == 1 && wt == 2) {
+			while (sub.p < sub.end) {
+				int n2, w2;
+				struct rd s2;
+				if (field(&sub, &n2, &w2, &s2, &val))
+					goto bad;
+				if (w2 == 2 && n2 == 1) {
+					free(apiv);
+					apiv = str(&s2);
+				} else if (w2 == 2 && n2 == 2) {
+					free(kind);
+					kind = str(&s2);
+				}
+			}
+		} else if (num == 2 && wt == 2) {
+			raw = sub;
+		}
+	}
+	if (!kind || !apiv || !raw.p)
+		goto bad;
+	int k = strcmp(kind, "Namespace") == 0 ? 1 : strcmp(kind, "ConfigMap") == 0 ? 2
+					     : strcmp(kind, "Secret") == 0	   ? 3
+					     : strcmp(kind, "ServiceAccount") == 0 ? 4
+										   : 0;
+	if (!k || strcmp(apiv, "v1") != 0) {
+		gk_err_set(err, GK_UNIMPLEMENTED, "protobuf bodies of %s %s are not supported; send JSON", apiv, kind);
+		free(apiv);
+		free(kind);
+		return NULL;
+	}
+	cJSON *o = cJSON_CreateObject();
+	if (!o)
+		goto bad;
+	cJSON_AddStringToObject(o, "apiVersion", apiv);
+	cJSON_AddStringToObject(o, "kind", kind);
+	cJSON *m = cJSON_AddObjectToObject(o, "metadata");
+	while (raw.p < raw.end) {
+		int num, wt;
+		struct rd sub;
+		uint64_t val;
+		if (field(&raw, &num, &wt, &sub, &val))
+			goto bad_o;
+		if (num == 1 && wt == 2) {
+			if (meta(m, &sub))
+				goto bad_o;
+		} else if (k == 2 && wt == 2 && (num == 2 || num == 3)) {
+			if (map_entry(sub_obj(o, num == 2 ? "data" : "binaryData"), &sub, num == 3))
+				goto bad_o;
+		} else if (k == 3 && wt == 2 && (num == 2 || num == 4)) {
+			if (map_entry(sub_obj(o, num == 2 ? "data" : "stringData"), &sub, num == 2))
+				goto bad_o;
+		} else if (k == 3 && wt == 2 && num == 3) {
+			char *s = str(&sub);
+			if (s)
+				cJSON_AddStringToObject(o, "type", s);
+			free(s);
+		} else if ((k == 2 && num == 4) || (k == 3 && num == 5)) {
+			if (wt == 0)
+				cJSON_AddBoolToObject(o, "immutable", val != 0);
+		}
+	}
+	free(apiv);
+	free(kind);
+	return o;
+bad_o:
+	cJSON_Delete(o);
+bad:
+	free(apiv);
+	free(kind);
+	gk_err_set(err, GK_INVALID_ARGUMENT, "malformed protobuf body");
+	return NULL;
+}
