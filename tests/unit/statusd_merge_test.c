@@ -112,7 +112,7 @@ Test(statusd_merge, errors_ordered_deduplicated_bounded_and_cleared)
 	Gpukmm__StatusReport m = rep("modmgr", 1), g = rep("gater", 1);
 	char *me[] = { "KMM is not installed in the cluster.", "b" };
 	char *ge[12];
-	char buf[12][8];
+	char buf[12][16];
 	for (int i = 0; i < 12; i++) {
 		snprintf(buf[i], sizeof(buf[i]), "g%d", i);
 		ge[i] = buf[i];
