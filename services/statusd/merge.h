@@ -1,0 +1,38 @@
+/* gpukmm-statusd, controller mode: the pure merge of component reports into
+ * one ClusterPolicy status, and the merge patch that turns the current status
+ * into the wanted one. No I/O, no clock (the caller passes "now"). */
+#ifndef GPUKMM_STATUSD_MERGE_H
+#define GPUKMM_STATUSD_MERGE_H
+
+#include <cJSON.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "status.pb-c.h"
+
+#define GK_SD_MAX_ERRORS 10
+#define GK_SD_MAX_MESSAGE 1024
+
+typedef struct gk_sd_inputs {
+	const Gpukmm__StatusReport *modmgr;  /* latest report, NULL = none yet */
+	const Gpukmm__StatusReport *gater;   /* latest report, NULL = none yet */
+	/* A component without a report is assumed to have nothing to say (its
+	 * share of errors is dropped) only when this is set (after the startup
+	 * grace period); before that its fields are kept from the current status,
+	 * so a restart never clobbers a correct status with an empty one. */
+	bool missing_is_empty;
+	const char *now;                     /* RFC 3339, for lastTransitionTime */
+} gk_sd_inputs;
+
+/* The wanted status (a new object) from the current one (`cur`, may be NULL)
+ * and the reports. Fields gpukmm does not own (e.g. "nodes") are copied from
+ * cur. Returns NULL when there is nothing to base a status on (no report at
+ * all) or on OOM (*oom set). */
+cJSON *gk_sd_merge(const cJSON *cur, const gk_sd_inputs *in, bool *oom);
+
+/* The JSON merge patch body for the status subresource, {"status":{...}}:
+ * changed top-level status fields replaced, removed ones null. NULL when
+ * cur and want are equal (nothing to write) or on OOM (*oom set). */
+cJSON *gk_sd_status_patch(const cJSON *cur, const cJSON *want, bool *oom);
+
+#endif
