@@ -140,9 +140,11 @@ $(BUILD)/bench/%: tests/bench/%.c $(LIBAPP) $(LIBGK) | $(PROTO_H)
 
 # ---- test / bench / fuzz -----------------------------------------------------
 # make check: everything, then everything again under ASan+UBSan.
+# Builds with -j$(JOBS) (default 2: the machines are 2-core) so `make check` alone is enough.
+JOBS ?= 2
 check:
-	$(MAKE) BUILD=$(BUILD) SAN=0 check-run
-	$(MAKE) BUILD=$(BUILD)-san SAN=1 OPT=-O1 check-run
+	$(MAKE) -j$(JOBS) BUILD=$(BUILD) SAN=0 check-run
+	$(MAKE) -j$(JOBS) BUILD=$(BUILD)-san SAN=1 OPT=-O1 check-run
 
 # one pass in one build dir; T=pattern limits the tests run (e.g. T=ipc)
 check-run: tests
