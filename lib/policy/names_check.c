@@ -22,17 +22,6 @@
 #define RX_DIGEST "[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*[:][[:xdigit:]]{32,}"
 #define RX_REFERENCE "(" RX_NAME ")(?::(" RX_TAG "))?(?:@(" RX_DIGEST "))?"
 
-static int fail(char *msg, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *msg, size_t cap, const char *fmt, ...)
-{
-	if (msg && cap) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(msg, cap, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
 
 static bool all_lower(const char *s, size_t n)
 {
@@ -58,7 +47,7 @@ static int check_digest(const char *d, size_t n, char *msg, size_t cap)
 {
 	const char *colon = memchr(d, ':', n);
 	if (!colon || colon == d || (size_t)(colon - d) + 1 == n)
-		return fail(msg, cap, "invalid checksum digest format");
+		return gk_policy_fail(msg, cap, "invalid checksum digest format");
 	size_t alen = (size_t)(colon - d), elen = n - alen - 1;
 	size_t want = 0;
 	if (alen == 6 && memcmp(d, "sha256", 6) == 0)
@@ -68,13 +57,13 @@ static int check_digest(const char *d, size_t n, char *msg, size_t cap)
 	else if (alen == 6 && memcmp(d, "sha512", 6) == 0)
 		want = 128;
 	else
-		return fail(msg, cap, "unsupported digest algorithm");
+		return gk_policy_fail(msg, cap, "unsupported digest algorithm");
 	if (elen != want)
-		return fail(msg, cap, "invalid checksum digest length");
+		return gk_policy_fail(msg, cap, "invalid checksum digest length");
 	for (size_t i = 0; i < elen; i++) {
 		char c = colon[1 + i];
 		if (!isdigit((unsigned char)c) && !(c >= 'a' && c <= 'f'))
-			return fail(msg, cap, "invalid checksum digest format");
+			return gk_policy_fail(msg, cap, "invalid checksum digest format");
 	}
 	return 0;
 }
@@ -85,23 +74,23 @@ static int parse_reference(const char *s, char *msg, size_t cap)
 	gk_re2_span g[3];
 	int m = gk_re2_fullmatch(RX_REFERENCE, s, 3, g);
 	if (m < 0)
-		return fail(msg, cap, "out of memory");
+		return gk_policy_fail(msg, cap, "out of memory");
 	if (m == 0) {
 		if (!*s)
-			return fail(msg, cap, "repository name must have at least one component");
+			return gk_policy_fail(msg, cap, "repository name must have at least one component");
 		char *low = strdup(s);
 		if (!low)
-			return fail(msg, cap, "out of memory");
+			return gk_policy_fail(msg, cap, "out of memory");
 		for (char *p = low; *p; p++)
 			*p = (char)tolower((unsigned char)*p);
 		int lm = gk_re2_fullmatch(RX_REFERENCE, low, 3, g);
 		free(low);
 		if (lm == 1)
-			return fail(msg, cap, "repository name must be lowercase");
-		return fail(msg, cap, "invalid reference format");
+			return gk_policy_fail(msg, cap, "repository name must be lowercase");
+		return gk_policy_fail(msg, cap, "invalid reference format");
 	}
 	if (g[0].len > 255)
-		return fail(msg, cap, "repository name must not be more than 255 characters");
+		return gk_policy_fail(msg, cap, "repository name must not be more than 255 characters");
 	if (g[2].matched)
 		return check_digest(s + g[2].off, g[2].len, msg, cap);
 	return 0;
@@ -113,7 +102,7 @@ int gk_policy_check_image_ref(const char *ref, char *msg, size_t cap)
 	if (!ref)
 		ref = "";
 	if (is_hex64(ref))
-		return fail(msg, cap, "invalid repository name (%s), cannot specify 64-byte hexadecimal strings", ref);
+		return gk_policy_fail(msg, cap, "invalid repository name (%s), cannot specify 64-byte hexadecimal strings", ref);
 	const char *slash = strchr(ref, '/');
 	const char *domain = "docker.io", *rem = ref;
 	size_t dlen = 9;
@@ -137,12 +126,12 @@ int gk_policy_check_image_ref(const char *ref, char *msg, size_t cap)
 	const char *colon = strchr(rem, ':');
 	size_t rlen = colon ? (size_t)(colon - rem) : strlen(rem);
 	if (!all_lower(rem, rlen))
-		return fail(msg, cap, "invalid reference format: repository name (%s%.*s) must be lowercase",
+		return gk_policy_fail(msg, cap, "invalid reference format: repository name (%s%.*s) must be lowercase",
 			    official ? "library/" : "", (int)rlen, rem);
 	size_t total = dlen + 1 + (official ? 8 : 0) + strlen(rem) + 1;
 	char *full = malloc(total);
 	if (!full)
-		return fail(msg, cap, "out of memory");
+		return gk_policy_fail(msg, cap, "out of memory");
 	snprintf(full, total, "%.*s/%s%s", (int)dlen, domain, official ? "library/" : "", rem);
 	int rc = parse_reference(full, msg, cap);
 	free(full);

@@ -25,4 +25,22 @@ int gk_re2_fullmatch(const char *pattern, const char *text, size_t ngroups, gk_r
 #ifdef __cplusplus
 }
 #endif
+
+#ifndef __cplusplus
+#include <stdarg.h>
+#include <stdio.h>
+/* Write a printf-style reason into msg (if any) and return -1: the one
+ * "refuse with a message" helper of lib/policy's checkers. */
+static inline int gk_policy_fail(char *msg, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static inline int gk_policy_fail(char *msg, size_t cap, const char *fmt, ...)
+{
+	if (msg && cap) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(msg, cap, fmt, ap);
+		va_end(ap);
+	}
+	return -1;
+}
+#endif
 #endif
