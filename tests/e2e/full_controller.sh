@@ -151,6 +151,12 @@ check "printer columns: DP 2/2, DRA 2/2, XPU 2/2" ds_cols
 check "status: no errors, observedGeneration = generation" bash -c \
 	"kc get clusterpolicy $CP -o json | jq -e '(.status.errors // []) == [] and .status.observedGeneration == .metadata.generation'"
 
+HPORT=$(grep -o 'http: listening on 127.0.0.1:[0-9]*' "$D/gpukmm.log" | head -1 | grep -o '[0-9]*$')
+curl -sf "http://127.0.0.1:$HPORT/metrics" >"$D/metrics" 2>/dev/null
+metric() { awk -v m="$1" '$1 ~ "^"m"({|$)" {print $2; exit}' "$D/metrics"; }
+check "/metrics: the gater's heartbeat counters (passes > 0, 3 writes, 0 conflicts)" bash -c \
+	"[ \"$(metric gpukmm_svc_gater_passes_total)\" -gt 0 ] && [ \"$(metric gpukmm_svc_gater_writes_total)\" = 3 ] && [ \"$(metric gpukmm_svc_gater_conflicts_total)\" = 0 ]"
+
 # ---- shutdown: SIGTERM stops everything, exit 0 -------------------------------------------
 stop_pid "$SUP_PID"
 rc=$?

@@ -109,6 +109,21 @@ check "KMM uninstalled: the gater does not repeat it" gt_report_has '(.errors | 
 mm_install_kmm
 check "KMM reinstalled: gated again without a restart" wait_for "regated" 30 gated "$MM_NS" gpu-device-plugin
 
+# ---- API faults: 409 storms converge (re-read, backoff), 503 is reported and then clears ----
+kraw PUT /kubesim/faults '{"seed":5,"rules":[{"verb":"patch","resource":"daemonsets","rate":0.7,"code":409}]}' >/dev/null
+cp_patch '{"spec":{"kernelModule":null}}'
+check "409 storm (70% of patches): converges, every key removed" wait_for "ungated under 409s" 30 bash -c \
+	"$(declare -f ds_json ungated ds_jq kraw); KUBESIM_URL=$KUBESIM_URL KUBESIM_DIR=$KUBESIM_DIR GT_KEY_PREFIX=$GT_KEY_PREFIX;
+	 ungated $MM_NS gpu-device-plugin && ungated $MM_NS gpu-gpu-dra && ungated $MM_NS gpu-xpu-manager"
+check "409s are re-read and retried, not reported as errors" gt_report_has '(.errors | length) == 0'
+kraw PUT /kubesim/faults '{"seed":5,"rules":[{"verb":"patch","resource":"daemonsets","rate":1.0,"code":503}]}' >/dev/null
+cp_patch "{\"spec\":{\"kernelModule\":$KM_BASIC}}"
+check "503 on every patch: the error is reported" wait_for "503 error" 20 \
+	gt_report_has '.errors | map(startswith("failed to gate DaemonSet '"$MM_NS"'/")) | any'
+kraw PUT /kubesim/faults '{}' >/dev/null
+check "API healthy again: gated (retried with backoff)" wait_for "regated" 30 gated "$MM_NS" gpu-device-plugin
+check "API healthy again: the error disappears" wait_for "error cleared" 20 gt_report_has '(.errors | length) == 0'
+
 # ---- the policy deleted → keys removed, report {deleted} -----------------------------------
 kraw DELETE /apis/intel.com/v1alpha1/clusterpolicies/gpu >/dev/null
 check "policy deleted: opt-in DaemonSet ungated" wait_for "ungated" 30 ungated "$MM_NS" gpu-device-plugin
