@@ -15,7 +15,7 @@ SD_PID=
 sd_start() {
 	"$GPUKMM_BIN/gpukmm-statusd" --mode controller --kubeconfig "$MM_DIR/kubeconfig" --listen "$SD_SOCK" \
 		--debounce-ms 300 --grace-ms "${SD_GRACE:-1500}" \
-		--control "$SD_CONTROL" --heartbeat-ms 50 >>"$MM_DIR/statusd-real.log" 2>&1 &
+		--control "$SD_CONTROL" --heartbeat-ms 200 >>"$MM_DIR/statusd-real.log" 2>&1 &
 	SD_PID=$!
 }
 sd_stop() {

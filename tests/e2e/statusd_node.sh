@@ -14,7 +14,7 @@ SD_SOCK="ipc://$MM_DIR/nsd.sock"
 SD_PID=
 sd_start() {
 	NODE_NAME=n1 "$GPUKMM_BIN/gpukmm-statusd" --mode node --kubeconfig "$MM_DIR/kubeconfig" --listen "$SD_SOCK" \
-		--debounce-ms 50 --control "$SD_CONTROL" --heartbeat-ms 50 >>"$MM_DIR/statusd-node.log" 2>&1 &
+		--debounce-ms 50 --control "$SD_CONTROL" --heartbeat-ms 200 >>"$MM_DIR/statusd-node.log" 2>&1 &
 	SD_PID=$!
 }
 sd_stop() {

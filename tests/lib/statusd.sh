@@ -1,7 +1,7 @@
 # Shell helpers for the statusd end-to-end tests: source after tests/lib/modmgr.sh.
 #
 #   sd_control_start              a fake supervisor Control (tests/bin/fake_control) on
-#                                 $SD_CONTROL; give statusd --control "$SD_CONTROL" --heartbeat-ms 50
+#                                 $SD_CONTROL; give statusd --control "$SD_CONTROL" --heartbeat-ms 200
 #   sd_counter PID NAME           the counter NAME of the statusd process PID (0 when not yet known)
 #   sd_idle_after PID NAME N [S]  wait (S seconds, default 10) until counter NAME > N and the
 #                                 process has nothing pending (statusd_pending 0), both seen in
