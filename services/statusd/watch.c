@@ -11,6 +11,10 @@
 #define SNAPSHOT_TIMEOUT_MS 10000
 #define SNAPSHOT_RETRY_MS 200
 #define BUFFER_MAX 4096
+/* A snapshot carries every Node with its gpukmm.io/node-report (each at most
+ * 64 KiB, typically 1-2 KiB): the default 4 MiB would stop at a few thousand
+ * nodes. The digests kept afterwards are small (nodes.h). */
+#define SNAPSHOT_MAX (64u << 20)
 
 static const char *const TOPICS[] = { "clusterpolicy", "node", "discovery", "leadership" };
 #define N_TOPICS (sizeof(TOPICS) / sizeof(TOPICS[0]))
@@ -189,7 +193,8 @@ int gk_sd_watch_open(gk_sd_watch **out, gk_loop *loop, const char *events_url, c
 	for (size_t i = 0; i < N_TOPICS; i++)
 		if (gk_ipc_sub_topic(w->sub, TOPICS[i], &gpukmm__event__descriptor, err))
 			goto fail;
-	if (gk_ipc_client_open(&w->watcher, watcher_url, NULL, err))
+	const gk_ipc_opts co = { .recv_max = SNAPSHOT_MAX, .unpack_max = 2 * SNAPSHOT_MAX };
+	if (gk_ipc_client_open(&w->watcher, watcher_url, &co, err))
 		goto fail;
 	if (gk_loop_add_fd(loop, gk_ipc_sub_fd(w->sub), EPOLLIN, on_sub_fd, w, err))
 		goto fail;
