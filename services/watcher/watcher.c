@@ -306,45 +306,84 @@ static void apply_gates(wr *w)
 	check_ready(w);
 }
 
-/* ---- discovery ------------------------------------------------------------------ */
+/* ---- discovery (async: the loop never waits for the API) ------------------------ */
 
-static int discover_once(wr *w)
+static const struct { int gate; const char *g, *v, *r; } disc_q[3] = {
+	{WG_CP, "intel.com", "v1alpha1", "clusterpolicies"},
+	{WG_KMM, "kmm.sigs.x-k8s.io", "v1beta1", "modules"},
+	{WG_DRA, "resource.k8s.io", "v1", "resourceclaims"},
+};
+
+/* All three answers are in: decide which watches run. */
+static void disc_apply(wr *w)
 {
-	static const struct { int gate; const char *g, *v, *r; } q[] = {
-		{WG_CP, "intel.com", "v1alpha1", "clusterpolicies"},
-		{WG_KMM, "kmm.sigs.x-k8s.io", "v1beta1", "modules"},
-		{WG_DRA, "resource.k8s.io", "v1", "resourceclaims"},
-	};
-	bool changed = !w->disc_known;
-	for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
-		gk_err err = {0};
-		int r = gk_kube_discover(w->kc, q[i].g, q[i].v, q[i].r, 1, true, &err);
+	bool changed = false;
+	for (size_t i = 0; i < 3; i++) {
+		int r = w->disc_res[i];
 		if (r < 0) {
-			w->c_errors++;
-			GK_WARN("discovery of %s/%s: %s (keeping the last answer)", q[i].g, q[i].v,
-				err.msg);
 			if (!w->disc_known)
-				return -1;
-			continue;
+				return; /* no complete first answer yet: next period */
+			continue;   /* keep the last answer */
 		}
-		if (w->gate[q[i].gate] != (r == 1)) {
-			GK_INFO("API %s/%s %s", q[i].g, q[i].v, r ? "is served now" : "is gone");
-			w->gate[q[i].gate] = r == 1;
-			changed = true;
+		if (w->gate[disc_q[i].gate] != (r == 1) || !w->disc_known) {
+			if (w->disc_known)
+				GK_INFO("API %s/%s %s", disc_q[i].g, disc_q[i].v,
+					r ? "is served now" : "is gone");
+			changed = changed || w->gate[disc_q[i].gate] != (r == 1);
+			w->gate[disc_q[i].gate] = r == 1;
 		}
 	}
+	if (!w->disc_known)
+		changed = true;
 	w->disc_known = true;
 	if (changed) {
 		apply_gates(w);
 		publish_discovery(w);
 	}
-	return 0;
+}
+
+static void disc_done(void *user, int r, const gk_err *err)
+{
+	struct wr_disc_slot *slot = user;
+	wr *w = slot->w;
+	int i = slot->i;
+	w->disc_calls[i] = NULL;
+	w->disc_res[i] = r;
+	if (r < 0) {
+		w->c_errors++;
+		GK_WARN("discovery of %s/%s: %s (keeping the last answer)", disc_q[i].g, disc_q[i].v,
+			err ? err->msg : "failed");
+	}
+	if (--w->disc_pending == 0)
+		disc_apply(w);
+	rearm(w);
+}
+
+/* Start one round of discovery (if none is in flight). */
+static void disc_start(wr *w)
+{
+	if (w->disc_pending)
+		return; /* the API is slow: the round in flight answers first */
+	for (int i = 0; i < 3; i++) {
+		gk_err err = {0};
+		w->disc_res[i] = -GK_UNAVAILABLE;
+		if (gk_kube_discover_async(w->mux, disc_q[i].g, disc_q[i].v, disc_q[i].r, disc_done,
+					   &w->disc_slot[i], &w->disc_calls[i], &err)) {
+			w->c_errors++;
+			GK_WARN("discovery of %s/%s: %s", disc_q[i].g, disc_q[i].v, err.msg);
+			continue;
+		}
+		w->disc_pending++;
+	}
+	if (!w->disc_pending)
+		disc_apply(w);
+	rearm(w);
 }
 
 static void disc_timer_cb(gk_loop *l, gk_timer_id id, void *user)
 {
 	wr *w = user;
-	discover_once(w);
+	disc_start(w);
 	w->disc_timer = gk_loop_timer(w->loop, w->o.discovery_ms, disc_timer_cb, w);
 }
 
@@ -369,56 +408,113 @@ static void now_micro(char *buf, size_t cap)
 	snprintf(buf, cap, "%s.%06ldZ", b, ts.tv_nsec / 1000);
 }
 
-static void lease_write(wr *w, const wl_lease *cur, enum wl_action a, const char *holder,
-			bool *ok)
+static gk_kube_ref lease_ref(const wr *w)
 {
-	char now[64];
-	now_micro(now, sizeof now);
-	cJSON *body = wl_lease_body(w->o.ns, w->o.lease_name, cur, a, holder, &w->o.lease, now);
-	gk_kube_ref r = {"coordination.k8s.io", "v1", "leases", w->o.ns, w->o.lease_name, NULL};
-	gk_err err = {0};
-	int rc = !body ? GK_RESOURCE_EXHAUSTED
-		 : a == WL_CREATE ? gk_kube_create(w->lc, &r, body, NULL, NULL, &err)
-				  : gk_kube_update(w->lc, &r, body, NULL, NULL, &err);
-	cJSON_Delete(body);
-	*ok = rc == 0;
-	if (rc && rc != GK_ABORTED && rc != GK_ALREADY_EXISTS)
-		GK_WARN("lease %s/%s: %s", w->o.ns, w->o.lease_name, err.msg);
+	return (gk_kube_ref){"coordination.k8s.io", "v1", "leases", w->o.ns, w->o.lease_name, NULL};
 }
 
-static void lease_tick(wr *w)
+/* Each lease request may take at most the renew deadline: a leader whose
+ * renewal hangs has stepped down by then anyway (lease_deadline). */
+static gk_kube_call_opts lease_call_opts(const wr *w)
 {
-	gk_kube_ref r = {"coordination.k8s.io", "v1", "leases", w->o.ns, w->o.lease_name, NULL};
-	cJSON *j = NULL;
-	gk_err err = {0};
+	return (gk_kube_call_opts){.timeout_ms = (int)w->o.lease.renew_deadline_ms,
+				   .unthrottled = true};
+}
+
+static void lease_changed(wr *w, bool changed)
+{
+	if (!changed)
+		return;
+	w->c_leader = w->ls.leader;
+	GK_INFO("leadership: %s (holder \"%s\")", w->ls.leader ? "leader" : "follower", w->holder);
+	publish_leadership(w);
+}
+
+static void lease_write_done(void *user, int rc, cJSON *out, const gk_kube_status *st,
+			     const gk_err *err)
+{
+	wr *w = user;
+	cJSON_Delete(out);
+	w->lease_call = NULL;
+	bool ok = rc == 0;
+	if (rc && rc != GK_ABORTED && rc != GK_ALREADY_EXISTS)
+		GK_WARN("lease %s/%s: %s", w->o.ns, w->o.lease_name, err ? err->msg : "failed");
+	bool was = w->ls.leader;
+	/* a renewal counts from when it was sent, not from when it was answered */
+	bool changed = wl_result(&w->ls, w->lease_act, ok, &w->o.lease,
+				 ok ? w->lease_write_ms : gk_mono_ms()) ||
+		       was != w->ls.leader;
+	const char *h = ok ? w->identity : w->lease_cur.holder;
+	if (strcmp(h, w->holder)) {
+		snprintf(w->holder, sizeof w->holder, "%s", h);
+		changed = true;
+	}
+	lease_changed(w, changed);
+	rearm(w);
+}
+
+static void lease_get_done(void *user, int rc, cJSON *j, const gk_kube_status *st,
+			   const gk_err *err)
+{
+	wr *w = user;
+	w->lease_call = NULL;
 	int64_t now = gk_mono_ms();
-	int rc = gk_kube_get(w->lc, &r, &j, NULL, &err);
-	bool changed;
 	if (rc && rc != GK_NOT_FOUND) {
-		GK_WARN("lease %s/%s: %s", w->o.ns, w->o.lease_name, err.msg);
-		changed = wl_check_deadline(&w->ls, &w->o.lease, now);
-	} else {
-		wl_lease l;
-		wl_lease_parse(&l, rc ? NULL : j);
-		bool was = w->ls.leader;
-		enum wl_action a = wl_decide(&w->ls, &l, w->identity, &w->o.lease, now);
-		bool ok = false;
-		if (a != WL_WAIT)
-			lease_write(w, &l, a, w->identity, &ok);
-		changed = wl_result(&w->ls, a, ok, &w->o.lease, now) || was != w->ls.leader;
-		const char *h = ok ? w->identity : l.holder;
-		if (strcmp(h, w->holder)) {
-			snprintf(w->holder, sizeof w->holder, "%s", h);
+		GK_WARN("lease %s/%s: %s", w->o.ns, w->o.lease_name, err ? err->msg : "failed");
+		cJSON_Delete(j);
+		lease_changed(w, wl_check_deadline(&w->ls, &w->o.lease, now));
+		return;
+	}
+	wl_lease_parse(&w->lease_cur, rc ? NULL : j);
+	cJSON_Delete(j);
+	bool was = w->ls.leader;
+	enum wl_action a = wl_decide(&w->ls, &w->lease_cur, w->identity, &w->o.lease, now);
+	if (a == WL_WAIT) {
+		bool changed = wl_result(&w->ls, a, false, &w->o.lease, now) || was != w->ls.leader;
+		if (strcmp(w->lease_cur.holder, w->holder)) {
+			snprintf(w->holder, sizeof w->holder, "%s", w->lease_cur.holder);
 			changed = true;
 		}
+		lease_changed(w, changed);
+		return;
 	}
-	cJSON_Delete(j);
-	if (changed) {
-		w->c_leader = w->ls.leader;
-		GK_INFO("leadership: %s (holder \"%s\")", w->ls.leader ? "leader" : "follower",
-			w->holder);
-		publish_leadership(w);
+	char ts[64];
+	now_micro(ts, sizeof ts);
+	cJSON *body = wl_lease_body(w->o.ns, w->o.lease_name, &w->lease_cur, a, w->identity,
+				    &w->o.lease, ts);
+	gk_kube_ref r = lease_ref(w);
+	gk_kube_call_opts o = lease_call_opts(w);
+	gk_err e = {0};
+	w->lease_act = a;
+	w->lease_write_ms = now;
+	int wrc = !body ? gk_err_set(&e, GK_RESOURCE_EXHAUSTED, "out of memory")
+		  : a == WL_CREATE
+			  ? gk_kube_call_create(w->mux, &r, body, &o, lease_write_done, w,
+						&w->lease_call, &e)
+			  : gk_kube_call_update(w->mux, &r, body, &o, lease_write_done, w,
+						&w->lease_call, &e);
+	cJSON_Delete(body);
+	if (wrc) {
+		GK_WARN("lease %s/%s: %s", w->o.ns, w->o.lease_name, e.msg);
+		lease_changed(w, wl_result(&w->ls, a, false, &w->o.lease, now) || was != w->ls.leader);
 	}
+	rearm(w);
+}
+
+/* One retry period: step down if the renew deadline passed (even while a
+ * request hangs), then read the Lease unless a request is still in flight. */
+static void lease_tick(wr *w)
+{
+	int64_t now = gk_mono_ms();
+	lease_changed(w, wl_check_deadline(&w->ls, &w->o.lease, now));
+	if (w->lease_call)
+		return;
+	gk_kube_ref r = lease_ref(w);
+	gk_kube_call_opts o = lease_call_opts(w);
+	gk_err err = {0};
+	if (gk_kube_call_get(w->mux, &r, &o, lease_get_done, w, &w->lease_call, &err))
+		GK_WARN("lease %s/%s: %s", w->o.ns, w->o.lease_name, err.msg);
+	rearm(w);
 }
 
 static void lease_timer_cb(gk_loop *l, gk_timer_id id, void *user)
@@ -430,16 +526,25 @@ static void lease_timer_cb(gk_loop *l, gk_timer_id id, void *user)
 
 void wr_release(wr *w)
 {
+	gk_kube_call_cancel(w->lease_call);
+	w->lease_call = NULL;
 	if (!w->o.leader_elect || !w->ls.leader || !w->lc)
 		return;
-	gk_kube_ref r = {"coordination.k8s.io", "v1", "leases", w->o.ns, w->o.lease_name, NULL};
+	gk_kube_ref r = lease_ref(w);
 	cJSON *j = NULL;
 	if (gk_kube_get(w->lc, &r, &j, NULL, NULL) == 0) {
 		wl_lease l;
 		wl_lease_parse(&l, j);
 		bool ok = false;
-		if (!strcmp(l.holder, w->identity))
-			lease_write(w, &l, WL_RENEW, "", &ok);
+		if (!strcmp(l.holder, w->identity)) {
+			/* shutting down: one short blocking write is fine here */
+			char ts[64];
+			now_micro(ts, sizeof ts);
+			cJSON *body = wl_lease_body(w->o.ns, w->o.lease_name, &l, WL_RENEW, "",
+						    &w->o.lease, ts);
+			ok = body && gk_kube_update(w->lc, &r, body, NULL, NULL, NULL) == 0;
+			cJSON_Delete(body);
+		}
 		if (ok)
 			GK_INFO("released lease %s/%s", w->o.ns, w->o.lease_name);
 	}
@@ -634,6 +739,8 @@ int wr_init(wr *w, const wr_opts *o, gk_loop *loop, gk_kube_client *kc, gk_kube_
 		w->src[i].w = w;
 		w->src[i].idx = i;
 	}
+	for (int i = 0; i < 3; i++)
+		w->disc_slot[i] = (struct wr_disc_slot){w, i};
 	if (!w->o.leader_elect) {
 		w->ls.leader = true;
 		snprintf(w->holder, sizeof w->holder, "%s", w->identity);
@@ -655,10 +762,7 @@ int wr_init(wr *w, const wr_opts *o, gk_loop *loop, gk_kube_client *kc, gk_kube_
 
 int wr_start(wr *w, gk_err *err)
 {
-	if (discover_once(w)) {
-		/* API not reachable yet: keep trying on the discovery period */
-		GK_WARN("API discovery failed; retrying every %lld ms", (long long)w->o.discovery_ms);
-	}
+	disc_start(w); /* watches start when it answers; retried every discovery period */
 	w->disc_timer = gk_loop_timer(w->loop, w->o.discovery_ms, disc_timer_cb, w);
 	w->tick_timer = gk_loop_timer(w->loop, 1000, tick_cb, w);
 	if (w->o.leader_elect) {
@@ -673,6 +777,13 @@ int wr_start(wr *w, gk_err *err)
 
 void wr_fini(wr *w)
 {
+	for (int i = 0; i < 3; i++) {
+		gk_kube_call_cancel(w->disc_calls[i]);
+		w->disc_calls[i] = NULL;
+	}
+	w->disc_pending = 0;
+	gk_kube_call_cancel(w->lease_call);
+	w->lease_call = NULL;
 	for (int i = 0; i < WR_NSRC; i++) {
 		if (w->src[i].kw)
 			gk_kube_watch_stop(w->src[i].kw);

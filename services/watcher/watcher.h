@@ -42,7 +42,7 @@ struct wr {
 	char identity[256];
 	gk_loop *loop;
 	gk_kube_client *kc;          /* watches + discovery */
-	gk_kube_client *lc;          /* lease writes (short timeouts) */
+	gk_kube_client *lc;          /* blocking: only the lease release at SIGTERM */
 	gk_kube_mux *mux;
 	gk_ipc_pub *pub;
 	gk_ipc_server *srv;
@@ -57,6 +57,15 @@ struct wr {
 	void (*on_ready)(void *user);
 	void *on_ready_user;
 	gk_timer_id mux_timer, disc_timer, tick_timer, lease_timer;
+	/* async API calls on the mux: never block the loop */
+	gk_kube_call *disc_calls[3];
+	struct wr_disc_slot { wr *w; int i; } disc_slot[3];
+	int disc_res[3];             /* 1 served, 0 absent, -code error */
+	int disc_pending;
+	gk_kube_call *lease_call;    /* the Lease GET or write in flight */
+	enum wl_action lease_act;
+	wl_lease lease_cur;          /* as read before the write */
+	int64_t lease_write_ms;      /* when the write started */
 	/* counters (heartbeats) */
 	uint64_t c_events, c_relists, c_errors, c_convert_errors, c_published;
 	uint64_t c_size[WT_N];
