@@ -256,6 +256,14 @@ int64_t gk_kube_mux_timeout_ms(gk_kube_mux *m);
 /* Process ready sockets, timeouts and due restarts. Returns transfers completed. */
 int gk_kube_mux_run(gk_kube_mux *m);
 
+/* Run the mux on a service loop (gpukmm/loop.h): registers its fd and keeps a
+ * loop timer armed for its next deadline, re-armed by the mux itself whenever
+ * it changes (after every run, call or watch start) — callers do nothing
+ * else. Detach before freeing the loop; gk_kube_mux_free detaches. */
+struct gk_loop;
+int gk_kube_mux_attach(gk_kube_mux *m, struct gk_loop *loop, gk_err *err);
+void gk_kube_mux_detach(gk_kube_mux *m);
+
 /* ---- async calls on the mux ------------------------------------------------
  *
  * The verbs of the blocking client, run as transfers on the mux (same curl

@@ -213,6 +213,7 @@ int gk_kube_call_raw(gk_kube_mux *m, const char *method, const char *path,
 	m->calls_started++;
 	if (out)
 		*out = k;
+	gk_kube__mux_changed(m);
 	return 0;
 }
 

@@ -86,6 +86,9 @@ struct gk_kube_mux {
 	int64_t curl_due_ms;     /* -1 = none */
 	gk_kube__task tasks;     /* list head */
 	size_t calls, max_calls; /* async calls in flight (queued for QPS included) */
+	struct gk_loop *loop;    /* gk_kube_mux_attach: fd + timer managed here */
+	uint64_t timer;          /* gk_timer_id, 0 = none */
+	int64_t timer_due_ms;
 	uint64_t calls_started, calls_rejected;
 };
 
@@ -94,3 +97,5 @@ void gk_kube__mux_del_task(gk_kube_mux *m, gk_kube__task *t);
 /* The easy handle's CURLOPT_PRIVATE must be the task. */
 int gk_kube__mux_start(gk_kube_mux *m, CURL *e);
 void gk_kube__mux_stop(gk_kube_mux *m, CURL *e);
+/* The mux's next deadline may have moved: re-arm the loop timer (attached only). */
+void gk_kube__mux_changed(gk_kube_mux *m);

@@ -65,6 +65,7 @@ void gk_kube_mux_free(gk_kube_mux *m)
 {
 	if (!m)
 		return;
+	gk_kube_mux_detach(m);
 	/* async calls still in flight are dropped without their callback */
 	for (gk_kube__task *t = m->tasks.next, *n; t && t != &m->tasks; t = n) {
 		n = t->next;
@@ -182,5 +183,6 @@ int gk_kube_mux_run(gk_kube_mux *m)
 	/* starting transfers may have completed synchronously (e.g. refused) */
 	curl_multi_socket_action(m->multi, CURL_SOCKET_TIMEOUT, 0, &running);
 	done += drain_done(m);
+	gk_kube__mux_changed(m);
 	return done;
 }

@@ -201,35 +201,6 @@ bool wr_synced(const wr *w)
 	return w->disc_known;
 }
 
-/* ---- mux on the loop ------------------------------------------------------------ */
-
-static void rearm(wr *w);
-
-static void mux_timer_cb(gk_loop *l, gk_timer_id id, void *user)
-{
-	wr *w = user;
-	w->mux_timer = 0;
-	gk_kube_mux_run(w->mux);
-	rearm(w);
-}
-
-static void mux_fd_cb(gk_loop *l, int fd, uint32_t ev, void *user)
-{
-	wr *w = user;
-	gk_kube_mux_run(w->mux);
-	rearm(w);
-}
-
-static void rearm(wr *w)
-{
-	if (w->mux_timer)
-		gk_loop_cancel(w->loop, w->mux_timer);
-	w->mux_timer = 0;
-	int64_t t = gk_kube_mux_timeout_ms(w->mux);
-	if (t >= 0)
-		w->mux_timer = gk_loop_timer(w->loop, t, mux_timer_cb, w);
-}
-
 /* ---- watches on and off ---------------------------------------------------------- */
 
 static void src_start(wr *w, int i)
@@ -302,7 +273,6 @@ static void apply_gates(wr *w)
 		else
 			src_stop(w, i);
 	}
-	rearm(w);
 	check_ready(w);
 }
 
@@ -356,7 +326,6 @@ static void disc_done(void *user, int r, const gk_err *err)
 	}
 	if (--w->disc_pending == 0)
 		disc_apply(w);
-	rearm(w);
 }
 
 /* Start one round of discovery (if none is in flight). */
@@ -377,7 +346,6 @@ static void disc_start(wr *w)
 	}
 	if (!w->disc_pending)
 		disc_apply(w);
-	rearm(w);
 }
 
 static void disc_timer_cb(gk_loop *l, gk_timer_id id, void *user)
@@ -450,7 +418,6 @@ static void lease_write_done(void *user, int rc, cJSON *out, const gk_kube_statu
 		changed = true;
 	}
 	lease_changed(w, changed);
-	rearm(w);
 }
 
 static void lease_get_done(void *user, int rc, cJSON *j, const gk_kube_status *st,
@@ -498,7 +465,6 @@ static void lease_get_done(void *user, int rc, cJSON *j, const gk_kube_status *s
 		GK_WARN("lease %s/%s: %s", w->o.ns, w->o.lease_name, e.msg);
 		lease_changed(w, wl_result(&w->ls, a, false, &w->o.lease, now) || was != w->ls.leader);
 	}
-	rearm(w);
 }
 
 /* One retry period: step down if the renew deadline passed (even while a
@@ -514,7 +480,6 @@ static void lease_tick(wr *w)
 	gk_err err = {0};
 	if (gk_kube_call_get(w->mux, &r, &o, lease_get_done, w, &w->lease_call, &err))
 		GK_WARN("lease %s/%s: %s", w->o.ns, w->o.lease_name, err.msg);
-	rearm(w);
 }
 
 static void lease_timer_cb(gk_loop *l, gk_timer_id id, void *user)
@@ -554,20 +519,6 @@ void wr_release(wr *w)
 
 /* ---- RPC: Watcher.Snapshot / Watcher.Get ------------------------------------------- */
 
-typedef struct fill_ctx {
-	const ws_store *s;
-	void **arr;
-	size_t n;
-} fill_ctx;
-
-static void fill_one(void *user, ws_ent *e)
-{
-	fill_ctx *f = user;
-	ProtobufCMessage *m = ws_obj(f->s, e);
-	if (m)
-		f->arr[f->n++] = m;
-}
-
 static bool wants(const Gpukmm__SnapshotRequest *req, const char *topic)
 {
 	if (!req || !req->n_topics)
@@ -578,11 +529,41 @@ static bool wants(const Gpukmm__SnapshotRequest *req, const char *topic)
 	return false;
 }
 
+/* The cached objects go into the reply as they are stored, packed: each one
+ * becomes a length-delimited "unknown field" with the number of the reply's
+ * repeated field for its kind, which is exactly how protobuf encodes a
+ * repeated message field, so the receiver decodes ordinary SnapshotReply
+ * objects. Nothing is unpacked: a snapshot of 10,000 objects costs the reply
+ * buffer only, not 10,000 unpacked structs (tens of MB, fragmenting the heap). */
+typedef struct raw_ctx {
+	ProtobufCMessageUnknownField *f;
+	size_t n, cap;
+	uint32_t tag;
+} raw_ctx;
+
+static void raw_one(void *user, ws_ent *e)
+{
+	raw_ctx *r = user;
+	if (r->n == r->cap)
+		return;
+	r->f[r->n++] = (ProtobufCMessageUnknownField){
+		.tag = r->tag, .wire_type = PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED, .len = e->len,
+		.data = e->buf};
+}
+
+static const char *const rep_field[WT_N] = {"cluster_policies", "modules", "nodes",
+					    "resource_claims", "daemon_sets", "pods"};
+
 void wr_snapshot_fill(wr *w, const Gpukmm__SnapshotRequest *req, Gpukmm__SnapshotReply *rep,
 		      Gpukmm__Discovery *disc, Gpukmm__Leadership *lead)
 {
 	gpukmm__snapshot_reply__init(rep);
 	static const char *const extra[] = {"discovery", "leadership"};
+	size_t total = 0;
+	for (int t = 0; t < WT_N; t++)
+		if (wants(req, wr_topic_names[t]))
+			total += w->store[t].n;
+	raw_ctx r = {calloc(total + 1, sizeof *r.f), 0, total, 0};
 	rep->seqs = calloc(WT_N + 2, sizeof *rep->seqs);
 	for (int t = 0; rep->seqs && t < WT_N + 2; t++) {
 		const char *name = t < WT_N ? wr_topic_names[t] : extra[t - WT_N];
@@ -596,20 +577,20 @@ void wr_snapshot_fill(wr *w, const Gpukmm__SnapshotRequest *req, Gpukmm__Snapsho
 		ts->has_seq = 1;
 		ts->seq = w->pub ? gk_ipc_pub_seq(w->pub, name) : 0;
 		rep->seqs[rep->n_seqs++] = ts;
-		if (t >= WT_N)
+		if (t >= WT_N || !r.f)
 			continue;
-		fill_ctx f = {&w->store[t], calloc(w->store[t].n + 1, sizeof(void *)), 0};
-		if (!f.arr)
+		const ProtobufCFieldDescriptor *fd = protobuf_c_message_descriptor_get_field_by_name(
+			&gpukmm__snapshot_reply__descriptor, rep_field[t]);
+		if (!fd)
 			continue;
-		ws_each(&w->store[t], fill_one, &f);
-		switch (t) {
-		case WT_CP: rep->cluster_policies = (void *)f.arr; rep->n_cluster_policies = f.n; break;
-		case WT_MODULE: rep->modules = (void *)f.arr; rep->n_modules = f.n; break;
-		case WT_NODE: rep->nodes = (void *)f.arr; rep->n_nodes = f.n; break;
-		case WT_RC: rep->resource_claims = (void *)f.arr; rep->n_resource_claims = f.n; break;
-		case WT_DS: rep->daemon_sets = (void *)f.arr; rep->n_daemon_sets = f.n; break;
-		case WT_POD: rep->pods = (void *)f.arr; rep->n_pods = f.n; break;
-		}
+		r.tag = fd->id;
+		ws_each(&w->store[t], raw_one, &r);
+	}
+	if (r.f && r.n) {
+		rep->base.unknown_fields = r.f;
+		rep->base.n_unknown_fields = r.n;
+	} else {
+		free(r.f);
 	}
 	gpukmm__discovery__init(disc);
 	disc->has_kmm = disc->has_dra = disc->has_cluster_policy = 1;
@@ -627,29 +608,14 @@ void wr_snapshot_fill(wr *w, const Gpukmm__SnapshotRequest *req, Gpukmm__Snapsho
 	rep->synced = wr_synced(w);
 }
 
-static void free_all(void **arr, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		protobuf_c_message_free_unpacked(arr[i], NULL);
-}
-
 void wr_snapshot_free(Gpukmm__SnapshotReply *rep)
 {
-	free_all((void **)rep->cluster_policies, rep->n_cluster_policies);
-	free_all((void **)rep->modules, rep->n_modules);
-	free_all((void **)rep->nodes, rep->n_nodes);
-	free_all((void **)rep->resource_claims, rep->n_resource_claims);
-	free_all((void **)rep->daemon_sets, rep->n_daemon_sets);
-	free_all((void **)rep->pods, rep->n_pods);
 	for (size_t i = 0; i < rep->n_seqs; i++)
 		free(rep->seqs[i]);
 	free(rep->seqs);
-	free(rep->cluster_policies);
-	free(rep->modules);
-	free(rep->nodes);
-	free(rep->resource_claims);
-	free(rep->daemon_sets);
-	free(rep->pods);
+	free(rep->base.unknown_fields); /* the data is the store's */
+	rep->base.unknown_fields = NULL;
+	rep->base.n_unknown_fields = 0;
 }
 
 static void h_snapshot(Gpukmm__Watcher_Service *svc, const Gpukmm__SnapshotRequest *in,
@@ -662,7 +628,6 @@ static void h_snapshot(Gpukmm__Watcher_Service *svc, const Gpukmm__SnapshotReque
 	wr_snapshot_fill(w, in, &rep, &d, &l);
 	closure(&rep, cd);
 	wr_snapshot_free(&rep);
-	malloc_trim(0); /* a full snapshot unpacks everything for a moment */
 }
 
 static void h_get(Gpukmm__Watcher_Service *svc, const Gpukmm__GetRequest *in,
@@ -748,8 +713,9 @@ int wr_init(wr *w, const wr_opts *o, gk_loop *loop, gk_kube_client *kc, gk_kube_
 	int rc = gk_kube_mux_new(&w->mux, kc, err);
 	if (rc)
 		return rc;
-	if (gk_loop_add_fd(loop, gk_kube_mux_fd(w->mux), EPOLLIN, mux_fd_cb, w, err))
-		return err ? err->code : GK_INTERNAL;
+	rc = gk_kube_mux_attach(w->mux, loop, err);
+	if (rc)
+		return rc;
 	if (srv) {
 		Gpukmm__Watcher_Service init = GPUKMM__WATCHER__INIT(h_);
 		w->rpc = init;
@@ -771,7 +737,6 @@ int wr_start(wr *w, gk_err *err)
 	} else {
 		publish_leadership(w);
 	}
-	rearm(w);
 	return 0;
 }
 
@@ -790,12 +755,10 @@ void wr_fini(wr *w)
 		w->src[i].kw = NULL;
 	}
 	if (w->loop) {
-		gk_timer_id *ts[] = {&w->mux_timer, &w->disc_timer, &w->tick_timer, &w->lease_timer};
-		for (size_t i = 0; i < 4; i++)
+		gk_timer_id *ts[] = {&w->disc_timer, &w->tick_timer, &w->lease_timer};
+		for (size_t i = 0; i < 3; i++)
 			if (*ts[i])
 				gk_loop_cancel(w->loop, *ts[i]);
-		if (w->mux)
-			gk_loop_del_fd(w->loop, gk_kube_mux_fd(w->mux));
 	}
 	gk_kube_mux_free(w->mux);
 	w->mux = NULL;

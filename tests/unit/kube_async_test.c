@@ -358,3 +358,34 @@ Test(async, discovery, .init = setup, .fini = teardown)
 	PUMP_UNTIL(d.calls, 5000);
 	cr_assert_eq(d.r, -GK_UNAVAILABLE);
 }
+
+#include "gpukmm/loop.h"
+
+Test(async, attached_to_a_loop, .init = NULL, .fini = teardown)
+{
+	/* attached, the mux needs no pumping: the loop's fd watch and the timer
+	 * the mux keeps armed (here: the QPS wait of a throttled call, which only
+	 * a timer can end) drive every call to completion */
+	gk_log_set_stream(fopen("/dev/null", "w"));
+	ksim_start(&sim, NULL);
+	client(NULL, 5, 1);
+	gk_loop *loop;
+	gk_err e = {0};
+	cr_assert_eq(gk_loop_new(&loop, &e), 0, "%s", e.msg);
+	cr_assert_eq(gk_kube_mux_attach(mux, loop, &e), 0, "%s", e.msg);
+	cr_assert_eq(gk_kube_mux_attach(mux, loop, &e), GK_FAILED_PRECONDITION);
+	res r[3] = {0};
+	gk_kube_ref ns = {"", "v1", "namespaces", NULL, "default", NULL};
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(gk_kube_call_get(mux, &ns, NULL, on_done, &r[i], NULL, &e), 0);
+	int64_t dl = ksim_now_ms() + 5000;
+	while (!r[2].calls && ksim_now_ms() < dl)
+		gk_loop_once(loop, 100);
+	cr_assert_eq(r[2].calls, 1, "the throttled calls completed through the loop alone");
+	cr_assert_eq(r[0].code + r[1].code + r[2].code, 0);
+	/* freeing the mux detaches it: the loop has nothing of it left */
+	gk_kube_mux_free(mux);
+	mux = NULL;
+	gk_loop_once(loop, 0);
+	gk_loop_free(loop);
+}
