@@ -315,6 +315,10 @@ int gk_kube_call_delete(gk_kube_mux *m, const gk_kube_ref *r, const gk_kube_dele
 			gk_kube_call **out, gk_err *err);
 /* Abandon a call: its transfer stops, its callback is never called. */
 void gk_kube_call_cancel(gk_kube_call *call);
+/* free(p) if the call is dropped without its callback (cancel, mux freed):
+ * the callback's context does not leak at shutdown. Once the callback runs,
+ * p is the callback's to free. */
+void gk_kube_call_free_on_drop(gk_kube_call *call, void *p);
 /* Calls in flight on the mux (including those waiting for a QPS token). */
 size_t gk_kube_mux_calls(const gk_kube_mux *m);
 

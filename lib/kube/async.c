@@ -18,7 +18,7 @@ struct gk_kube_call {
 	gk_kube_call_opts o;
 	gk_kube_call_fn fn;
 	void *user;
-	void *owned;                /* freed with the call (adapters) */
+	void *owned;                /* freed if the call is dropped without its callback */
 	gk_kube_buf rb;
 	gk_kube_status st;
 	bool attached, token_reserved, unauth_retried, finished;
@@ -52,6 +52,7 @@ static void finish(gk_kube_call *k, int code, cJSON *out, const gk_err *err)
 	}
 	gk_kube__mux_del_task(k->m, &k->task);
 	k->m->calls--;
+	k->owned = NULL; /* the callback runs: what it owns is its own business now */
 	if (k->fn)
 		k->fn(k->user, code, out, &k->st, err);
 	else
@@ -225,6 +226,12 @@ void gk_kube_call_cancel(gk_kube_call *k)
 	call_free(k);
 }
 
+void gk_kube_call_free_on_drop(gk_kube_call *k, void *p)
+{
+	if (k && !k->finished)
+		k->owned = p;
+}
+
 size_t gk_kube_mux_calls(const gk_kube_mux *m)
 {
 	return m->calls;
@@ -306,6 +313,7 @@ static void disc_done(void *user, int code, cJSON *out, const gk_kube_status *st
 	int r = rc ? -rc : gk_kube__disc_lookup(a->c, a->group, a->version, a->resource);
 	if (a->fn)
 		a->fn(a->user, r, rc ? (code ? err : &e) : NULL);
+	free(a);
 }
 
 int gk_kube_discover_async(gk_kube_mux *m, const char *group, const char *version,
@@ -337,7 +345,7 @@ int gk_kube_discover_async(gk_kube_mux *m, const char *group, const char *versio
 		free(a);
 		return rc;
 	}
-	k->owned = a;
+	gk_kube_call_free_on_drop(k, a);
 	if (out)
 		*out = k;
 	return 0;
