@@ -74,7 +74,9 @@ t0=$(date +%s%N)
 check "the leader steps down when it cannot renew within the renew deadline" wait_for 6 bash -c '! is_leader'
 dt=$((($(date +%s%N) - t0) / 1000000))
 echo "# stepped down after $dt ms (renew deadline 2000 ms, retry 300 ms)"
-check "step-down came no later than renew deadline + 2 retry periods + slack ($dt ms)" test "$dt" -lt 3500
+# bound: renew deadline + one retry period + the polling of gpukmmctl (slow under ASan); a
+# blocking renewal (the old 5 s timeout) would exceed it
+check "step-down came no later than renew deadline + retry + polling slack ($dt ms < 4000)" test "$dt" -lt 4000
 
 # meanwhile the loop is free: RPCs answer fast, events flow
 worst=0
