@@ -76,7 +76,7 @@ dt=$((($(date +%s%N) - t0) / 1000000))
 echo "# stepped down after $dt ms (renew deadline 2000 ms, retry 300 ms)"
 # bound: renew deadline + one retry period + the polling of gpukmmctl (slow under ASan); a
 # blocking renewal (the old 5 s timeout) would exceed it
-check "step-down came no later than renew deadline + retry + polling slack ($dt ms < 4000)" test "$dt" -lt 4000
+check "step-down came no later than renew deadline + retry + polling slack ($dt ms < 4500)" test "$dt" -lt 4500
 
 # meanwhile the loop is free: RPCs answer fast, events flow
 worst=0
