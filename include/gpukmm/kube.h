@@ -256,6 +256,80 @@ int64_t gk_kube_mux_timeout_ms(gk_kube_mux *m);
 /* Process ready sockets, timeouts and due restarts. Returns transfers completed. */
 int gk_kube_mux_run(gk_kube_mux *m);
 
+/* Run the mux on a service loop (gpukmm/loop.h): registers its fd and keeps a
+ * loop timer armed for its next deadline, re-armed by the mux itself whenever
+ * it changes (after every run, call or watch start) — callers do nothing
+ * else. Detach before freeing the loop; gk_kube_mux_free detaches. */
+struct gk_loop;
+int gk_kube_mux_attach(gk_kube_mux *m, struct gk_loop *loop, gk_err *err);
+void gk_kube_mux_detach(gk_kube_mux *m);
+
+/* ---- async calls on the mux ------------------------------------------------
+ *
+ * The verbs of the blocking client, run as transfers on the mux (same curl
+ * multi handle as the watches: shared connections, one event loop). The
+ * completion callback runs from gk_kube_mux_run(), never from inside the
+ * call that starts it. Same rules as the blocking client: client-side QPS
+ * limit (a call waits for its token on the mux, it never blocks), token
+ * re-read after a 401 (retried once), error classification and Status
+ * decoding (st->retry_after_s from Retry-After), bounded response size.
+ * At most GK_KUBE_MAX_CALLS calls are in flight on one mux: past that a call
+ * fails at once with GK_RESOURCE_EXHAUSTED (callers retry later). */
+
+#define GK_KUBE_MAX_CALLS 64
+
+typedef struct gk_kube_call gk_kube_call;
+
+/* code: GK_OK or the error (err.h classes as above); out: the parsed body of a
+ * 2xx (NULL for an empty one), owned by the callee (cJSON_Delete); st: HTTP
+ * status, Status reason/message, Retry-After; err: a message for logs. */
+typedef void (*gk_kube_call_fn)(void *user, int code, cJSON *out, const gk_kube_status *st,
+				const gk_err *err);
+
+typedef struct gk_kube_call_opts {
+	int timeout_ms;          /* whole request, 0 = the client's timeout_ms */
+	bool unthrottled;        /* not counted by the QPS limit (leader election) */
+} gk_kube_call_opts;
+
+/* Start a raw request (path with query; body copied). *out (if non-NULL) gets
+ * a handle for gk_kube_call_cancel, valid until the callback has returned.
+ * Returns 0, or an error (then fn is never called). */
+int gk_kube_call_raw(gk_kube_mux *m, const char *method, const char *path,
+		     const char *content_type, const char *body, size_t body_len,
+		     const gk_kube_call_opts *o, gk_kube_call_fn fn, void *user, gk_kube_call **out,
+		     gk_err *err);
+int gk_kube_call_get(gk_kube_mux *m, const gk_kube_ref *r, const gk_kube_call_opts *o,
+		     gk_kube_call_fn fn, void *user, gk_kube_call **out, gk_err *err);
+int gk_kube_call_create(gk_kube_mux *m, const gk_kube_ref *r, const cJSON *obj,
+			const gk_kube_call_opts *o, gk_kube_call_fn fn, void *user,
+			gk_kube_call **out, gk_err *err);
+int gk_kube_call_update(gk_kube_mux *m, const gk_kube_ref *r, const cJSON *obj,
+			const gk_kube_call_opts *o, gk_kube_call_fn fn, void *user,
+			gk_kube_call **out, gk_err *err);
+int gk_kube_call_patch(gk_kube_mux *m, const gk_kube_ref *r, enum gk_kube_patch_type type,
+		       const char *body, const char *field_manager, bool force,
+		       const gk_kube_call_opts *o, gk_kube_call_fn fn, void *user,
+		       gk_kube_call **out, gk_err *err);
+int gk_kube_call_delete(gk_kube_mux *m, const gk_kube_ref *r, const gk_kube_delete_opts *d,
+			const gk_kube_call_opts *o, gk_kube_call_fn fn, void *user,
+			gk_kube_call **out, gk_err *err);
+/* Abandon a call: its transfer stops, its callback is never called. */
+void gk_kube_call_cancel(gk_kube_call *call);
+/* free(p) if the call is dropped without its callback (cancel, mux freed):
+ * the callback's context does not leak at shutdown. Once the callback runs,
+ * p is the callback's to free. */
+void gk_kube_call_free_on_drop(gk_kube_call *call, void *p);
+/* Calls in flight on the mux (including those waiting for a QPS token). */
+size_t gk_kube_mux_calls(const gk_kube_mux *m);
+
+/* Discovery without blocking: fetches group/version's resource list, updates
+ * the client's discovery cache (as gk_kube_discover with refresh) and calls
+ * fn(user, r) with r = 1 served, 0 absent, or -code on API error. */
+typedef void (*gk_kube_disc_fn)(void *user, int r, const gk_err *err);
+int gk_kube_discover_async(gk_kube_mux *m, const char *group, const char *version,
+			   const char *resource, gk_kube_disc_fn fn, void *user, gk_kube_call **out,
+			   gk_err *err);
+
 /* ---- reflector (list + watch of one kind) ------------------------------- */
 
 typedef struct gk_kube_watch gk_kube_watch;

@@ -378,6 +378,60 @@ int gk_kube_request(gk_kube_client *c, const char *method, const char *path,
 	}
 }
 
+static int send_rq(gk_kube_client *c, gk_kube__rq *q, int rc, cJSON **out, gk_kube_status *st,
+		   gk_err *err)
+{
+	if (out)
+		*out = NULL;
+	if (rc == 0)
+		rc = gk_kube_request(c, q->method, q->path, q->ct, q->body, q->body_len, out, st, err);
+	gk_kube__rq_free(q);
+	return rc;
+}
+
+int gk_kube_get(gk_kube_client *c, const gk_kube_ref *r, cJSON **out, gk_kube_status *st,
+		gk_err *err)
+{
+	gk_kube__rq q;
+	int rc = gk_kube__rq_get(&q, r, err);
+	return send_rq(c, &q, rc, out, st, err);
+}
+
+int gk_kube_create(gk_kube_client *c, const gk_kube_ref *r, const cJSON *obj, cJSON **out,
+		   gk_kube_status *st, gk_err *err)
+{
+	gk_kube__rq q;
+	int rc = gk_kube__rq_create(&q, r, obj, err);
+	return send_rq(c, &q, rc, out, st, err);
+}
+
+int gk_kube_update(gk_kube_client *c, const gk_kube_ref *r, const cJSON *obj, cJSON **out,
+		   gk_kube_status *st, gk_err *err)
+{
+	gk_kube__rq q;
+	int rc = gk_kube__rq_update(&q, r, obj, err);
+	return send_rq(c, &q, rc, out, st, err);
+}
+
+int gk_kube_patch(gk_kube_client *c, const gk_kube_ref *r, enum gk_kube_patch_type type,
+		  const char *body, const char *field_manager, bool force, cJSON **out,
+		  gk_kube_status *st, gk_err *err)
+{
+	gk_kube__rq q;
+	int rc = gk_kube__rq_patch(&q, r, type, body, field_manager, force, err);
+	return send_rq(c, &q, rc, out, st, err);
+}
+
+int gk_kube_delete(gk_kube_client *c, const gk_kube_ref *r, const gk_kube_delete_opts *d,
+		   cJSON **out, gk_kube_status *st, gk_err *err)
+{
+	gk_kube__rq q;
+	int rc = gk_kube__rq_delete(&q, r, d, err);
+	return send_rq(c, &q, rc, out, st, err);
+}
+
+#define PATH_CAP GK_KUBE__PATH_CAP
+
 static int path_of(const gk_kube_ref *r, char *buf, size_t cap, gk_err *err)
 {
 	if (gk_kube_path(buf, cap, r) < 0)
@@ -387,107 +441,6 @@ static int path_of(const gk_kube_ref *r, char *buf, size_t cap, gk_err *err)
 				  r->resource ? r->resource : "?", r->ns ? r->ns : "",
 				  r->name ? r->name : "");
 	return 0;
-}
-
-#define PATH_CAP 2048
-
-int gk_kube_get(gk_kube_client *c, const gk_kube_ref *r, cJSON **out, gk_kube_status *st,
-		gk_err *err)
-{
-	char p[PATH_CAP];
-	if (path_of(r, p, sizeof p, err))
-		return err ? err->code : GK_INVALID_ARGUMENT;
-	return gk_kube_request(c, "GET", p, NULL, NULL, 0, out, st, err);
-}
-
-static int send_obj(gk_kube_client *c, const char *method, const char *path, const cJSON *obj,
-		    cJSON **out, gk_kube_status *st, gk_err *err)
-{
-	char *body = cJSON_PrintUnformatted(obj);
-	if (!body)
-		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
-	int rc = gk_kube_request(c, method, path, "application/json", body, strlen(body), out, st,
-				 err);
-	free(body);
-	return rc;
-}
-
-int gk_kube_create(gk_kube_client *c, const gk_kube_ref *r, const cJSON *obj, cJSON **out,
-		   gk_kube_status *st, gk_err *err)
-{
-	char p[PATH_CAP];
-	gk_kube_ref coll = *r;
-	coll.name = NULL;
-	coll.subresource = NULL;
-	if (path_of(&coll, p, sizeof p, err))
-		return err ? err->code : GK_INVALID_ARGUMENT;
-	return send_obj(c, "POST", p, obj, out, st, err);
-}
-
-int gk_kube_update(gk_kube_client *c, const gk_kube_ref *r, const cJSON *obj, cJSON **out,
-		   gk_kube_status *st, gk_err *err)
-{
-	char p[PATH_CAP];
-	if (!r->name)
-		return gk_err_set(err, GK_INVALID_ARGUMENT, "update needs a name");
-	if (path_of(r, p, sizeof p, err))
-		return err ? err->code : GK_INVALID_ARGUMENT;
-	return send_obj(c, "PUT", p, obj, out, st, err);
-}
-
-int gk_kube_patch(gk_kube_client *c, const gk_kube_ref *r, enum gk_kube_patch_type type,
-		  const char *body, const char *field_manager, bool force, cJSON **out,
-		  gk_kube_status *st, gk_err *err)
-{
-	char p[PATH_CAP];
-	if (!r->name || !body)
-		return gk_err_set(err, GK_INVALID_ARGUMENT, "patch needs a name and a body");
-	if (path_of(r, p, sizeof p, err))
-		return err ? err->code : GK_INVALID_ARGUMENT;
-	const char *ct;
-	switch (type) {
-	case GK_PATCH_MERGE: ct = "application/merge-patch+json"; break;
-	case GK_PATCH_JSON: ct = "application/json-patch+json"; break;
-	case GK_PATCH_APPLY: ct = "application/apply-patch+yaml"; break;
-	default: return gk_err_set(err, GK_INVALID_ARGUMENT, "unknown patch type %d", (int)type);
-	}
-	if (type == GK_PATCH_APPLY && (!field_manager || !*field_manager))
-		return gk_err_set(err, GK_INVALID_ARGUMENT, "server-side apply needs a field manager");
-	if (field_manager && gk_kube_query_add(p, sizeof p, "fieldManager", field_manager) < 0)
-		return gk_err_set(err, GK_INVALID_ARGUMENT, "path too long");
-	if (force && type == GK_PATCH_APPLY && gk_kube_query_add(p, sizeof p, "force", "true") < 0)
-		return gk_err_set(err, GK_INVALID_ARGUMENT, "path too long");
-	return gk_kube_request(c, "PATCH", p, ct, body, strlen(body), out, st, err);
-}
-
-int gk_kube_delete(gk_kube_client *c, const gk_kube_ref *r, const gk_kube_delete_opts *d,
-		   cJSON **out, gk_kube_status *st, gk_err *err)
-{
-	char p[PATH_CAP];
-	if (!r->name)
-		return gk_err_set(err, GK_INVALID_ARGUMENT, "delete needs a name");
-	if (path_of(r, p, sizeof p, err))
-		return err ? err->code : GK_INVALID_ARGUMENT;
-	if (!d || (!d->uid && !d->resource_version && !d->propagation))
-		return gk_kube_request(c, "DELETE", p, NULL, NULL, 0, out, st, err);
-	cJSON *o = cJSON_CreateObject();
-	bool ok = o && cJSON_AddStringToObject(o, "kind", "DeleteOptions") &&
-		  cJSON_AddStringToObject(o, "apiVersion", "v1");
-	if (ok && (d->uid || d->resource_version)) {
-		cJSON *pre = cJSON_AddObjectToObject(o, "preconditions");
-		ok = pre && (!d->uid || cJSON_AddStringToObject(pre, "uid", d->uid)) &&
-		     (!d->resource_version ||
-		      cJSON_AddStringToObject(pre, "resourceVersion", d->resource_version));
-	}
-	if (ok && d->propagation)
-		ok = cJSON_AddStringToObject(o, "propagationPolicy", d->propagation) != NULL;
-	if (!ok) {
-		cJSON_Delete(o);
-		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
-	}
-	int rc = send_obj(c, "DELETE", p, o, out, st, err);
-	cJSON_Delete(o);
-	return rc;
 }
 
 int gk_kube_list(gk_kube_client *c, const gk_kube_ref *r, const gk_kube_list_opts *lo,

@@ -37,18 +37,34 @@ void gk_kube__disc_free(gk_kube_client *c)
 	}
 }
 
-static int fetch(gk_kube_client *c, const char *group, const char *version,
-		 gk_kube_disc_entry *e, gk_err *err)
+/* The entry for "group/version", created if missing (NULL: out of memory). */
+static gk_kube_disc_entry *entry_of(gk_kube_client *c, const char *group, const char *version,
+				    bool *created)
 {
-	char p[512];
-	if (group && *group)
-		snprintf(p, sizeof p, "/apis/%s/%s", group, version);
-	else
-		snprintf(p, sizeof p, "/api/%s", version);
-	cJSON *j = NULL;
-	gk_kube_status st;
-	gk_err lerr;
-	int rc = gk_kube_request(c, "GET", p, NULL, NULL, 0, &j, &st, &lerr);
+	char gv[256];
+	snprintf(gv, sizeof gv, "%s/%s", group ? group : "", version);
+	gk_kube_disc_entry *e = c->disc;
+	size_t count = 0;
+	*created = false;
+	for (; e; e = e->next, count++)
+		if (!strcmp(e->gv, gv))
+			return e;
+	if (count >= DISC_MAX)
+		gk_kube__disc_free(c); /* bounded: start over */
+	e = calloc(1, sizeof *e);
+	if (!e || !(e->gv = strdup(gv))) {
+		free(e);
+		return NULL;
+	}
+	e->next = c->disc;
+	c->disc = e;
+	*created = true;
+	return e;
+}
+
+/* Fill e from a finished GET of the group-version (rc its code, j its body). */
+static int store(gk_kube_disc_entry *e, int rc, const cJSON *j, gk_err *err)
+{
 	for (size_t i = 0; i < e->n; i++)
 		free(e->resources[i]);
 	free(e->resources);
@@ -60,15 +76,14 @@ static int fetch(gk_kube_client *c, const char *group, const char *version,
 		return 0;
 	}
 	if (rc) {
-		if (err)
-			*err = lerr;
+		e->fetched_ms = 0; /* retry next time */
 		return rc;
 	}
 	const cJSON *res = cJSON_GetObjectItemCaseSensitive(j, "resources"), *it;
 	size_t n = (size_t)cJSON_GetArraySize(res);
 	e->resources = calloc(n ? n : 1, sizeof *e->resources);
 	if (!e->resources) {
-		cJSON_Delete(j);
+		e->fetched_ms = 0;
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
 	}
 	cJSON_ArrayForEach(it, res) {
@@ -78,8 +93,54 @@ static int fetch(gk_kube_client *c, const char *group, const char *version,
 	}
 	e->present = true;
 	e->fetched_ms = gk_kube__mono_ms();
-	cJSON_Delete(j);
 	return 0;
+}
+
+static int answer(const gk_kube_disc_entry *e, const char *resource)
+{
+	if (!e->present)
+		return 0;
+	for (size_t i = 0; i < e->n; i++)
+		if (!strcmp(e->resources[i], resource))
+			return 1;
+	return 0;
+}
+
+int gk_kube__disc_store(gk_kube_client *c, const char *group, const char *version, int rc,
+			const cJSON *j, gk_err *err)
+{
+	bool created;
+	gk_kube_disc_entry *e = entry_of(c, group, version, &created);
+	if (!e)
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+	return store(e, rc, j, err);
+}
+
+int gk_kube__disc_lookup(gk_kube_client *c, const char *group, const char *version,
+			 const char *resource)
+{
+	bool created;
+	gk_kube_disc_entry *e = entry_of(c, group, version, &created);
+	return e ? answer(e, resource) : 0;
+}
+
+static int fetch(gk_kube_client *c, const char *group, const char *version,
+		 gk_kube_disc_entry *e, gk_err *err)
+{
+	char p[512];
+	if (group && *group)
+		snprintf(p, sizeof p, "/apis/%s/%s", group, version);
+	else
+		snprintf(p, sizeof p, "/api/%s", version);
+	cJSON *j = NULL;
+	gk_kube_status st;
+	gk_err lerr = {0};
+	int rc = gk_kube_request(c, "GET", p, NULL, NULL, 0, &j, &st, &lerr);
+	int r = store(e, rc, j, &lerr);
+	cJSON_Delete(j);
+	if (r && err)
+		*err = lerr;
+	return r;
 }
 
 int gk_kube_discover(gk_kube_client *c, const char *group, const char *version,
@@ -89,36 +150,14 @@ int gk_kube_discover(gk_kube_client *c, const char *group, const char *version,
 		return -gk_err_set(err, GK_INVALID_ARGUMENT, "discover: version and resource needed");
 	if (ttl_ms <= 0)
 		ttl_ms = 30000;
-	char gv[256];
-	snprintf(gv, sizeof gv, "%s/%s", group ? group : "", version);
-	gk_kube_disc_entry *e = c->disc;
-	size_t count = 0;
-	for (; e; e = e->next, count++)
-		if (!strcmp(e->gv, gv))
-			break;
-	if (!e) {
-		if (count >= DISC_MAX)
-			gk_kube__disc_free(c); /* bounded: start over */
-		e = calloc(1, sizeof *e);
-		if (!e || !(e->gv = strdup(gv))) {
-			free(e);
-			return -gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
-		}
-		e->next = c->disc;
-		c->disc = e;
-		refresh = true;
-	}
-	if (refresh || gk_kube__mono_ms() - e->fetched_ms >= ttl_ms) {
+	bool created;
+	gk_kube_disc_entry *e = entry_of(c, group, version, &created);
+	if (!e)
+		return -gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+	if (created || refresh || gk_kube__mono_ms() - e->fetched_ms >= ttl_ms) {
 		int rc = fetch(c, group, version, e, err);
-		if (rc) {
-			e->fetched_ms = 0; /* retry next time */
+		if (rc)
 			return -rc;
-		}
 	}
-	if (!e->present)
-		return 0;
-	for (size_t i = 0; i < e->n; i++)
-		if (!strcmp(e->resources[i], resource))
-			return 1;
-	return 0;
+	return answer(e, resource);
 }

@@ -43,6 +43,30 @@ int gk_kube__result(gk_kube_client *c, CURLcode cc, long http, const char *errbu
 		    const char *path, gk_err *err);
 void gk_kube__disc_free(gk_kube_client *c);
 
+/* A verb as a request (verbs.c): shared by the blocking and the async paths. */
+#define GK_KUBE__PATH_CAP 2048
+typedef struct gk_kube__rq {
+	const char *method;
+	char path[GK_KUBE__PATH_CAP];
+	const char *ct;          /* content type, NULL = no body */
+	char *body;              /* owned, NULL = none */
+	size_t body_len;
+} gk_kube__rq;
+int gk_kube__rq_get(gk_kube__rq *q, const gk_kube_ref *r, gk_err *err);
+int gk_kube__rq_create(gk_kube__rq *q, const gk_kube_ref *r, const cJSON *obj, gk_err *err);
+int gk_kube__rq_update(gk_kube__rq *q, const gk_kube_ref *r, const cJSON *obj, gk_err *err);
+int gk_kube__rq_patch(gk_kube__rq *q, const gk_kube_ref *r, enum gk_kube_patch_type type,
+		      const char *body, const char *field_manager, bool force, gk_err *err);
+int gk_kube__rq_delete(gk_kube__rq *q, const gk_kube_ref *r, const gk_kube_delete_opts *d,
+		       gk_err *err);
+void gk_kube__rq_free(gk_kube__rq *q);
+/* Discovery cache update from a finished GET of a group-version (discovery.c):
+ * rc = the request's code, j = its body (borrowed). */
+int gk_kube__disc_store(gk_kube_client *c, const char *group, const char *version, int rc,
+			const cJSON *j, gk_err *err);
+int gk_kube__disc_lookup(gk_kube_client *c, const char *group, const char *version,
+			 const char *resource);
+
 #endif
 
 /* ---- mux private ---- */
@@ -52,6 +76,7 @@ struct gk_kube__task {
 	int64_t due_ms;                              /* -1 = not armed */
 	void (*fire)(gk_kube__task *t);              /* due: called from mux_run */
 	void (*done)(gk_kube__task *t, CURLcode cc); /* its easy handle finished */
+	void (*kill)(gk_kube__task *t);              /* mux freed under it (async calls) */
 };
 
 struct gk_kube_mux {
@@ -60,6 +85,11 @@ struct gk_kube_mux {
 	int epfd;
 	int64_t curl_due_ms;     /* -1 = none */
 	gk_kube__task tasks;     /* list head */
+	size_t calls, max_calls; /* async calls in flight (queued for QPS included) */
+	struct gk_loop *loop;    /* gk_kube_mux_attach: fd + timer managed here */
+	uint64_t timer;          /* gk_timer_id, 0 = none */
+	int64_t timer_due_ms;
+	uint64_t calls_started, calls_rejected;
 };
 
 void gk_kube__mux_add_task(gk_kube_mux *m, gk_kube__task *t);
@@ -67,3 +97,5 @@ void gk_kube__mux_del_task(gk_kube_mux *m, gk_kube__task *t);
 /* The easy handle's CURLOPT_PRIVATE must be the task. */
 int gk_kube__mux_start(gk_kube_mux *m, CURL *e);
 void gk_kube__mux_stop(gk_kube_mux *m, CURL *e);
+/* The mux's next deadline may have moved: re-arm the loop timer (attached only). */
+void gk_kube__mux_changed(gk_kube_mux *m);

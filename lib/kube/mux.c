@@ -45,6 +45,7 @@ int gk_kube_mux_new(gk_kube_mux **out, gk_kube_client *c, gk_err *err)
 	m->c = c;
 	m->curl_due_ms = -1;
 	m->tasks.next = m->tasks.prev = &m->tasks;
+	m->max_calls = GK_KUBE_MAX_CALLS;
 	m->epfd = epoll_create1(EPOLL_CLOEXEC);
 	m->multi = curl_multi_init();
 	if (m->epfd < 0 || !m->multi) {
@@ -64,6 +65,13 @@ void gk_kube_mux_free(gk_kube_mux *m)
 {
 	if (!m)
 		return;
+	gk_kube_mux_detach(m);
+	/* async calls still in flight are dropped without their callback */
+	for (gk_kube__task *t = m->tasks.next, *n; t && t != &m->tasks; t = n) {
+		n = t->next;
+		if (t->kill)
+			t->kill(t);
+	}
 	if (m->tasks.next && m->tasks.next != &m->tasks)
 		GK_WARN("kube mux freed with watches still running");
 	if (m->multi)
@@ -175,5 +183,6 @@ int gk_kube_mux_run(gk_kube_mux *m)
 	/* starting transfers may have completed synchronously (e.g. refused) */
 	curl_multi_socket_action(m->multi, CURL_SOCKET_TIMEOUT, 0, &running);
 	done += drain_done(m);
+	gk_kube__mux_changed(m);
 	return done;
 }

@@ -344,6 +344,13 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *user)
 static void list_done(gk_kube_watch *w)
 {
 	cJSON *j = cJSON_ParseWithLength(w->body.data, w->body.len);
+	if (w->body.cap > 64 * 1024) {
+		/* a page of a big list (hundreds of KB): do not keep it for the
+		 * life of the watch, the stream itself needs no body buffer */
+		free(w->body.data);
+		w->body.data = NULL;
+		w->body.cap = w->body.len = 0;
+	}
 	const cJSON *items = cJSON_GetObjectItemCaseSensitive(j, "items"), *it;
 	if (!j || (items && !cJSON_IsArray(items) && !cJSON_IsNull(items))) {
 		cJSON_Delete(j);
@@ -599,6 +606,7 @@ int gk_kube_watch_start(gk_kube_watch **out, gk_kube_mux *m, const gk_kube_ref *
 		start_list(w);
 	}
 	*out = w;
+	gk_kube__mux_changed(m);
 	return 0;
 }
 

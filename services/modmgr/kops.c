@@ -13,6 +13,8 @@
 struct gk_mm_kops {
 	gk_kube_config cfg;
 	gk_kube_client *kc;
+	gk_kube_mux *mux;        /* async Event writes (attached) */
+	uint64_t *ev_written, *ev_failed;
 	char *ns, *sa;
 	gk_policy_opts popts;
 };
@@ -79,6 +81,7 @@ void gk_mm_kops_free(gk_mm_kops *k)
 {
 	if (!k)
 		return;
+	gk_kube_mux_free(k->mux); /* Event writes still in flight are dropped */
 	gk_kube_client_free(k->kc);
 	gk_kube_config_free(&k->cfg);
 	free(k->ns);
@@ -224,9 +227,147 @@ void gk_mm_kops_ops(gk_mm_kops *k, gk_mm_ops *ops)
 	};
 }
 
+int gk_mm_kops_attach(gk_mm_kops *k, struct gk_loop *loop, uint64_t *written, uint64_t *failed,
+		      gk_err *err)
+{
+	int rc = gk_kube_mux_new(&k->mux, k->kc, err);
+	if (rc == GK_OK && (rc = gk_kube_mux_attach(k->mux, loop, err)) != GK_OK) {
+		gk_kube_mux_free(k->mux);
+		k->mux = NULL;
+	}
+	k->ev_written = written;
+	k->ev_failed = failed;
+	return rc;
+}
+
+static void count(uint64_t *c)
+{
+	if (c)
+		(*c)++;
+}
+
+/* ---- async Event writes: create → (AlreadyExists) get → bump patch ---- */
+
+enum ev_step { EV_CREATE, EV_GET, EV_PATCH };
+
+typedef struct ev_ctx {
+	gk_mm_kops *k;
+	enum ev_step step;
+	int32_t count;
+	char name[GK_MM_NAME_MAX + 20];
+	char policy[GK_MM_NAME_MAX];
+	char ts[40];
+} ev_ctx;
+
+static void ev_done(void *user, int rc, cJSON *out, const gk_kube_status *st, const gk_err *err);
+
+static void ev_finish(ev_ctx *c, int rc, const char *msg)
+{
+	if (rc == GK_OK) {
+		count(c->k->ev_written);
+	} else {
+		count(c->k->ev_failed);
+		GK_WARN("event %s on ClusterPolicy %s: %s", c->name, c->policy, msg ? msg : gk_code_name(rc));
+	}
+	free(c);
+}
+
+/* Start the ctx's current step; on failure to start, finish it. */
+static void ev_next(ev_ctx *c)
+{
+	gk_kube_ref r = { .version = "v1", .resource = "events", .ns = "default", .name = c->name };
+	gk_kube_call *call = NULL;
+	gk_err e = { 0 };
+	int rc;
+	if (c->step == EV_GET) {
+		rc = gk_kube_call_get(c->k->mux, &r, NULL, ev_done, c, &call, &e);
+	} else {
+		char *p = gk_mm_event_bump_patch(c->count, c->ts);
+		rc = p ? gk_kube_call_patch(c->k->mux, &r, GK_PATCH_MERGE, p, NULL, false, NULL, ev_done, c,
+					    &call, &e)
+		       : gk_err_set(&e, GK_RESOURCE_EXHAUSTED, "out of memory");
+		free(p);
+	}
+	if (rc != GK_OK) {
+		ev_finish(c, rc, e.msg);
+		return;
+	}
+	gk_kube_call_free_on_drop(call, c);
+}
+
+static void ev_done(void *user, int rc, cJSON *out, const gk_kube_status *st, const gk_err *err)
+{
+	ev_ctx *c = user;
+	const char *msg = st && st->message[0] ? st->message : err ? err->msg : NULL;
+	switch (c->step) {
+	case EV_CREATE:
+		cJSON_Delete(out);
+		if (rc == GK_ALREADY_EXISTS) {
+			/* there from before a restart: continue its count */
+			c->step = EV_GET;
+			ev_next(c);
+			return;
+		}
+		ev_finish(c, rc, msg);
+		return;
+	case EV_GET:
+		if (rc == GK_OK) {
+			const cJSON *n = cJSON_GetObjectItemCaseSensitive(out, "count");
+			c->count = (cJSON_IsNumber(n) ? (int32_t)n->valuedouble : 1) + 1;
+			cJSON_Delete(out);
+			c->step = EV_PATCH;
+			ev_next(c);
+			return;
+		}
+		cJSON_Delete(out);
+		ev_finish(c, rc, msg);
+		return;
+	case EV_PATCH:
+		cJSON_Delete(out);
+		ev_finish(c, rc, msg);
+		return;
+	}
+}
+
+static int event_async(gk_mm_kops *k, const char *policy, const char *uid, const gk_mm_event *ev,
+		       const gk_mm_evwrite *w, const char *ts, const char *instance, gk_err *err)
+{
+	ev_ctx *c = calloc(1, sizeof(*c));
+	if (!c)
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+	c->k = k;
+	c->count = w->count;
+	snprintf(c->name, sizeof(c->name), "%s", w->name);
+	snprintf(c->policy, sizeof(c->policy), "%s", policy);
+	snprintf(c->ts, sizeof(c->ts), "%s", ts);
+	if (w->op != GK_MM_EV_CREATE) {
+		c->step = EV_PATCH;
+		ev_next(c);
+		return GK_OK;
+	}
+	c->step = EV_CREATE;
+	cJSON *o = gk_mm_event_json("default", policy, uid, ev, w, ts, instance);
+	if (!o) {
+		free(c);
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+	}
+	gk_kube_ref r = { .version = "v1", .resource = "events", .ns = "default" };
+	gk_kube_call *call = NULL;
+	int rc = gk_kube_call_create(k->mux, &r, o, NULL, ev_done, c, &call, err);
+	cJSON_Delete(o);
+	if (rc != GK_OK) {
+		free(c);
+		return rc;
+	}
+	gk_kube_call_free_on_drop(call, c);
+	return GK_OK;
+}
+
 int gk_mm_kops_event(gk_mm_kops *k, const char *policy, const char *uid, const gk_mm_event *ev,
 		     const gk_mm_evwrite *w, const char *ts, const char *instance, gk_err *err)
 {
+	if (k->mux)
+		return event_async(k, policy, uid, ev, w, ts, instance, err);
 	gk_kube_ref r = { .version = "v1", .resource = "events", .ns = "default" };
 	gk_kube_status st = { 0 };
 	int rc;

@@ -5,6 +5,8 @@
 #ifndef GPUKMM_MODMGR_KOPS_H
 #define GPUKMM_MODMGR_KOPS_H
 
+#include <stdint.h>
+
 #include "evrec.h"
 #include "gpukmm/err.h"
 #include "pass.h"
@@ -19,9 +21,19 @@ int gk_mm_kops_new(gk_mm_kops **out, const char *kubeconfig, const char *ns, con
 void gk_mm_kops_free(gk_mm_kops *k);
 void gk_mm_kops_ops(gk_mm_kops *k, gk_mm_ops *ops);
 
+/* Run the Event writes asynchronously on the service loop (a lib/kube mux on
+ * the same client): a slow API server never holds the loop up for them.
+ * *written / *failed (may be NULL) count finished writes. Without it, Events
+ * are written blocking (tests). */
+struct gk_loop;
+int gk_mm_kops_attach(gk_mm_kops *k, struct gk_loop *loop, uint64_t *written, uint64_t *failed,
+		      gk_err *err);
+
 /* Create or bump an Event on ClusterPolicy `policy` (namespace "default", as
  * client-go does for cluster-scoped objects). A create that finds the Event
- * (restart) reads its count and bumps it. */
+ * (restart) reads its count and bumps it. Attached: returns once the write is
+ * started (GK_OK) and finishes in the background; the result is counted and a
+ * failure logged. */
 int gk_mm_kops_event(gk_mm_kops *k, const char *policy, const char *uid, const gk_mm_event *ev,
 		     const gk_mm_evwrite *w, const char *ts, const char *instance, gk_err *err);
 

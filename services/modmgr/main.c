@@ -69,7 +69,7 @@ typedef struct mm {
 	int64_t q_due;
 
 	gk_mm_pass_stats pst;
-	uint64_t snapshots, gaps, events, reports_ok, reports_failed, events_written;
+	uint64_t snapshots, gaps, events, reports_ok, reports_failed, events_written, events_failed;
 	uint64_t queue_depth;
 } mm;
 
@@ -182,9 +182,8 @@ static void emit(mm *m, const gk_mm_plan *p, const gk_mm_event *ev)
 	char ts[40];
 	rfc3339(ts, sizeof(ts));
 	gk_err e;
-	if (gk_mm_kops_event(m->kops, p->policy, uid, ev, &w, ts, m->host, &e) == GK_OK)
-		m->events_written++;
-	else
+	/* written in the background (kops counts events_written / failures) */
+	if (gk_mm_kops_event(m->kops, p->policy, uid, ev, &w, ts, m->host, &e) != GK_OK)
 		GK_WARN("event %s on ClusterPolicy %s: %s", ev->reason, p->policy, e.msg);
 }
 
@@ -474,6 +473,8 @@ int main(int argc, char **argv)
 	if (gk_mm_kops_new(&m->kops, m->svc.kubeconfig, m->svc.ns, m->sa, m->qps, &err))
 		goto fail;
 	gk_mm_kops_ops(m->kops, &m->ops);
+	if (gk_mm_kops_attach(m->kops, m->svc.loop, &m->events_written, &m->events_failed, &err))
+		goto fail;
 
 	if (gk_ipc_sub_open(&m->sub, m->svc.addr.events, NULL, on_event, on_gap, m, &err))
 		goto fail;
@@ -504,6 +505,7 @@ int main(int argc, char **argv)
 		{ "modmgr_reports_ok_total", "status reports accepted", &m->reports_ok },
 		{ "modmgr_reports_failed_total", "status reports failed", &m->reports_failed },
 		{ "modmgr_k8s_events_written_total", "Kubernetes Events created or bumped", &m->events_written },
+		{ "modmgr_k8s_events_failed_total", "Kubernetes Event writes that failed", &m->events_failed },
 		{ "modmgr_queue_depth", "keys ready or waiting", &m->queue_depth },
 	};
 	gk_svc_set_counters(&m->svc, counters, sizeof(counters) / sizeof(counters[0]));

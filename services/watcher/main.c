@@ -107,6 +107,12 @@ int main(int argc, char **argv)
 	/* one thread (ours) allocates the cache; nng's threads need no arenas of
 	 * their own (each would keep its freed pages): bounded memory */
 	mallopt(M_ARENA_MAX, 2);
+	/* big buffers (list pages, snapshot replies of MBs) always come from mmap
+	 * and go back to the system when freed: a fixed threshold turns off
+	 * glibc's dynamic one, which would move them into the heap for good
+	 * after the first one was freed */
+	mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+	mallopt(M_TRIM_THRESHOLD, 512 * 1024);
 	a.qps = 20;
 	a.burst = 40;
 	const gk_svc_opt extra[] = {

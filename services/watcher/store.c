@@ -58,21 +58,48 @@ static int grow(ws_store *s)
 	return 0;
 }
 
+/* buf = varint(n) + the n packed bytes: the length prefix makes the entry a
+ * ready-made length-delimited field (Snapshot replies send it as it is). */
 static uint8_t *pack(const ProtobufCMessage *obj, uint32_t *len)
 {
 	size_t n = protobuf_c_message_get_packed_size(obj);
-	uint8_t *buf = malloc(n ? n : 1);
-	if (!buf || n > UINT32_MAX) {
-		free(buf);
+	if (n > UINT32_MAX - 8)
 		return NULL;
+	uint8_t pfx[8];
+	size_t pl = 0;
+	for (size_t v = n;; v >>= 7) {
+		pfx[pl++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+		if (v <= 0x7f)
+			break;
 	}
-	*len = (uint32_t)protobuf_c_message_pack(obj, buf);
+	uint8_t *buf = malloc(pl + n);
+	if (!buf)
+		return NULL;
+	memcpy(buf, pfx, pl);
+	*len = (uint32_t)(pl + protobuf_c_message_pack(obj, buf + pl));
 	return buf;
+}
+
+size_t ws_msg(const ws_ent *e, const uint8_t **msg)
+{
+	size_t n = 0, i = 0;
+	for (int shift = 0; i < e->len && i < 5; shift += 7) {
+		uint8_t b = e->buf[i++];
+		n |= (size_t)(b & 0x7f) << shift;
+		if (!(b & 0x80))
+			break;
+	}
+	if (n > e->len - i)
+		n = e->len - i;
+	*msg = e->buf + i;
+	return n;
 }
 
 ProtobufCMessage *ws_obj(const ws_store *s, const ws_ent *e)
 {
-	return s->desc ? protobuf_c_message_unpack(s->desc, NULL, e->len, e->buf) : NULL;
+	const uint8_t *m;
+	size_t n = ws_msg(e, &m);
+	return s->desc ? protobuf_c_message_unpack(s->desc, NULL, n, m) : NULL;
 }
 
 int ws_put(ws_store *s, const char *key, const ProtobufCMessage *obj, uint32_t source)

@@ -17,8 +17,8 @@
 
 typedef struct ws_ent {
 	struct ws_ent *next;
-	uint8_t *buf;            /* packed object */
-	uint32_t len;
+	uint8_t *buf;            /* varint length + packed object (a length-delimited field) */
+	uint32_t len;            /* bytes of buf */
 	uint32_t sources;        /* bit per watch */
 	char key[];
 } ws_ent;
@@ -43,6 +43,8 @@ ProtobufCMessage *ws_obj(const ws_store *s, const ws_ent *e);
  * unpacked, is handed to *gone, caller frees; NULL on OOM), 0 when other
  * sources still have it, -1 if absent. */
 int ws_drop(ws_store *s, const char *key, uint32_t source, ProtobufCMessage **gone);
+/* The packed object of an entry (without its length prefix): *msg, returns its length. */
+size_t ws_msg(const ws_ent *e, const uint8_t **msg);
 /* Every entry (any order): callback. */
 void ws_each(const ws_store *s, void (*fn)(void *user, ws_ent *e), void *user);
 

@@ -201,35 +201,6 @@ bool wr_synced(const wr *w)
 	return w->disc_known;
 }
 
-/* ---- mux on the loop ------------------------------------------------------------ */
-
-static void rearm(wr *w);
-
-static void mux_timer_cb(gk_loop *l, gk_timer_id id, void *user)
-{
-	wr *w = user;
-	w->mux_timer = 0;
-	gk_kube_mux_run(w->mux);
-	rearm(w);
-}
-
-static void mux_fd_cb(gk_loop *l, int fd, uint32_t ev, void *user)
-{
-	wr *w = user;
-	gk_kube_mux_run(w->mux);
-	rearm(w);
-}
-
-static void rearm(wr *w)
-{
-	if (w->mux_timer)
-		gk_loop_cancel(w->loop, w->mux_timer);
-	w->mux_timer = 0;
-	int64_t t = gk_kube_mux_timeout_ms(w->mux);
-	if (t >= 0)
-		w->mux_timer = gk_loop_timer(w->loop, t, mux_timer_cb, w);
-}
-
 /* ---- watches on and off ---------------------------------------------------------- */
 
 static void src_start(wr *w, int i)
@@ -302,49 +273,85 @@ static void apply_gates(wr *w)
 		else
 			src_stop(w, i);
 	}
-	rearm(w);
 	check_ready(w);
 }
 
-/* ---- discovery ------------------------------------------------------------------ */
+/* ---- discovery (async: the loop never waits for the API) ------------------------ */
 
-static int discover_once(wr *w)
+static const struct { int gate; const char *g, *v, *r; } disc_q[3] = {
+	{WG_CP, "intel.com", "v1alpha1", "clusterpolicies"},
+	{WG_KMM, "kmm.sigs.x-k8s.io", "v1beta1", "modules"},
+	{WG_DRA, "resource.k8s.io", "v1", "resourceclaims"},
+};
+
+/* All three answers are in: decide which watches run. */
+static void disc_apply(wr *w)
 {
-	static const struct { int gate; const char *g, *v, *r; } q[] = {
-		{WG_CP, "intel.com", "v1alpha1", "clusterpolicies"},
-		{WG_KMM, "kmm.sigs.x-k8s.io", "v1beta1", "modules"},
-		{WG_DRA, "resource.k8s.io", "v1", "resourceclaims"},
-	};
-	bool changed = !w->disc_known;
-	for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
-		gk_err err = {0};
-		int r = gk_kube_discover(w->kc, q[i].g, q[i].v, q[i].r, 1, true, &err);
+	bool changed = false;
+	for (size_t i = 0; i < 3; i++) {
+		int r = w->disc_res[i];
 		if (r < 0) {
-			w->c_errors++;
-			GK_WARN("discovery of %s/%s: %s (keeping the last answer)", q[i].g, q[i].v,
-				err.msg);
 			if (!w->disc_known)
-				return -1;
-			continue;
+				return; /* no complete first answer yet: next period */
+			continue;   /* keep the last answer */
 		}
-		if (w->gate[q[i].gate] != (r == 1)) {
-			GK_INFO("API %s/%s %s", q[i].g, q[i].v, r ? "is served now" : "is gone");
-			w->gate[q[i].gate] = r == 1;
-			changed = true;
+		if (w->gate[disc_q[i].gate] != (r == 1) || !w->disc_known) {
+			if (w->disc_known)
+				GK_INFO("API %s/%s %s", disc_q[i].g, disc_q[i].v,
+					r ? "is served now" : "is gone");
+			changed = changed || w->gate[disc_q[i].gate] != (r == 1);
+			w->gate[disc_q[i].gate] = r == 1;
 		}
 	}
+	if (!w->disc_known)
+		changed = true;
 	w->disc_known = true;
 	if (changed) {
 		apply_gates(w);
 		publish_discovery(w);
 	}
-	return 0;
+}
+
+static void disc_done(void *user, int r, const gk_err *err)
+{
+	struct wr_disc_slot *slot = user;
+	wr *w = slot->w;
+	int i = slot->i;
+	w->disc_calls[i] = NULL;
+	w->disc_res[i] = r;
+	if (r < 0) {
+		w->c_errors++;
+		GK_WARN("discovery of %s/%s: %s (keeping the last answer)", disc_q[i].g, disc_q[i].v,
+			err ? err->msg : "failed");
+	}
+	if (--w->disc_pending == 0)
+		disc_apply(w);
+}
+
+/* Start one round of discovery (if none is in flight). */
+static void disc_start(wr *w)
+{
+	if (w->disc_pending)
+		return; /* the API is slow: the round in flight answers first */
+	for (int i = 0; i < 3; i++) {
+		gk_err err = {0};
+		w->disc_res[i] = -GK_UNAVAILABLE;
+		if (gk_kube_discover_async(w->mux, disc_q[i].g, disc_q[i].v, disc_q[i].r, disc_done,
+					   &w->disc_slot[i], &w->disc_calls[i], &err)) {
+			w->c_errors++;
+			GK_WARN("discovery of %s/%s: %s", disc_q[i].g, disc_q[i].v, err.msg);
+			continue;
+		}
+		w->disc_pending++;
+	}
+	if (!w->disc_pending)
+		disc_apply(w);
 }
 
 static void disc_timer_cb(gk_loop *l, gk_timer_id id, void *user)
 {
 	wr *w = user;
-	discover_once(w);
+	disc_start(w);
 	w->disc_timer = gk_loop_timer(w->loop, w->o.discovery_ms, disc_timer_cb, w);
 }
 
@@ -369,56 +376,110 @@ static void now_micro(char *buf, size_t cap)
 	snprintf(buf, cap, "%s.%06ldZ", b, ts.tv_nsec / 1000);
 }
 
-static void lease_write(wr *w, const wl_lease *cur, enum wl_action a, const char *holder,
-			bool *ok)
+static gk_kube_ref lease_ref(const wr *w)
 {
-	char now[64];
-	now_micro(now, sizeof now);
-	cJSON *body = wl_lease_body(w->o.ns, w->o.lease_name, cur, a, holder, &w->o.lease, now);
-	gk_kube_ref r = {"coordination.k8s.io", "v1", "leases", w->o.ns, w->o.lease_name, NULL};
-	gk_err err = {0};
-	int rc = !body ? GK_RESOURCE_EXHAUSTED
-		 : a == WL_CREATE ? gk_kube_create(w->lc, &r, body, NULL, NULL, &err)
-				  : gk_kube_update(w->lc, &r, body, NULL, NULL, &err);
-	cJSON_Delete(body);
-	*ok = rc == 0;
-	if (rc && rc != GK_ABORTED && rc != GK_ALREADY_EXISTS)
-		GK_WARN("lease %s/%s: %s", w->o.ns, w->o.lease_name, err.msg);
+	return (gk_kube_ref){"coordination.k8s.io", "v1", "leases", w->o.ns, w->o.lease_name, NULL};
 }
 
-static void lease_tick(wr *w)
+/* Each lease request may take at most the renew deadline: a leader whose
+ * renewal hangs has stepped down by then anyway (lease_deadline). */
+static gk_kube_call_opts lease_call_opts(const wr *w)
 {
-	gk_kube_ref r = {"coordination.k8s.io", "v1", "leases", w->o.ns, w->o.lease_name, NULL};
-	cJSON *j = NULL;
-	gk_err err = {0};
+	return (gk_kube_call_opts){.timeout_ms = (int)w->o.lease.renew_deadline_ms,
+				   .unthrottled = true};
+}
+
+static void lease_changed(wr *w, bool changed)
+{
+	if (!changed)
+		return;
+	w->c_leader = w->ls.leader;
+	GK_INFO("leadership: %s (holder \"%s\")", w->ls.leader ? "leader" : "follower", w->holder);
+	publish_leadership(w);
+}
+
+static void lease_write_done(void *user, int rc, cJSON *out, const gk_kube_status *st,
+			     const gk_err *err)
+{
+	wr *w = user;
+	cJSON_Delete(out);
+	w->lease_call = NULL;
+	bool ok = rc == 0;
+	if (rc && rc != GK_ABORTED && rc != GK_ALREADY_EXISTS)
+		GK_WARN("lease %s/%s: %s", w->o.ns, w->o.lease_name, err ? err->msg : "failed");
+	bool was = w->ls.leader;
+	/* a renewal counts from when it was sent, not from when it was answered */
+	bool changed = wl_result(&w->ls, w->lease_act, ok, &w->o.lease,
+				 ok ? w->lease_write_ms : gk_mono_ms()) ||
+		       was != w->ls.leader;
+	const char *h = ok ? w->identity : w->lease_cur.holder;
+	if (strcmp(h, w->holder)) {
+		snprintf(w->holder, sizeof w->holder, "%s", h);
+		changed = true;
+	}
+	lease_changed(w, changed);
+}
+
+static void lease_get_done(void *user, int rc, cJSON *j, const gk_kube_status *st,
+			   const gk_err *err)
+{
+	wr *w = user;
+	w->lease_call = NULL;
 	int64_t now = gk_mono_ms();
-	int rc = gk_kube_get(w->lc, &r, &j, NULL, &err);
-	bool changed;
 	if (rc && rc != GK_NOT_FOUND) {
-		GK_WARN("lease %s/%s: %s", w->o.ns, w->o.lease_name, err.msg);
-		changed = wl_check_deadline(&w->ls, &w->o.lease, now);
-	} else {
-		wl_lease l;
-		wl_lease_parse(&l, rc ? NULL : j);
-		bool was = w->ls.leader;
-		enum wl_action a = wl_decide(&w->ls, &l, w->identity, &w->o.lease, now);
-		bool ok = false;
-		if (a != WL_WAIT)
-			lease_write(w, &l, a, w->identity, &ok);
-		changed = wl_result(&w->ls, a, ok, &w->o.lease, now) || was != w->ls.leader;
-		const char *h = ok ? w->identity : l.holder;
-		if (strcmp(h, w->holder)) {
-			snprintf(w->holder, sizeof w->holder, "%s", h);
+		GK_WARN("lease %s/%s: %s", w->o.ns, w->o.lease_name, err ? err->msg : "failed");
+		cJSON_Delete(j);
+		lease_changed(w, wl_check_deadline(&w->ls, &w->o.lease, now));
+		return;
+	}
+	wl_lease_parse(&w->lease_cur, rc ? NULL : j);
+	cJSON_Delete(j);
+	bool was = w->ls.leader;
+	enum wl_action a = wl_decide(&w->ls, &w->lease_cur, w->identity, &w->o.lease, now);
+	if (a == WL_WAIT) {
+		bool changed = wl_result(&w->ls, a, false, &w->o.lease, now) || was != w->ls.leader;
+		if (strcmp(w->lease_cur.holder, w->holder)) {
+			snprintf(w->holder, sizeof w->holder, "%s", w->lease_cur.holder);
 			changed = true;
 		}
+		lease_changed(w, changed);
+		return;
 	}
-	cJSON_Delete(j);
-	if (changed) {
-		w->c_leader = w->ls.leader;
-		GK_INFO("leadership: %s (holder \"%s\")", w->ls.leader ? "leader" : "follower",
-			w->holder);
-		publish_leadership(w);
+	char ts[64];
+	now_micro(ts, sizeof ts);
+	cJSON *body = wl_lease_body(w->o.ns, w->o.lease_name, &w->lease_cur, a, w->identity,
+				    &w->o.lease, ts);
+	gk_kube_ref r = lease_ref(w);
+	gk_kube_call_opts o = lease_call_opts(w);
+	gk_err e = {0};
+	w->lease_act = a;
+	w->lease_write_ms = now;
+	int wrc = !body ? gk_err_set(&e, GK_RESOURCE_EXHAUSTED, "out of memory")
+		  : a == WL_CREATE
+			  ? gk_kube_call_create(w->mux, &r, body, &o, lease_write_done, w,
+						&w->lease_call, &e)
+			  : gk_kube_call_update(w->mux, &r, body, &o, lease_write_done, w,
+						&w->lease_call, &e);
+	cJSON_Delete(body);
+	if (wrc) {
+		GK_WARN("lease %s/%s: %s", w->o.ns, w->o.lease_name, e.msg);
+		lease_changed(w, wl_result(&w->ls, a, false, &w->o.lease, now) || was != w->ls.leader);
 	}
+}
+
+/* One retry period: step down if the renew deadline passed (even while a
+ * request hangs), then read the Lease unless a request is still in flight. */
+static void lease_tick(wr *w)
+{
+	int64_t now = gk_mono_ms();
+	lease_changed(w, wl_check_deadline(&w->ls, &w->o.lease, now));
+	if (w->lease_call)
+		return;
+	gk_kube_ref r = lease_ref(w);
+	gk_kube_call_opts o = lease_call_opts(w);
+	gk_err err = {0};
+	if (gk_kube_call_get(w->mux, &r, &o, lease_get_done, w, &w->lease_call, &err))
+		GK_WARN("lease %s/%s: %s", w->o.ns, w->o.lease_name, err.msg);
 }
 
 static void lease_timer_cb(gk_loop *l, gk_timer_id id, void *user)
@@ -430,16 +491,25 @@ static void lease_timer_cb(gk_loop *l, gk_timer_id id, void *user)
 
 void wr_release(wr *w)
 {
+	gk_kube_call_cancel(w->lease_call);
+	w->lease_call = NULL;
 	if (!w->o.leader_elect || !w->ls.leader || !w->lc)
 		return;
-	gk_kube_ref r = {"coordination.k8s.io", "v1", "leases", w->o.ns, w->o.lease_name, NULL};
+	gk_kube_ref r = lease_ref(w);
 	cJSON *j = NULL;
 	if (gk_kube_get(w->lc, &r, &j, NULL, NULL) == 0) {
 		wl_lease l;
 		wl_lease_parse(&l, j);
 		bool ok = false;
-		if (!strcmp(l.holder, w->identity))
-			lease_write(w, &l, WL_RENEW, "", &ok);
+		if (!strcmp(l.holder, w->identity)) {
+			/* shutting down: one short blocking write is fine here */
+			char ts[64];
+			now_micro(ts, sizeof ts);
+			cJSON *body = wl_lease_body(w->o.ns, w->o.lease_name, &l, WL_RENEW, "",
+						    &w->o.lease, ts);
+			ok = body && gk_kube_update(w->lc, &r, body, NULL, NULL, NULL) == 0;
+			cJSON_Delete(body);
+		}
 		if (ok)
 			GK_INFO("released lease %s/%s", w->o.ns, w->o.lease_name);
 	}
@@ -448,20 +518,6 @@ void wr_release(wr *w)
 }
 
 /* ---- RPC: Watcher.Snapshot / Watcher.Get ------------------------------------------- */
-
-typedef struct fill_ctx {
-	const ws_store *s;
-	void **arr;
-	size_t n;
-} fill_ctx;
-
-static void fill_one(void *user, ws_ent *e)
-{
-	fill_ctx *f = user;
-	ProtobufCMessage *m = ws_obj(f->s, e);
-	if (m)
-		f->arr[f->n++] = m;
-}
 
 static bool wants(const Gpukmm__SnapshotRequest *req, const char *topic)
 {
@@ -473,11 +529,41 @@ static bool wants(const Gpukmm__SnapshotRequest *req, const char *topic)
 	return false;
 }
 
+/* The cached objects go into the reply as they are stored, packed: each one
+ * becomes a length-delimited "unknown field" with the number of the reply's
+ * repeated field for its kind, which is exactly how protobuf encodes a
+ * repeated message field, so the receiver decodes ordinary SnapshotReply
+ * objects. Nothing is unpacked: a snapshot of 10,000 objects costs the reply
+ * buffer only, not 10,000 unpacked structs (tens of MB, fragmenting the heap). */
+typedef struct raw_ctx {
+	ProtobufCMessageUnknownField *f;
+	size_t n, cap;
+	uint32_t tag;
+} raw_ctx;
+
+static void raw_one(void *user, ws_ent *e)
+{
+	raw_ctx *r = user;
+	if (r->n == r->cap)
+		return;
+	r->f[r->n++] = (ProtobufCMessageUnknownField){
+		.tag = r->tag, .wire_type = PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED, .len = e->len,
+		.data = e->buf};
+}
+
+static const char *const rep_field[WT_N] = {"cluster_policies", "modules", "nodes",
+					    "resource_claims", "daemon_sets", "pods"};
+
 void wr_snapshot_fill(wr *w, const Gpukmm__SnapshotRequest *req, Gpukmm__SnapshotReply *rep,
 		      Gpukmm__Discovery *disc, Gpukmm__Leadership *lead)
 {
 	gpukmm__snapshot_reply__init(rep);
 	static const char *const extra[] = {"discovery", "leadership"};
+	size_t total = 0;
+	for (int t = 0; t < WT_N; t++)
+		if (wants(req, wr_topic_names[t]))
+			total += w->store[t].n;
+	raw_ctx r = {calloc(total + 1, sizeof *r.f), 0, total, 0};
 	rep->seqs = calloc(WT_N + 2, sizeof *rep->seqs);
 	for (int t = 0; rep->seqs && t < WT_N + 2; t++) {
 		const char *name = t < WT_N ? wr_topic_names[t] : extra[t - WT_N];
@@ -491,20 +577,20 @@ void wr_snapshot_fill(wr *w, const Gpukmm__SnapshotRequest *req, Gpukmm__Snapsho
 		ts->has_seq = 1;
 		ts->seq = w->pub ? gk_ipc_pub_seq(w->pub, name) : 0;
 		rep->seqs[rep->n_seqs++] = ts;
-		if (t >= WT_N)
+		if (t >= WT_N || !r.f)
 			continue;
-		fill_ctx f = {&w->store[t], calloc(w->store[t].n + 1, sizeof(void *)), 0};
-		if (!f.arr)
+		const ProtobufCFieldDescriptor *fd = protobuf_c_message_descriptor_get_field_by_name(
+			&gpukmm__snapshot_reply__descriptor, rep_field[t]);
+		if (!fd)
 			continue;
-		ws_each(&w->store[t], fill_one, &f);
-		switch (t) {
-		case WT_CP: rep->cluster_policies = (void *)f.arr; rep->n_cluster_policies = f.n; break;
-		case WT_MODULE: rep->modules = (void *)f.arr; rep->n_modules = f.n; break;
-		case WT_NODE: rep->nodes = (void *)f.arr; rep->n_nodes = f.n; break;
-		case WT_RC: rep->resource_claims = (void *)f.arr; rep->n_resource_claims = f.n; break;
-		case WT_DS: rep->daemon_sets = (void *)f.arr; rep->n_daemon_sets = f.n; break;
-		case WT_POD: rep->pods = (void *)f.arr; rep->n_pods = f.n; break;
-		}
+		r.tag = fd->id;
+		ws_each(&w->store[t], raw_one, &r);
+	}
+	if (r.f && r.n) {
+		rep->base.unknown_fields = r.f;
+		rep->base.n_unknown_fields = r.n;
+	} else {
+		free(r.f);
 	}
 	gpukmm__discovery__init(disc);
 	disc->has_kmm = disc->has_dra = disc->has_cluster_policy = 1;
@@ -522,29 +608,14 @@ void wr_snapshot_fill(wr *w, const Gpukmm__SnapshotRequest *req, Gpukmm__Snapsho
 	rep->synced = wr_synced(w);
 }
 
-static void free_all(void **arr, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		protobuf_c_message_free_unpacked(arr[i], NULL);
-}
-
 void wr_snapshot_free(Gpukmm__SnapshotReply *rep)
 {
-	free_all((void **)rep->cluster_policies, rep->n_cluster_policies);
-	free_all((void **)rep->modules, rep->n_modules);
-	free_all((void **)rep->nodes, rep->n_nodes);
-	free_all((void **)rep->resource_claims, rep->n_resource_claims);
-	free_all((void **)rep->daemon_sets, rep->n_daemon_sets);
-	free_all((void **)rep->pods, rep->n_pods);
 	for (size_t i = 0; i < rep->n_seqs; i++)
 		free(rep->seqs[i]);
 	free(rep->seqs);
-	free(rep->cluster_policies);
-	free(rep->modules);
-	free(rep->nodes);
-	free(rep->resource_claims);
-	free(rep->daemon_sets);
-	free(rep->pods);
+	free(rep->base.unknown_fields); /* the data is the store's */
+	rep->base.unknown_fields = NULL;
+	rep->base.n_unknown_fields = 0;
 }
 
 static void h_snapshot(Gpukmm__Watcher_Service *svc, const Gpukmm__SnapshotRequest *in,
@@ -557,7 +628,6 @@ static void h_snapshot(Gpukmm__Watcher_Service *svc, const Gpukmm__SnapshotReque
 	wr_snapshot_fill(w, in, &rep, &d, &l);
 	closure(&rep, cd);
 	wr_snapshot_free(&rep);
-	malloc_trim(0); /* a full snapshot unpacks everything for a moment */
 }
 
 static void h_get(Gpukmm__Watcher_Service *svc, const Gpukmm__GetRequest *in,
@@ -634,6 +704,8 @@ int wr_init(wr *w, const wr_opts *o, gk_loop *loop, gk_kube_client *kc, gk_kube_
 		w->src[i].w = w;
 		w->src[i].idx = i;
 	}
+	for (int i = 0; i < 3; i++)
+		w->disc_slot[i] = (struct wr_disc_slot){w, i};
 	if (!w->o.leader_elect) {
 		w->ls.leader = true;
 		snprintf(w->holder, sizeof w->holder, "%s", w->identity);
@@ -641,8 +713,9 @@ int wr_init(wr *w, const wr_opts *o, gk_loop *loop, gk_kube_client *kc, gk_kube_
 	int rc = gk_kube_mux_new(&w->mux, kc, err);
 	if (rc)
 		return rc;
-	if (gk_loop_add_fd(loop, gk_kube_mux_fd(w->mux), EPOLLIN, mux_fd_cb, w, err))
-		return err ? err->code : GK_INTERNAL;
+	rc = gk_kube_mux_attach(w->mux, loop, err);
+	if (rc)
+		return rc;
 	if (srv) {
 		Gpukmm__Watcher_Service init = GPUKMM__WATCHER__INIT(h_);
 		w->rpc = init;
@@ -655,10 +728,7 @@ int wr_init(wr *w, const wr_opts *o, gk_loop *loop, gk_kube_client *kc, gk_kube_
 
 int wr_start(wr *w, gk_err *err)
 {
-	if (discover_once(w)) {
-		/* API not reachable yet: keep trying on the discovery period */
-		GK_WARN("API discovery failed; retrying every %lld ms", (long long)w->o.discovery_ms);
-	}
+	disc_start(w); /* watches start when it answers; retried every discovery period */
 	w->disc_timer = gk_loop_timer(w->loop, w->o.discovery_ms, disc_timer_cb, w);
 	w->tick_timer = gk_loop_timer(w->loop, 1000, tick_cb, w);
 	if (w->o.leader_elect) {
@@ -667,24 +737,28 @@ int wr_start(wr *w, gk_err *err)
 	} else {
 		publish_leadership(w);
 	}
-	rearm(w);
 	return 0;
 }
 
 void wr_fini(wr *w)
 {
+	for (int i = 0; i < 3; i++) {
+		gk_kube_call_cancel(w->disc_calls[i]);
+		w->disc_calls[i] = NULL;
+	}
+	w->disc_pending = 0;
+	gk_kube_call_cancel(w->lease_call);
+	w->lease_call = NULL;
 	for (int i = 0; i < WR_NSRC; i++) {
 		if (w->src[i].kw)
 			gk_kube_watch_stop(w->src[i].kw);
 		w->src[i].kw = NULL;
 	}
 	if (w->loop) {
-		gk_timer_id *ts[] = {&w->mux_timer, &w->disc_timer, &w->tick_timer, &w->lease_timer};
-		for (size_t i = 0; i < 4; i++)
+		gk_timer_id *ts[] = {&w->disc_timer, &w->tick_timer, &w->lease_timer};
+		for (size_t i = 0; i < 3; i++)
 			if (*ts[i])
 				gk_loop_cancel(w->loop, *ts[i]);
-		if (w->mux)
-			gk_loop_del_fd(w->loop, gk_kube_mux_fd(w->mux));
 	}
 	gk_kube_mux_free(w->mux);
 	w->mux = NULL;

@@ -42,7 +42,7 @@ struct wr {
 	char identity[256];
 	gk_loop *loop;
 	gk_kube_client *kc;          /* watches + discovery */
-	gk_kube_client *lc;          /* lease writes (short timeouts) */
+	gk_kube_client *lc;          /* blocking: only the lease release at SIGTERM */
 	gk_kube_mux *mux;
 	gk_ipc_pub *pub;
 	gk_ipc_server *srv;
@@ -56,7 +56,16 @@ struct wr {
 	bool ready_sent;
 	void (*on_ready)(void *user);
 	void *on_ready_user;
-	gk_timer_id mux_timer, disc_timer, tick_timer, lease_timer;
+	gk_timer_id disc_timer, tick_timer, lease_timer;
+	/* async API calls on the mux: never block the loop */
+	gk_kube_call *disc_calls[3];
+	struct wr_disc_slot { wr *w; int i; } disc_slot[3];
+	int disc_res[3];             /* 1 served, 0 absent, -code error */
+	int disc_pending;
+	gk_kube_call *lease_call;    /* the Lease GET or write in flight */
+	enum wl_action lease_act;
+	wl_lease lease_cur;          /* as read before the write */
+	int64_t lease_write_ms;      /* when the write started */
 	/* counters (heartbeats) */
 	uint64_t c_events, c_relists, c_errors, c_convert_errors, c_published;
 	uint64_t c_size[WT_N];
@@ -76,7 +85,10 @@ void wr_fini(wr *w);
 /* true once every running watch has listed at least once */
 bool wr_synced(const wr *w);
 
-/* RPC handlers (registered by wr_init when srv is given). */
+/* RPC handlers (registered by wr_init when srv is given). The reply's objects
+ * are the store's packed bytes, attached as length-delimited unknown fields
+ * (borrowed: pack or send the reply before the store changes); a receiver
+ * unpacks them as the ordinary repeated fields. */
 void wr_snapshot_fill(wr *w, const Gpukmm__SnapshotRequest *req, Gpukmm__SnapshotReply *rep,
 		      Gpukmm__Discovery *disc, Gpukmm__Leadership *lead);
 void wr_snapshot_free(Gpukmm__SnapshotReply *rep);

@@ -49,20 +49,22 @@ synced() {
 t0=$SECONDS
 wait_for 300 synced || { echo "watcher did not sync"; tail "$T/watcher.log"; exit 1; }
 sync_s=$((SECONDS - t0))
+# RSS once synced, before any consumer asked for a full snapshot
+rss_sync=$(awk '/^VmRSS/{print $2}' "/proc/$WPID/status")
 counts=$("$GPUKMM_BIN/gpukmmctl" ipc call "ipc://$T/w.sock" gpukmm.Watcher.Snapshot '{"topics":["node","resourceclaim"]}' |
 	python3 -c 'import json,sys; j=json.load(sys.stdin); print(len(j.get("nodes",[])), len(j.get("resource_claims",[])))')
 rss=$(awk '/^VmRSS/{print $2}' "/proc/$WPID/status")
 hwm=$(awk '/^VmHWM/{print $2}' "/proc/$WPID/status")
 anon=$(awk '/^RssAnon/{print $2}' "/proc/$WPID/status")
 file=$(awk '/^RssFile/{print $2}' "/proc/$WPID/status")
-python3 - "$OUT" "$rss" "$hwm" "$json_bytes" "$counts" "$sync_s" "$anon" "$file" <<'EOP'
+python3 - "$OUT" "$rss" "$hwm" "$json_bytes" "$counts" "$sync_s" "$anon" "$file" "$rss_sync" <<'EOP'
 import json, sys
 out, rss, hwm, jb, counts, sync = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5].split(), int(sys.argv[6])
-anon, file = int(sys.argv[7]), int(sys.argv[8])
+anon, file, rss_sync = int(sys.argv[7]), int(sys.argv[8]), int(sys.argv[9])
 s = ("watcher with %s nodes + %s claims cached: RSS %.1f MB = %.1f MB own (anon) + %.1f MB shared libraries (target < 20 MB); "
-     "peak %.1f MB; %.1f MB of API JSON; synced in %d s"
-     % (counts[0], counts[1], rss / 1024, anon / 1024, file / 1024, hwm / 1024, jb / 1e6, sync))
-open(out, "w").write(json.dumps({"name": "watch_memory", "summary": s, "rss_kb": rss, "peak_rss_kb": hwm,
+     "%.1f MB before the first full snapshot; peak %.1f MB; %.1f MB of API JSON; synced in %d s"
+     % (counts[0], counts[1], rss / 1024, anon / 1024, file / 1024, rss_sync / 1024, hwm / 1024, jb / 1e6, sync))
+open(out, "w").write(json.dumps({"name": "watch_memory", "summary": s, "rss_kb": rss, "peak_rss_kb": hwm, "rss_synced_kb": rss_sync,
                                  "rss_anon_kb": anon, "rss_file_kb": file,
                                  "nodes": int(counts[0]), "claims": int(counts[1]), "api_json_bytes": jb,
                                  "sync_seconds": sync}) + "\n")

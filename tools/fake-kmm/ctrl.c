@@ -52,7 +52,7 @@ struct fk_ctrl {
 	gk_kube_client *wcl;    /* watches */
 	gk_kube_mux *mux;
 	gk_kube_watch *wm, *wn;
-	gk_timer_id mux_timer, pass_timer, reg_timer;
+	gk_timer_id pass_timer, reg_timer;
 	cache modules, nodes;
 	pending *pend;
 	size_t npend, cappend;
@@ -186,31 +186,7 @@ static void cache_free(cache *c)
 }
 
 /* ---- loop plumbing -------------------------------------------------------------- */
-static void mux_rearm(fk_ctrl *c);
 static void pass_schedule(fk_ctrl *c);
-
-static void mux_tick(gk_loop *l, gk_timer_id id, void *u)
-{
-	fk_ctrl *c = u;
-	c->mux_timer = 0;
-	gk_kube_mux_run(c->mux);
-	mux_rearm(c);
-}
-
-static void mux_io(gk_loop *l, int fd, uint32_t ev, void *u)
-{
-	fk_ctrl *c = u;
-	gk_kube_mux_run(c->mux);
-	mux_rearm(c);
-}
-
-static void mux_rearm(fk_ctrl *c)
-{
-	int64_t t = gk_kube_mux_timeout_ms(c->mux);
-	if (c->mux_timer)
-		gk_loop_cancel(c->loop, c->mux_timer);
-	c->mux_timer = t >= 0 ? gk_loop_timer(c->loop, t, mux_tick, c) : 0;
-}
 
 /* ---- API writes ------------------------------------------------------------------- */
 /* Merge patch; on success *out (if non-NULL) gets the object the API returned. */
@@ -546,7 +522,6 @@ static void pass(gk_loop *l, gk_timer_id id, void *u)
 		c->announced = 1;
 		GK_INFO("in sync: %zu modules, %zu nodes, %zu operations pending", c->modules.n, c->nodes.n, c->npend);
 	}
-	mux_rearm(c);
 }
 
 static void pass_schedule(fk_ctrl *c)
@@ -669,7 +644,7 @@ int fk_ctrl_start(fk_ctrl **out, gk_loop *loop, const fk_ctrl_opts *o, gk_err *e
 	    (rc = gk_kube_client_new(&c->wcl, &cfg, &ko, err)) != 0 || (rc = gk_kube_mux_new(&c->mux, c->wcl, err)) != 0)
 		goto fail;
 	gk_kube_config_free(&cfg);
-	if ((rc = gk_loop_add_fd(loop, gk_kube_mux_fd(c->mux), EPOLLIN, mux_io, c, err)) != 0)
+	if ((rc = gk_kube_mux_attach(c->mux, loop, err)) != 0)
 		goto fail;
 	if (c->webhook_url)
 		reg_try(loop, 0, c);
@@ -678,7 +653,6 @@ int fk_ctrl_start(fk_ctrl **out, gk_loop *loop, const fk_ctrl_opts *o, gk_err *e
 	if ((rc = gk_kube_watch_start(&c->wm, c->mux, &MODULES, &wo, &mcb, c, err)) != 0 ||
 	    (rc = gk_kube_watch_start(&c->wn, c->mux, &NODES, &wo, &ncb, c, err)) != 0)
 		goto fail;
-	mux_rearm(c);
 	*out = c;
 	return 0;
 fail:
@@ -695,17 +669,12 @@ void fk_ctrl_stop(fk_ctrl *c)
 		gk_kube_watch_stop(c->wm);
 	if (c->wn)
 		gk_kube_watch_stop(c->wn);
-	if (c->mux) {
-		gk_loop_del_fd(c->loop, gk_kube_mux_fd(c->mux));
-		gk_kube_mux_free(c->mux);
-	}
+	gk_kube_mux_free(c->mux); /* detaches from the loop */
 	gk_kube_client_free(c->cl);
 	gk_kube_client_free(c->wcl);
 	while (c->npend)
 		pending_remove(c, c->npend - 1);
 	free(c->pend);
-	if (c->mux_timer)
-		gk_loop_cancel(c->loop, c->mux_timer);
 	if (c->pass_timer)
 		gk_loop_cancel(c->loop, c->pass_timer);
 	if (c->reg_timer)
