@@ -82,4 +82,17 @@ gt_start_gater
 check "restarted gater reports again" wait_for "report after restart" 20 reports_more_than_gt "$n0"
 check "restart of the gater writes nothing ($w0 -> $(ds_writes))" test "$(ds_writes)" = "$w0"
 
+# ---- crashes: the watcher killed (the gater resyncs by snapshot), the gater killed ----------
+kill -KILL "$MM_WATCHER_PID"; wait "$MM_WATCHER_PID" 2>/dev/null; MM_WATCHER_PID=
+cp_patch '{"spec":{"kernelModule":null}}'
+mm_start_watcher
+check "watcher killed and restarted: the change made while it was down is applied" \
+	wait_for "ungated after watcher restart" 30 ungated "$MM_NS" gpu-device-plugin
+check "gater still running after the watcher crash" kill -0 "$GT_GATER_PID"
+gt_stop_gater KILL
+cp_patch "{\"spec\":{\"kernelModule\":$KM_BASIC}}"
+gt_start_gater
+check "gater killed (SIGKILL) and restarted: catches up" wait_for "regated" 30 gated "$MM_NS" gpu-device-plugin
+gt_stop_gater TERM
+check "gater exits 0 on SIGTERM" test $? = 0
 exit $MM_FAILED
