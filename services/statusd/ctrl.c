@@ -19,9 +19,10 @@
 
 #define ATTEMPTS 5
 #define RETRY_MS 1000
-/* API calls block the loop: after this much work in one timer run the rest
- * waits for the next run, so RPCs and heartbeats are served in between */
-#define BUDGET_MS 2000
+/* API calls block the loop: after this much work no new attempt (or policy)
+ * starts in this timer run; the rest waits for the next run, so RPCs and
+ * heartbeats are served in between (main.c: each call is bounded too) */
+#define BUDGET_MS 1000
 
 typedef struct entry {
 	char name[GK_SD_NAME_MAX];
@@ -111,7 +112,8 @@ static int write_one(gk_sd_ctrl *c, entry *e)
 	 * current status is the best there is (a restart writes nothing) */
 	if (!e->rep[0] && !e->rep[1] && (!c->grace_over || !nodes))
 		return 0;
-	for (int attempt = 0; attempt < ATTEMPTS; attempt++) {
+	int64_t t0 = gk_mono_ms();
+	for (int attempt = 0; attempt < ATTEMPTS && (attempt == 0 || gk_mono_ms() - t0 <= BUDGET_MS); attempt++) {
 		cJSON *obj = NULL;
 		gk_kube_status ks;
 		gk_err err;

@@ -13,9 +13,12 @@
  *                      and the gpukmm.io/node-report annotation (node.c), a
  *                      merge patch with a resourceVersion precondition (409 →
  *                      re-read), nothing written when unchanged.
- * API calls are blocking (lib/kube's client): each is bounded (5 s, connect
- * 3 s) and one timer run stops starting new ones after 2 s, so RPCs and
- * heartbeats are served in between even against a slow API server.
+ * API calls are blocking (lib/kube's client): each is bounded (4 s, connect
+ * 2 s) and a timer run starts no new attempt after 1 s, so the loop is back
+ * within about 9 s even against an API server that does not answer (under the
+ * supervisor's 10 s heartbeat timeout) and serves queued RPCs and heartbeats
+ * between runs; normally a call takes milliseconds. Fully asynchronous calls
+ * need lib/kube's async API (not in this branch).
  * RBAC (controller): clusterpolicies get, clusterpolicies/status patch (Nodes
  * are read by the watcher, not by statusd).
  * RBAC (node): nodes get, patch. Kubernetes RBAC cannot restrict that to the
@@ -56,7 +59,7 @@ typedef struct app {
 } app;
 
 #define NODE_ATTEMPTS 5
-#define NODE_BUDGET_MS 2000
+#define NODE_BUDGET_MS 1000
 
 static void sd_report(Gpukmm__Status_Service *svc, const Gpukmm__StatusReport *in, Gpukmm__Empty_Closure closure,
 		      void *cd)
@@ -252,7 +255,7 @@ int main(int argc, char **argv)
 		}
 	}
 	gk_kube_config cfg = { 0 };
-	const gk_kube_opts kopts = { .timeout_ms = 5000, .connect_timeout_ms = 3000 };
+	const gk_kube_opts kopts = { .timeout_ms = 4000, .connect_timeout_ms = 2000 };
 	rc = 1;
 	if (gk_kube_config_load(&cfg, a.svc.kubeconfig, &err) || gk_kube_client_new(&a.kc, &cfg, &kopts, &err)) {
 		GK_ERROR("kubernetes client: %s", err.msg);

@@ -62,12 +62,22 @@ r0=$(sd_counter "$SD_PID" statusd_reports)
 for i in 1 2 3 4 5; do report '{"component":"modmgr","policy":"gpu","generation":1,"kmm_status":"2/2"}'; done
 check "statusd processed the 5 reports" sd_idle_after "$SD_PID" statusd_reports $((r0 + 4))
 check "identical reports write nothing ($w0 -> $(writes))" test "$(writes)" = "$w0"
+t0=$(date +%s%N)
 for i in 1 2 3 4 5 6 7; do report "{\"component\":\"gater\",\"policy\":\"gpu\",\"generation\":1,\"device_plugin_status\":\"N/A\",\"dra_status\":\"$i/8\",\"xpu_manager_status\":\"N/A\"}" & pids+=($!); done
 wait "${pids[@]}"
 report '{"component":"gater","policy":"gpu","generation":1,"device_plugin_status":"N/A","dra_status":"8/8","xpu_manager_status":"N/A"}'
+t1=$(date +%s%N)
 check "burst lands: last value wins" wait_for burst 10 st_has '.draStatus == "8/8"'
+check "statusd processed the burst" sd_idle_after "$SD_PID" statusd_reports $((r0 + 12))
 w1=$(writes)
-check "a burst of 8 reports is coalesced into few writes ($w0 -> $w1)" test $((w1 - w0)) -le 3
+# One write per debounce window (300 ms, opened by the first report after a
+# write): how many windows the burst spans depends on how fast 8 gpukmmctl
+# processes start (ASan, a loaded machine), so the bound is computed from the
+# measured spread, not fixed.
+span_ms=$(( (t1 - t0) / 1000000 ))
+max=$(( span_ms / 300 + 2 ))
+[ "$max" -gt 7 ] && max=7 # never one write per report: 8 reports, at most 7 writes
+check "a burst of 8 reports over ${span_ms} ms is coalesced: $((w1 - w0)) writes (at most $max)" test $((w1 - w0)) -le "$max"
 
 # ---- restart writes nothing, also before every component reported again --------------------------------
 sd_stop TERM
