@@ -16,6 +16,8 @@
 static gk_echo echo;
 static th_server srv;
 
+TestSuite(listener, .timeout = 60);
+
 static void start(int probe_ms)
 {
 	gk_echo_init(&echo);
@@ -68,7 +70,7 @@ static void *slow_call(void *arg)
 	return NULL;
 }
 
-Test(listener, a_peer_hanging_up_mid_handshake_does_not_stop_the_server, .timeout = 60)
+Test(listener, a_peer_hanging_up_mid_handshake_does_not_stop_the_server)
 {
 	start(200);
 	gk_ipc_client *old = client();
@@ -90,9 +92,8 @@ Test(listener, a_peer_hanging_up_mid_handshake_does_not_stop_the_server, .timeou
 	}
 	pthread_join(th, NULL);
 	cr_assert_eq(sa.code, 0, "the call in flight was lost: %s", sa.msg);
-	gk_ipc_stats st;
-	gk_ipc_server_stats(srv.s, &st);
-	cr_assert_geq(st.relistens, 1, "the stuck listener was re-created");
+	/* (whether a given hang-up breaks nng's listener depends on timing, so
+	 * the number of re-creations is not asserted; being served is) */
 	cr_assert_eq(access(srv.url + strlen("ipc://"), F_OK), 0, "the socket file is back");
 	gk_ipc_client_close(old);
 	th_server_stop(&srv);
@@ -100,7 +101,7 @@ Test(listener, a_peer_hanging_up_mid_handshake_does_not_stop_the_server, .timeou
 
 /* The probe only speaks a complete handshake: a healthy server is never
  * re-created by it, however often it runs. */
-Test(listener, the_probe_leaves_a_healthy_listener_alone, .timeout = 30)
+Test(listener, the_probe_leaves_a_healthy_listener_alone)
 {
 	start(50);
 	gk_ipc_client *c = client();
@@ -121,15 +122,22 @@ Test(listener, the_probe_leaves_a_healthy_listener_alone, .timeout = 30)
 
 /* The upstream bug itself, with our probe off: if this starts failing, the
  * installed nng has the fix (1.6+) and the probe could go. */
-Test(listener, nng_1518_without_the_probe_the_listener_stays_stuck, .timeout = 30)
+Test(listener, nng_1518_without_the_probe_the_listener_stays_stuck)
 {
 	start(-1);
-	hang_up_mid_handshake(srv.url);
 	gk_ipc_client *c = client();
 	gk_err e = { 0 };
-	int code = echo_call(c, "Echo", 0, 1500, &e);
-	cr_assert_neq(code, 0, "served: the installed nng no longer has bug #1518");
+	cr_assert_eq(echo_call(c, "Echo", 0, 10000, &e), 0, "%s", e.msg);
 	gk_ipc_client_close(c);
+	/* whether one hang-up hits the window is timing: a few rounds */
+	int stuck = 0;
+	for (int round = 0; round < 5 && !stuck; round++) {
+		hang_up_mid_handshake(srv.url);
+		c = client();
+		stuck = echo_call(c, "Echo", 0, 1000, &e) != 0;
+		gk_ipc_client_close(c);
+	}
+	cr_assert(stuck, "always served: the installed nng no longer has bug #1518");
 	th_server_stop(&srv);
 }
 
@@ -143,7 +151,7 @@ static void on_ev(void *user, const char *topic, uint64_t seq, ProtobufCMessage 
 	gk_ipc_free(msg);
 }
 
-Test(listener, bus_publisher_recovers_from_a_hang_up_mid_handshake, .timeout = 60)
+Test(listener, bus_publisher_recovers_from_a_hang_up_mid_handshake)
 {
 	char dir[64], url[128];
 	th_tmpdir(dir, sizeof(dir));
@@ -169,9 +177,6 @@ Test(listener, bus_publisher_recovers_from_a_hang_up_mid_handshake, .timeout = 6
 			gk_ipc_sub_dispatch(s);
 	}
 	cr_assert_gt(got_events, 0, "the subscriber never got an event");
-	gk_ipc_stats st;
-	gk_ipc_pub_stats(p, &st);
-	cr_assert_geq(st.relistens, 1);
 	gk_ipc_sub_close(s);
 	gk_ipc_pub_close(p);
 	th_rmdir(dir);
