@@ -20,11 +20,12 @@ JOBS=${TEST_JOBS:-2}
 passed=0 failed=0 skipped=0
 failures=()
 flaky=()
-# No retries by default: a failure counts. The flakes that made a retry-once
-# necessary had causes (an LSan exit hang with nng threads alive, nng#1518 on
-# the Control listener, a test's sequence arithmetic) and are fixed. RETRIES=1
-# still runs a failing test once more and lists it as FLAKY (for diagnosis).
-RETRIES=${RETRIES:-0}
+# A failing test binary or script is run once more; a pass on the retry counts,
+# but is listed as FLAKY at the end. RETRIES=0 disables this. Kept for now:
+# the LSan exit hang, nng#1518 and the bus_test flake are fixed, but under a
+# load average of ~20 an ASan service still sometimes takes >5 s to stop
+# (not yet understood; see the s2-sup report).
+RETRIES=${RETRIES:-1}
 logdir="$BUILD/test-logs"
 mkdir -p "$logdir"
 
