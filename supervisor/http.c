@@ -128,7 +128,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 	return rc;
 }
 
-static int parse_listen(const char *s, struct sockaddr_in *sa, gk_err *err)
+/* ADDR:PORT with ADDR an IPv4 address, "*" or empty (all IPv4), "localhost"
+ * (127.0.0.1), or a bracketed IPv6 address: [::1]:PORT, [::]:PORT (all, IPv6
+ * and, unless the system says otherwise, IPv4-mapped). */
+static int parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *len, gk_err *err)
 {
 	const char *colon = strrchr(s, ':');
 	char host[64];
@@ -140,22 +143,41 @@ static int parse_listen(const char *s, struct sockaddr_in *sa, gk_err *err)
 	long port = strtol(colon + 1, &end, 10);
 	if (!colon[1] || *end || port < 0 || port > 65535)
 		return gk_err_set(err, GK_INVALID_ARGUMENT, "--http-listen: bad port in '%s'", s);
-	memset(sa, 0, sizeof(*sa));
+	memset(ss, 0, sizeof(*ss));
+	size_t hl = strlen(host);
+	if (host[0] == '[') {
+		struct sockaddr_in6 *sa6 = (struct sockaddr_in6 *)ss;
+		if (hl < 3 || host[hl - 1] != ']')
+			return gk_err_set(err, GK_INVALID_ARGUMENT, "--http-listen: '%s': unbalanced [ ]", s);
+		host[hl - 1] = '\0';
+		if (inet_pton(AF_INET6, host + 1, &sa6->sin6_addr) != 1)
+			return gk_err_set(err, GK_INVALID_ARGUMENT, "--http-listen: '%s' is not an IPv6 address",
+					  host + 1);
+		sa6->sin6_family = AF_INET6;
+		sa6->sin6_port = htons((uint16_t)port);
+		*len = sizeof(*sa6);
+		return 0;
+	}
+	struct sockaddr_in *sa = (struct sockaddr_in *)ss;
 	sa->sin_family = AF_INET;
 	sa->sin_port = htons((uint16_t)port);
+	*len = sizeof(*sa);
 	if (!*host || strcmp(host, "*") == 0)
 		sa->sin_addr.s_addr = htonl(INADDR_ANY);
 	else if (strcmp(host, "localhost") == 0)
 		sa->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	else if (inet_pton(AF_INET, host, &sa->sin_addr) != 1)
-		return gk_err_set(err, GK_INVALID_ARGUMENT, "--http-listen: '%s' is not an IPv4 address", host);
+		return gk_err_set(err, GK_INVALID_ARGUMENT,
+				  "--http-listen: '%s' is not an IPv4 address (IPv6 goes in brackets: [::1]:PORT)",
+				  host);
 	return 0;
 }
 
 int gk_sup_http_start(gk_sup *s, const char *listen, gk_err *err)
 {
-	struct sockaddr_in sa;
-	int rc = parse_listen(listen, &sa, err);
+	struct sockaddr_storage sa;
+	socklen_t sa_len = 0;
+	int rc = parse_listen(listen, &sa, &sa_len, err);
 	if (rc)
 		return rc;
 	gk_sup_http *h = calloc(1, sizeof(*h));
@@ -174,16 +196,27 @@ int gk_sup_http_start(gk_sup *s, const char *listen, gk_err *err)
 		return gk_err_set(err, GK_INTERNAL, "eventfd: %s", strerror(errno));
 	if ((rc = gk_loop_add_fd(s->loop, h->efd, EPOLLIN, on_ask, h, err)))
 		return rc;
-	h->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, NULL, NULL, handler, h,
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
+	if (sa.ss_family == AF_INET6)
+		flags |= MHD_USE_IPv6;
+	h->d = MHD_start_daemon(flags, 0, NULL, NULL, handler, h,
 				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT, 32U,
 				MHD_OPTION_CONNECTION_TIMEOUT, 10U, MHD_OPTION_END);
 	if (!h->d)
 		return gk_err_set(err, GK_UNAVAILABLE, "--http-listen %s: cannot listen (address in use?)", listen);
 	const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
-	h->port = di ? di->port : ntohs(sa.sin_port);
-	char addr[INET_ADDRSTRLEN];
-	inet_ntop(AF_INET, &sa.sin_addr, addr, sizeof(addr));
-	GK_INFO("http: listening on %s:%u (/healthz /readyz /metrics)", addr, (unsigned)h->port);
+	char addr[INET6_ADDRSTRLEN];
+	if (sa.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)&sa;
+		h->port = di ? di->port : ntohs(a6->sin6_port);
+		inet_ntop(AF_INET6, &a6->sin6_addr, addr, sizeof(addr));
+		GK_INFO("http: listening on [%s]:%u (/healthz /readyz /metrics)", addr, (unsigned)h->port);
+	} else {
+		const struct sockaddr_in *a4 = (const struct sockaddr_in *)&sa;
+		h->port = di ? di->port : ntohs(a4->sin_port);
+		inet_ntop(AF_INET, &a4->sin_addr, addr, sizeof(addr));
+		GK_INFO("http: listening on %s:%u (/healthz /readyz /metrics)", addr, (unsigned)h->port);
+	}
 	return 0;
 }
 

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gpukmm/ipc.h"
 #include "gpukmm/log.h"
 #include "sup.h"
 
@@ -395,33 +396,11 @@ void gk_sup_stop_all(gk_sup *s, int signo)
 /* ---- signals ---------------------------------------------------------------------- */
 
 /* nng 1.5.2 (nng#1518, fixed in 1.6): a peer that disconnects while the ipc
- * handshake is under way makes the listener stop accepting for good. Our
- * Control clients are our services, and a service that dies right after it
- * dialed is exactly such a peer. So after a death the Control server is
- * re-opened (a few hundred microseconds); established callers resend (REQ). */
-static void on_control_refresh(gk_loop *l, gk_timer_id id, void *user);
-
-static void control_refresh(gk_sup *s)
-{
-	s->control_dirty = false;
-	if (s->stopping && s->stop_cursor == 0)
-		return;
-	gk_err err = { 0 };
-	gk_sup_control_close(s);
-	if (gk_sup_control_open(s, &err)) {
-		GK_ERROR("re-opening the control socket: %s (retrying)", err.msg);
-		s->control_dirty = true;
-		gk_loop_timer(s->loop, 100, on_control_refresh, s);
-	}
-}
-
-static void on_control_refresh(gk_loop *l, gk_timer_id id, void *user)
-{
-	gk_sup *s = user;
-	if (s->control_dirty)
-		control_refresh(s);
-}
-
+ * handshake is under way makes the listener stop accepting. Our Control
+ * clients are our services, and a service that dies right after it dialed is
+ * exactly such a peer. lib/ipc probes and re-creates a stuck listener on its
+ * own; after a death we only ask it to probe now rather than within a second,
+ * so the restarted service is not kept waiting. */
 static void on_sigchld(gk_loop *l, int signo, void *user)
 {
 	gk_sup *s = user;
@@ -439,8 +418,8 @@ static void on_sigchld(gk_loop *l, int signo, void *user)
 		service_died = true;
 		gk_sup_event(s, v, GK_SUP_EV_EXIT);
 	}
-	if (service_died)
-		control_refresh(s);
+	if (service_died && s->control)
+		gk_ipc_server_probe(s->control);
 }
 
 static void on_stop_signal(gk_loop *l, int signo, void *user)

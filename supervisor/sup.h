@@ -323,7 +323,6 @@ typedef struct gk_sup {
 	void *log_stream;         /* FILE * of our own log records into out */
 	void *control;            /* gk_ipc_server * */
 	void *control_impl;
-	bool control_dirty;       /* re-open pending (see control_refresh in sup.c) */
 	gk_sup_http *http;
 } gk_sup;
 

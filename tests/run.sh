@@ -21,8 +21,10 @@ passed=0 failed=0 skipped=0
 failures=()
 flaky=()
 # A failing test binary or script is run once more; a pass on the retry counts,
-# but is listed as FLAKY at the end (timing-sensitive multi-process tests on a
-# loaded 2-core machine). RETRIES=0 disables this.
+# but is listed as FLAKY at the end. RETRIES=0 disables this. Kept for now:
+# the LSan exit hang, nng#1518 and the bus_test flake are fixed, but under a
+# load average of ~20 an ASan service still sometimes takes >5 s to stop
+# (not yet understood; see the s2-sup report).
 RETRIES=${RETRIES:-1}
 logdir="$BUILD/test-logs"
 mkdir -p "$logdir"

@@ -35,6 +35,8 @@ typedef struct gk_ipc_opts {
 	int workers;             /* server: concurrent contexts; 0 = default 8 */
 	size_t unpack_max;       /* capped allocator budget per unpack; 0 = 16 MiB */
 	int socket_mode;         /* ipc:// listener file mode; 0 = 0600 */
+	int probe_ms;            /* ipc:// listener self-probe interval (nng#1518
+				  * work-around, see below); 0 = 1000, <0 = off */
 } gk_ipc_opts;
 
 /* Counters every object keeps (exported in heartbeats / metrics). */
@@ -47,6 +49,7 @@ typedef struct gk_ipc_stats {
 	uint64_t published;      /* bus */
 	uint64_t received;       /* bus */
 	uint64_t gaps;           /* bus: sequence gaps detected */
+	uint64_t relistens;      /* server/pub: stuck listener re-created (nng#1518) */
 } gk_ipc_stats;
 
 /* ---- RPC server ----------------------------------------------------------
@@ -90,8 +93,16 @@ int gk_ipc_server_add(gk_ipc_server *s, ProtobufCService *service, void *user,
 		      const char *const *mutating, gk_err *err);
 /* Readable when requests are waiting; then call dispatch (non-blocking). */
 int gk_ipc_server_fd(gk_ipc_server *s);
-/* Handle every request that is waiting; returns how many were handled. */
+/* Handle every request that is waiting; returns how many were handled.
+ * Also re-creates the ipc:// listener when its self-probe found it stuck:
+ * nng 1.5.2 (bug #1518) stops accepting for good after a peer disconnects in
+ * the middle of the handshake. Contexts and queued requests survive; clients
+ * of the old listener reconnect and resend. */
 int gk_ipc_server_dispatch(gk_ipc_server *s);
+/* Probe the listener now rather than at the next interval: call it when a
+ * peer died (e.g. the supervisor, after a service exit), since a peer dying
+ * mid-handshake is what breaks the listener. */
+void gk_ipc_server_probe(gk_ipc_server *s);
 void gk_ipc_server_close(gk_ipc_server *s);
 void gk_ipc_server_stats(const gk_ipc_server *s, gk_ipc_stats *out);
 
@@ -158,7 +169,8 @@ int gk_ipc_pub_peers(const gk_ipc_pub *p);          /* subscribers connected now
  * number used, 0 when refused (bad topic, too many topics). Never blocks. */
 uint64_t gk_ipc_pub_send(gk_ipc_pub *p, const char *topic, const ProtobufCMessage *msg);
 uint64_t gk_ipc_pub_seq(const gk_ipc_pub *p, const char *topic); /* current number, 0 if none */
-/* Publish ticks for every topic; call from a timer (the library keeps no thread). */
+/* Publish ticks for every topic; call from a timer (the library keeps no
+ * thread). Also re-creates a stuck listener (see gk_ipc_server_dispatch). */
 void gk_ipc_pub_tick(gk_ipc_pub *p);
 void gk_ipc_pub_close(gk_ipc_pub *p);
 void gk_ipc_pub_stats(const gk_ipc_pub *p, gk_ipc_stats *out);

@@ -10,7 +10,14 @@
  *     int rc = gk_loop_run(svc.loop);    // returns on SIGTERM/SIGINT
  *     ... close sockets ...
  *     gk_svc_fini(&svc);
+ *     gk_ipc_fini();                     // last: joins nng's threads
  *     return rc;
+ *
+ * gk_ipc_fini() is not optional: without it nng's ~14 threads are still alive
+ * when exit() runs, and under ASan LeakSanitizer's exit-time check (which
+ * stops every thread with ptrace) can then wait forever on one of them — the
+ * service hangs at exit with its Control calls in flight, and the supervisor
+ * has to SIGKILL it (tests/ipc/svc_test.c sigterm_with_control_calls_...).
  *
  * Without a supervisor (no --control and no $GPUKMM_CONTROL) Ready and
  * heartbeats are skipped, so every service also runs standalone. */

@@ -26,6 +26,7 @@ struct gk_ipc_pub {
 	topic_seq *topics;
 	size_t n_topics;
 	atomic_int pipes;
+	gk_ipc_guard *guard;      /* the listener and its nng#1518 probe */
 	gk_ipc_stats st;
 };
 
@@ -61,7 +62,8 @@ int gk_ipc_pub_open(gk_ipc_pub **out, const char *url, const gk_ipc_opts *opts, 
 	nng_pipe_notify(p->sock, NNG_PIPE_EV_REM_POST, pub_pipe_cb, p);
 	nng_socket_set_int(p->sock, NNG_OPT_SENDBUF, BUS_BUF);
 	if ((code = gk_ipc_sock_setup(p->sock, &p->cfg, err)) != 0 ||
-	    (code = gk_ipc_listen(p->sock, url, &p->cfg, p->url, sizeof(p->url), err)) != 0) {
+	    (code = gk_ipc_guard_open(&p->guard, p->sock, url, &p->cfg, -1, p->url, sizeof(p->url),
+				      err)) != 0) {
 		gk_ipc_pub_close(p);
 		return code;
 	}
@@ -135,6 +137,7 @@ uint64_t gk_ipc_pub_seq(const gk_ipc_pub *p, const char *topic)
 
 void gk_ipc_pub_tick(gk_ipc_pub *p)
 {
+	gk_ipc_guard_service(p->guard);
 	for (size_t i = 0; i < p->n_topics; i++)
 		if (p->topics[i].seq)
 			send_frame(p, p->topics[i].name, GK_BUS_TICK, p->topics[i].seq, NULL);
@@ -144,6 +147,7 @@ void gk_ipc_pub_close(gk_ipc_pub *p)
 {
 	if (!p)
 		return;
+	gk_ipc_guard_close(p->guard);
 	nng_close(p->sock);
 	free(p->topics);
 	free(p);
@@ -152,6 +156,7 @@ void gk_ipc_pub_close(gk_ipc_pub *p)
 void gk_ipc_pub_stats(const gk_ipc_pub *p, gk_ipc_stats *out)
 {
 	*out = p->st;
+	out->relistens = gk_ipc_guard_relistens(p->guard);
 }
 
 /* ---- subscriber ------------------------------------------------------------------ */

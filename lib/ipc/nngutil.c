@@ -23,6 +23,7 @@ void gk_ipc_cfg_from(const gk_ipc_opts *o, gk_ipc_cfg *c)
 		c->workers = 1024;
 	c->unpack_max = o->unpack_max ? o->unpack_max : GK_IPC_DEFAULT_UNPACK_MAX;
 	c->socket_mode = o->socket_mode ? o->socket_mode : 0600;
+	c->probe_ms = o->probe_ms ? o->probe_ms : 1000;
 }
 
 int gk_ipc_sock_setup(nng_socket s, const gk_ipc_cfg *c, gk_err *err)
@@ -41,7 +42,7 @@ int gk_ipc_is_ipc_url(const char *url)
 }
 
 int gk_ipc_listen(nng_socket s, const char *url, const gk_ipc_cfg *c, char *url_out, size_t cap,
-		  gk_err *err)
+		  nng_listener *lst, gk_err *err)
 {
 	nng_listener l;
 	int rv = nng_listener_create(&l, s, url);
@@ -59,6 +60,8 @@ int gk_ipc_listen(nng_socket s, const char *url, const gk_ipc_cfg *c, char *url_
 		return gk_err_set(err, rv == NNG_EADDRINUSE ? GK_ALREADY_EXISTS : GK_UNAVAILABLE,
 				  "ipc: listen %s: %s", url, nng_strerror(rv));
 	}
+	if (lst)
+		*lst = l;
 	snprintf(url_out, cap, "%s", url);
 	int port = 0;
 	size_t n = strlen(url);

@@ -17,6 +17,7 @@ typedef struct gk_ipc_cfg {
 	int workers;
 	size_t unpack_max;
 	int socket_mode;
+	int probe_ms;            /* listener self-probe interval, <0 = off */
 } gk_ipc_cfg;
 
 void gk_ipc_cfg_from(const gk_ipc_opts *o, gk_ipc_cfg *c);
@@ -25,10 +26,33 @@ int gk_ipc_sock_setup(nng_socket s, const gk_ipc_cfg *c, gk_err *err);
 /* Listen (ipc: file mode applied) and write the resolved URL (tcp port 0 ->
  * the bound port) into url_out (cap bytes). */
 int gk_ipc_listen(nng_socket s, const char *url, const gk_ipc_cfg *c, char *url_out, size_t cap,
-		  gk_err *err);
+		  nng_listener *lst, gk_err *err);
 /* Non-blocking dial: the connection is made (and remade) in the background. */
 int gk_ipc_dial(nng_socket s, const char *url, gk_err *err);
 int gk_ipc_is_ipc_url(const char *url);
+
+/* The listener guard (guard.c): nng 1.5.2 bug #1518 (fixed upstream in 1.6 by
+ * PR #1519): a peer that disconnects while the SP handshake of an accepted ipc
+ * connection is under way completes the listener's accept with NNG_ECLOSED,
+ * and the core listener takes that as "closed" and never accepts again. Every
+ * ipc:// listener is therefore probed: on a timer (nng's, no thread of ours) a
+ * raw AF_UNIX connection is made and must get nng's 8-byte SP header back
+ * within a timeout; a listener that does not answer is "stuck". The owner's
+ * thread then re-creates it (gk_ipc_guard_service), on the same nng socket:
+ * contexts and queued requests stay; the pipes of the old listener are closed
+ * and REQ peers resend on their new pipe (calls are idempotent or deduped). */
+typedef struct gk_ipc_guard gk_ipc_guard;
+/* Listens on url (like gk_ipc_listen) and, for ipc:// with probing on, starts
+ * the probe. efd (may be -1) is signalled when the listener is found stuck. */
+int gk_ipc_guard_open(gk_ipc_guard **out, nng_socket s, const char *url, const gk_ipc_cfg *c,
+		      int efd, char *url_out, size_t cap, gk_err *err);
+/* Owner's thread: re-creates a stuck listener; returns 1 when it did. */
+int gk_ipc_guard_service(gk_ipc_guard *g);
+/* Probe now (e.g. after a peer died), not at the next interval. */
+void gk_ipc_guard_kick(gk_ipc_guard *g);
+uint64_t gk_ipc_guard_relistens(const gk_ipc_guard *g);
+/* Stops probing; call before closing the socket. NULL is fine. */
+void gk_ipc_guard_close(gk_ipc_guard *g);
 
 /* eventfd helpers: readable while a wakeup is pending. */
 int gk_evfd_new(gk_err *err);

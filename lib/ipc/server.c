@@ -46,6 +46,7 @@ struct gk_ipc_server {
 	svc_entry *svcs;
 	size_t n_svcs;
 	gk_dedupe *dedupe;
+	gk_ipc_guard *guard;      /* the listener and its nng#1518 probe */
 	gk_ipc_stats st;
 };
 
@@ -142,7 +143,8 @@ int gk_ipc_server_open(gk_ipc_server **out, const char *url, const gk_ipc_opts *
 			goto fail;
 		}
 	}
-	if ((code = gk_ipc_listen(s->sock, url, &s->cfg, s->url, sizeof(s->url), err)) != 0)
+	if ((code = gk_ipc_guard_open(&s->guard, s->sock, url, &s->cfg, s->efd, s->url, sizeof(s->url),
+				      err)) != 0)
 		goto fail;
 	for (int i = 0; i < s->n_workers; i++) {
 		s->workers[i].state = W_RECV;
@@ -341,6 +343,7 @@ int gk_ipc_server_dispatch(gk_ipc_server *s)
 {
 	int n = 0;
 	gk_evfd_drain(s->efd);
+	gk_ipc_guard_service(s->guard);
 	for (;;) {
 		pthread_mutex_lock(&s->mu);
 		worker *w = s->qhead;
@@ -370,10 +373,16 @@ int gk_ipc_server_dispatch(gk_ipc_server *s)
 	return n;
 }
 
+void gk_ipc_server_probe(gk_ipc_server *s)
+{
+	gk_ipc_guard_kick(s->guard);
+}
+
 void gk_ipc_server_close(gk_ipc_server *s)
 {
 	if (!s)
 		return;
+	gk_ipc_guard_close(s->guard);
 	nng_close(s->sock); /* completes every pending aio with NNG_ECLOSED */
 	for (int i = 0; i < s->n_workers; i++)
 		nng_aio_stop(s->workers[i].aio);
@@ -396,4 +405,5 @@ void gk_ipc_server_close(gk_ipc_server *s)
 void gk_ipc_server_stats(const gk_ipc_server *s, gk_ipc_stats *out)
 {
 	*out = s->st;
+	out->relistens = gk_ipc_guard_relistens(s->guard);
 }

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gpukmm/ipc.h"
 #include "gpukmm/log.h"
 #include "gpukmm/svc.h"
 
@@ -233,5 +234,6 @@ int main(int argc, char **argv)
 	rc = gk_loop_run(a.svc.loop);
 	trace(&a, "stop");
 	gk_svc_fini(&a.svc);
+	gk_ipc_fini();
 	return rc;
 }

@@ -396,3 +396,52 @@ Test(supervisor_ops, a_second_supervisor_on_the_same_runtime_dir_is_refused)
 	cr_assert(sh_wait_state(&s, "a", "ready", -1, 1000));
 	cr_assert_eq(sh_stop(&s, 5000), 0);
 }
+
+/* --http-listen takes a bracketed IPv6 address: [::1]:0 serves /healthz on the
+ * IPv6 loopback. Skips (passes) where the machine has no IPv6 loopback. */
+Test(supervisor_ops, http_listens_on_ipv6)
+{
+	int probe = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in6 lo = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+	bool v6 = probe >= 0 && bind(probe, (struct sockaddr *)&lo, sizeof(lo)) == 0;
+	if (probe >= 0)
+		close(probe);
+	if (!v6) {
+		cr_log_warn("no IPv6 loopback here: skipped");
+		return;
+	}
+	static sh_sup s;
+	sh_start(&s, "{\"services\":[" SVC("a", "ready", "") "}]}", false, NULL, "--http-listen", "[::1]:0", NULL);
+	cr_assert(sh_wait_out(&s, "listening on [::1]:", 5000), "no IPv6 listen line");
+	char *t = sh_slurp(s.out);
+	int port = -1;
+	char *p = strstr(t, "listening on [::1]:");
+	cr_assert_not_null(p);
+	sscanf(p + strlen("listening on [::1]:"), "%d", &port);
+	free(t);
+	cr_assert_gt(port, 0);
+	int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	lo.sin6_port = htons((uint16_t)port);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&lo, sizeof(lo)), 0, "connect [::1]:%d", port);
+	const char req[] = "GET /healthz HTTP/1.0\r\nHost: localhost\r\n\r\n";
+	cr_assert_eq(write(fd, req, sizeof(req) - 1), (ssize_t)(sizeof(req) - 1));
+	char buf[512] = "";
+	size_t n = 0;
+	ssize_t r;
+	while (n < sizeof(buf) - 1 && (r = read(fd, buf + n, sizeof(buf) - 1 - n)) > 0)
+		n += (size_t)r;
+	close(fd);
+	cr_assert(strncmp(buf, "HTTP/1.0 200", 12) == 0 || strncmp(buf, "HTTP/1.1 200", 12) == 0, "got: %.80s", buf);
+	cr_assert_eq(sh_stop(&s, 5000), 0);
+}
+
+Test(supervisor_ops, http_listen_rejects_bad_ipv6)
+{
+	const char *bad[] = { "[::1:0", "[nothing]:80", "::1:80" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		static sh_sup s;
+		sh_start(&s, "{\"services\":[" SVC("a", "ready", "") "}]}", false, NULL, "--http-listen", bad[i], NULL);
+		cr_assert_eq(sh_wait_exit(&s, 5000), 2, "%s must be a usage error", bad[i]);
+		sh_cleanup();
+	}
+}

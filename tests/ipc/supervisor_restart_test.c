@@ -1,6 +1,8 @@
 /* The supervisor against misbehaving services: restarts and backoff spacing,
  * intensity escalation, hung and never-ready services, stop timeouts,
  * grandchildren, zombies. Every wait has a deadline; nothing sleeps. */
+#include <sys/un.h>
+
 #include "sup_harness.h"
 
 #define SVC(name, mode, extra) \
@@ -211,4 +213,34 @@ Test(supervisor, sigkilled_service_is_restarted_others_untouched)
 	cr_assert_eq(sh_svc(tb, "b")->pid, pb[0]);
 	gk_ipc_free(&tb->base);
 	cr_assert_eq(sh_stop(&s, 5000), 0);
+}
+
+/* nng#1518: a peer that hangs up in the middle of the handshake used to stop
+ * the Control listener for good (the supervisor re-opened it after every death
+ * as a work-around). lib/ipc now finds and re-creates a stuck listener; after
+ * raw hang-ups on control.sock a restarted service must still get its Ready
+ * through, and so must the running ones' heartbeats. */
+Test(supervisor, control_survives_peers_hanging_up_mid_handshake)
+{
+	static sh_sup s;
+	sh_start(&s, "{\"services\":[" SVC("a", "ready", "") ",\"backoff\":{\"initial_ms\":20,\"max_ms\":20}}]}",
+		 false, NULL, NULL);
+	cr_assert(sh_wait_state(&s, "a", "ready", -1, 10000));
+	char sock[400];
+	snprintf(sock, sizeof(sock), "%s/control.sock", s.rundir);
+	for (int k = 1; k <= 2; k++) {
+		for (int i = 0; i < 3; i++) {
+			int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			struct sockaddr_un a = { .sun_family = AF_UNIX };
+			cr_assert_lt(strlen(sock), sizeof(a.sun_path));
+			memcpy(a.sun_path, sock, strlen(sock) + 1);
+			cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0, "connect %s", sock);
+			close(fd);
+		}
+		int pa[4] = { 0 };
+		cr_assert_eq(sh_trace(&s, "a.trace", "start", pa, NULL, 4), k);
+		cr_assert_eq(kill(pa[k - 1], SIGKILL), 0);
+		cr_assert(sh_wait_state(&s, "a", "ready", k, 15000), "a ready again after restart %d", k);
+	}
+	sh_stop(&s, 10000);   /* a clean stop is another test's subject */
 }

@@ -244,3 +244,50 @@ Test(svc, sigterm_drains_then_a_second_one_stops)
 	cr_assert_eq(drained, 1);
 	gk_svc_fini(&s);
 }
+
+/* Shutdown with Control calls in flight, many times over. Half the rounds the
+ * supervisor answers heartbeats every 10 ms (a call is nearly always out), half
+ * it never answers (Ready stays in flight until SIGTERM). Every round the
+ * service must exit 0 promptly. Under ASan this used to hang now and then:
+ * LeakSanitizer stops every thread with ptrace at exit(), and with nng's ~14
+ * threads still alive (no nng_fini) that stop could wait forever on one of
+ * them. Services end with gk_ipc_fini() (svc.h) so only the main thread is
+ * left when the leak check runs. */
+static void shutdown_rounds(const char *control_url, int rounds, const char *dir)
+{
+	char control[200], trace[160], tflag[180];
+	snprintf(control, sizeof(control), "--control=%s", control_url);
+	snprintf(trace, sizeof(trace), "%s/t.trace", dir);
+	snprintf(tflag, sizeof(tflag), "--trace=%s", trace);
+	for (int i = 0; i < rounds; i++) {
+		unlink(trace);
+		char *argv[] = { "sup_testsvc", "--mode=ready", control, tflag, "--heartbeat-ms=10",
+				 "--log-level=error", NULL };
+		pid_t pid = th_spawn("GPUKMM_TBIN", "sup_testsvc", argv, NULL);
+		/* its loop runs (SIGTERM is handled) once it traced "start" */
+		WAIT_FOR(access(trace, F_OK) == 0, 10000);
+		cr_assert_eq(access(trace, F_OK), 0, "round %d: the service never started", i);
+		poll(NULL, 0, i % 7 * 3);   /* vary where the in-flight calls are */
+		kill(pid, SIGTERM);
+		int rc = wait_exit(pid, 8000);
+		cr_assert_eq(rc, 0, "round %d: exit %d (-1 = still running after 8 s: hung at exit)", i, rc);
+	}
+}
+
+Test(svc, sigterm_with_control_calls_in_flight_exits_every_time, .timeout = 240)
+{
+	start_control();
+	shutdown_rounds(ctl.url, 12, ctl.dir);
+	cr_assert_gt(get(&F.heartbeats), 0, "heartbeats were flowing");
+	th_server_stop(&ctl);
+	/* a supervisor that accepts but never answers: Ready stays in flight */
+	char dir[64], url[128];
+	th_tmpdir(dir, sizeof(dir));
+	snprintf(url, sizeof(url), "ipc://%s/control.sock", dir);
+	gk_ipc_server *mute;
+	gk_err e;
+	cr_assert_eq(gk_ipc_server_open(&mute, url, NULL, &e), 0, "%s", e.msg);
+	shutdown_rounds(url, 12, dir);
+	gk_ipc_server_close(mute);
+	th_rmdir(dir);
+}
