@@ -36,6 +36,10 @@ static const char *const seeds[] = {
 	"\"kernelModule\":{\"kernelMappings\":[{\"regexp\":\"^.+$\",\"containerImage\":\"registry.example.com/xe-driver:1.0\"}]}}}",
 };
 
+/* Enough to walk every seed field a few hundred times; the open-ended search is
+ * tests/fuzz/fuzz_policy.c (libFuzzer), so this stays a few seconds under ASan. */
+#define ITERATIONS 700
+
 static uint64_t rng_state;
 static uint32_t rnd(void)
 {
@@ -124,7 +128,7 @@ static void exercise(const char *text, size_t len)
 Test(fuzz, structural_mutations, .timeout = 120)
 {
 	rng_state = 0x9e3779b97f4a7c15ULL;
-	for (int it = 0; it < 1500; it++) {
+	for (int it = 0; it < ITERATIONS; it++) {
 		cJSON *j = cJSON_Parse(seeds[it % 2]);
 		mutate_tree(j);
 		char *s = cJSON_PrintUnformatted(j);
@@ -149,7 +153,7 @@ Test(fuzz, byte_mutations, .timeout = 120)
 	rng_state = 0x243f6a8885a308d3ULL;
 	size_t n0 = strlen(seeds[0]);
 	char *buf = malloc(n0 + 64);
-	for (int it = 0; it < 1500; it++) {
+	for (int it = 0; it < ITERATIONS; it++) {
 		const char *seed = seeds[it % 2];
 		size_t n = strlen(seed);
 		memcpy(buf, seed, n);
