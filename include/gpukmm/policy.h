@@ -162,9 +162,21 @@ int gk_policy_module_diff(const Gpukmm__Module *existing, const Gpukmm__Module *
  * true when that is what existing -> desired would do (delete + recreate needed). */
 bool gk_policy_version_toggled(const Gpukmm__Module *existing, const Gpukmm__Module *desired);
 
-/* KMM's Module admission rules (kmm.md §1.3: name length, tolerations, the
- * moduleLoader container/mapping/modprobe rules) on a typed Module: 0 when
- * accepted, else the first error as KMM words it. For tests and the fake KMM. */
+/* ---- KMM's own Module admission (lib/policy/kmm_admit.c) ---------------------------- */
+/* The API server's Kubernetes version (KMM gates spec.dra on >= 1.34). */
+typedef struct gk_policy_kube_version {
+	int major, minor;
+} gk_policy_kube_version;
+enum gk_policy_kmm_verdict { GK_POLICY_KMM_ALLOW = 0, GK_POLICY_KMM_DENY = 1, GK_POLICY_KMM_BAD = 2 };
+/* KMM's validateModule (and ValidateUpdate when old != NULL) on Module JSON, in
+ * KMM's order (name length, tolerations, DRA, hostPath volumes, container and
+ * kernel mappings, modprobe, signing; version empty<->non-empty on update).
+ * Returns GK_POLICY_KMM_ALLOW, GK_POLICY_KMM_DENY (msg = KMM's first error,
+ * worded as KMM words it) or GK_POLICY_KMM_BAD (not decodable as a Module; msg
+ * says which field). kv may be NULL (no DRA version gate, like KMM's hub). */
+int gk_policy_kmm_admit_json(const cJSON *obj, const cJSON *old, const gk_policy_kube_version *kv, char *msg,
+			     size_t cap);
+/* The same on a typed Module (as created: no old object, no version gate). */
 int gk_policy_kmm_admit(const Gpukmm__Module *m, char *msg, size_t cap);
 
 /* ---- status and error strings (upstream §1.5 / §5.2, exact) --------------------------- */

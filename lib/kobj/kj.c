@@ -316,23 +316,22 @@ cJSON *gk_kj_strings_to_array(char *const *s, size_t n)
 
 /* ---- shared sub-objects ---------------------------------------------------- */
 
-static void *alloc_vec(size_t n, size_t sz)
-{
-	return n ? calloc(n, sz) : NULL;
-}
+/* [{...}] -> a vector of messages of type d, one per array entry (each must be an
+ * object), each filled by fill(entry, "path.key[i]", message). *out_vec is the
+ * address of the typed vector (Gpukmm__X ***). */
+typedef int (*kj_fill_fn)(const cJSON *e, const char *path, ProtobufCMessage *m, gk_err *err);
 
-int gk_kj_tolerations(const cJSON *obj, const char *key, const char *path, size_t *n_out,
-		      Gpukmm__Toleration ***out, gk_err *err)
+static int object_list(const cJSON *obj, const char *key, const char *path, const ProtobufCMessageDescriptor *d,
+		       kj_fill_fn fill, size_t *n_out, void *out_vec, gk_err *err)
 {
 	const cJSON *a;
 	int rc = gk_kj_array(obj, key, path, &a, err);
 	if (rc || !a || cJSON_GetArraySize(a) == 0)
 		return rc;
-	size_t cap = (size_t)cJSON_GetArraySize(a);
-	Gpukmm__Toleration **v = alloc_vec(cap, sizeof(*v));
+	size_t cap = (size_t)cJSON_GetArraySize(a), n = 0;
+	ProtobufCMessage **v = calloc(cap, sizeof(*v));
 	if (!v)
 		return oom(err);
-	size_t n = 0;
 	const cJSON *e;
 	cJSON_ArrayForEach(e, a) {
 		char p[256];
@@ -341,29 +340,53 @@ int gk_kj_tolerations(const cJSON *obj, const char *key, const char *path, size_
 			rc = gk_err_set(err, GK_INVALID_ARGUMENT, "%s: expected object, got %s", p, gk_kj_type_name(e));
 			goto fail;
 		}
-		Gpukmm__Toleration *t = malloc(sizeof(*t));
-		if (!t) {
+		ProtobufCMessage *m = malloc(d->sizeof_message);
+		if (!m) {
 			rc = oom(err);
 			goto fail;
 		}
-		gpukmm__toleration__init(t);
-		v[n++] = t;
-		if ((rc = gk_kj_string(e, "key", p, &t->key, err)) ||
-		    (rc = gk_kj_string(e, "operator", p, &t->operator_, err)) ||
-		    (rc = gk_kj_string(e, "value", p, &t->value, err)) ||
-		    (rc = gk_kj_string(e, "effect", p, &t->effect, err)) ||
-		    (rc = gk_kj_int64(e, "tolerationSeconds", p, &t->has_toleration_seconds,
-				      &t->toleration_seconds, err)))
+		protobuf_c_message_init(d, m);
+		v[n++] = m;
+		if ((rc = fill(e, p, m, err)))
 			goto fail;
 	}
-	*out = v;
+	memcpy(out_vec, &v, sizeof(v));
 	*n_out = n;
 	return 0;
 fail:
 	for (size_t i = 0; i < n; i++)
-		protobuf_c_message_free_unpacked(&v[i]->base, NULL);
+		protobuf_c_message_free_unpacked(v[i], NULL);
 	free(v);
 	return rc;
+}
+
+static int fill_toleration(const cJSON *e, const char *p, ProtobufCMessage *m, gk_err *err)
+{
+	Gpukmm__Toleration *t = (Gpukmm__Toleration *)m;
+	int rc;
+	if ((rc = gk_kj_string(e, "key", p, &t->key, err)) || (rc = gk_kj_string(e, "operator", p, &t->operator_, err)) ||
+	    (rc = gk_kj_string(e, "value", p, &t->value, err)) || (rc = gk_kj_string(e, "effect", p, &t->effect, err)))
+		return rc;
+	return gk_kj_int64(e, "tolerationSeconds", p, &t->has_toleration_seconds, &t->toleration_seconds, err);
+}
+
+int gk_kj_tolerations(const cJSON *obj, const char *key, const char *path, size_t *n_out,
+		      Gpukmm__Toleration ***out, gk_err *err)
+{
+	return object_list(obj, key, path, &gpukmm__toleration__descriptor, fill_toleration, n_out, out, err);
+}
+
+static int fill_build_arg(const cJSON *e, const char *p, ProtobufCMessage *m, gk_err *err)
+{
+	Gpukmm__BuildArg *b = (Gpukmm__BuildArg *)m;
+	int rc = gk_kj_string(e, "name", p, &b->name, err);
+	return rc ? rc : gk_kj_string(e, "value", p, &b->value, err);
+}
+
+int gk_kj_build_args(const cJSON *obj, const char *key, const char *path, size_t *n_out,
+		     Gpukmm__BuildArg ***out, gk_err *err)
+{
+	return object_list(obj, key, path, &gpukmm__build_arg__descriptor, fill_build_arg, n_out, out, err);
 }
 
 int gk_kj_registry_tls(const cJSON *obj, const char *key, const char *path, Gpukmm__RegistryTLS **out,
@@ -389,46 +412,6 @@ int gk_kj_registry_tls(const cJSON *obj, const char *key, const char *path, Gpuk
 		protobuf_c_message_free_unpacked(&(*out)->base, NULL);
 	*out = t;
 	return 0;
-}
-
-int gk_kj_build_args(const cJSON *obj, const char *key, const char *path, size_t *n_out,
-		     Gpukmm__BuildArg ***out, gk_err *err)
-{
-	const cJSON *a;
-	int rc = gk_kj_array(obj, key, path, &a, err);
-	if (rc || !a || cJSON_GetArraySize(a) == 0)
-		return rc;
-	size_t cap = (size_t)cJSON_GetArraySize(a), n = 0;
-	Gpukmm__BuildArg **v = alloc_vec(cap, sizeof(*v));
-	if (!v)
-		return oom(err);
-	const cJSON *e;
-	cJSON_ArrayForEach(e, a) {
-		char p[256];
-		snprintf(p, sizeof(p), "%s%s%s[%zu]", path, *path ? "." : "", key, n);
-		if (!cJSON_IsObject(e)) {
-			rc = gk_err_set(err, GK_INVALID_ARGUMENT, "%s: expected object, got %s", p, gk_kj_type_name(e));
-			goto fail;
-		}
-		Gpukmm__BuildArg *b = malloc(sizeof(*b));
-		if (!b) {
-			rc = oom(err);
-			goto fail;
-		}
-		gpukmm__build_arg__init(b);
-		v[n++] = b;
-		if ((rc = gk_kj_string(e, "name", p, &b->name, err)) ||
-		    (rc = gk_kj_string(e, "value", p, &b->value, err)))
-			goto fail;
-	}
-	*out = v;
-	*n_out = n;
-	return 0;
-fail:
-	for (size_t i = 0; i < n; i++)
-		protobuf_c_message_free_unpacked(&v[i]->base, NULL);
-	free(v);
-	return rc;
 }
 
 cJSON *gk_kj_tolerations_to_json(Gpukmm__Toleration *const *t, size_t n)

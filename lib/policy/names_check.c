@@ -197,55 +197,51 @@ static void add(char *msg, size_t cap, int *count, const char *fmt, ...)
 	(*count)++;
 }
 
-int gk_policy_check_dns1123_subdomain(const char *s, char *msg, size_t cap)
+/* The apimachinery checks of one shape: a length limit, then one anchored
+ * regexp whose failure message is `text`. */
+static const struct len_rx {
+	size_t max;
+	const char *pattern, *text;
+} DNS1123_SUBDOMAIN = { 253, DNS1123_SUBDOMAIN_FMT,
+			"a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+			"'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used "
+			"for validation is '" DNS1123_SUBDOMAIN_FMT "')" },
+  DNS1123_LABEL = { 63, DNS1123_LABEL_FMT,
+		    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
+		    "must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex "
+		    "used for validation is '" DNS1123_LABEL_FMT "')" },
+  LABEL_VALUE = { 63, LABEL_VALUE_FMT,
+		  "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or "
+		  "'.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or "
+		  "'my_value',  or '12345', regex used for validation is '" LABEL_VALUE_FMT "')" };
+
+static int check_len_rx(const struct len_rx *k, const char *s, char *msg, size_t cap)
 {
 	int n = 0;
 	if (msg && cap)
 		msg[0] = 0;
 	if (!s)
 		s = "";
-	if (strlen(s) > 253)
-		add(msg, cap, &n, "must be no more than 253 characters");
-	if (!rx(DNS1123_SUBDOMAIN_FMT, s))
-		add(msg, cap, &n,
-		    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-		    "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
-		    "validation is '" DNS1123_SUBDOMAIN_FMT "')");
+	if (strlen(s) > k->max)
+		add(msg, cap, &n, "must be no more than %zu characters", k->max);
+	if (!rx(k->pattern, s))
+		add(msg, cap, &n, "%s", k->text);
 	return n ? -1 : 0;
+}
+
+int gk_policy_check_dns1123_subdomain(const char *s, char *msg, size_t cap)
+{
+	return check_len_rx(&DNS1123_SUBDOMAIN, s, msg, cap);
 }
 
 int gk_policy_check_dns1123_label(const char *s, char *msg, size_t cap)
 {
-	int n = 0;
-	if (msg && cap)
-		msg[0] = 0;
-	if (!s)
-		s = "";
-	if (strlen(s) > 63)
-		add(msg, cap, &n, "must be no more than 63 characters");
-	if (!rx(DNS1123_LABEL_FMT, s))
-		add(msg, cap, &n,
-		    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
-		    "must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used "
-		    "for validation is '" DNS1123_LABEL_FMT "')");
-	return n ? -1 : 0;
+	return check_len_rx(&DNS1123_LABEL, s, msg, cap);
 }
 
 int gk_policy_check_label_value(const char *s, char *msg, size_t cap)
 {
-	int n = 0;
-	if (msg && cap)
-		msg[0] = 0;
-	if (!s)
-		s = "";
-	if (strlen(s) > 63)
-		add(msg, cap, &n, "must be no more than 63 characters");
-	if (!rx(LABEL_VALUE_FMT, s))
-		add(msg, cap, &n,
-		    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
-		    "and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or "
-		    "'12345', regex used for validation is '" LABEL_VALUE_FMT "')");
-	return n ? -1 : 0;
+	return check_len_rx(&LABEL_VALUE, s, msg, cap);
 }
 
 int gk_policy_check_qualified_name(const char *s, char *msg, size_t cap)

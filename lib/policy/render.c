@@ -1,5 +1,27 @@
-/* lib/policy: the KMM Module for a ClusterPolicy, exactly as upstream §2
- * builds it (moduleLoader only; devicePlugin/dra never set). */
+/* lib/policy: the KMM Module for a ClusterPolicy, as upstream §2 builds it
+ * (moduleLoader only; devicePlugin/dra never set), with one deliberate change:
+ *
+ * inTreeModulesToRemove — what a cluster admin needs, and why:
+ *  - KMM's loader runs ONE `modprobe -rv a b c` over the effective list, in list
+ *    order, before it loads the out-of-tree module (KMM notes §3.7). The
+ *    in-tree module of the same name as the one we load (moduleName, `xe`)
+ *    must be in it: while in-tree xe is loaded, `modprobe xe` from the image
+ *    is a silent no-op and the node keeps the in-tree driver. Removing
+ *    "the module we load" here removes its in-tree copy, never the OoT one
+ *    (removal runs before the load; the unloader never reloads in-tree).
+ *  - The effective list of a kernel mapping is the mapping's own list when it
+ *    has one, else the container's (KMM replaces, it does not merge). So the
+ *    container level carries [moduleName] for mappings without a list, and a
+ *    mapping's own list must name moduleName again (as upstream does).
+ *  - Order: modprobe -r refuses to remove a module that is still in use, so
+ *    in-tree modules that depend on moduleName must come BEFORE it (KMM
+ *    issue #458, "list dependants first"). Upstream prepends moduleName,
+ *    which breaks exactly that case; we keep the admin's order and append
+ *    moduleName when it is missing: dedupe(list + [moduleName]). An admin who
+ *    lists moduleName explicitly chooses its position.
+ *  - Both levels set is what KMM expects of a list per mapping (only the
+ *    deprecated singular field may not be mixed with the list): we never set
+ *    inTreeModuleToRemove (singular). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,14 +104,15 @@ static void render_mapping(rctx *c, const Gpukmm__KernelModuleSpec *km, const Gp
 	m->regexp = dup(c, src->regexp);
 	m->container_image = dup(c, src->container_image);
 	if (src->n_in_tree_modules_to_remove) {
-		/* dedupe([moduleName] + mapping list), first occurrence wins */
+		/* dedupe(mapping list + [moduleName]), first occurrence wins: see
+		 * "inTreeModulesToRemove" at the top of this file */
 		size_t cap = src->n_in_tree_modules_to_remove + 1;
 		if (!(m->in_tree_modules_to_remove = zalloc(c, cap, sizeof(char *))))
 			return;
 		m->has_has_in_tree_modules_to_remove = 1;
 		m->has_in_tree_modules_to_remove = 1;
 		for (size_t i = 0; i < cap; i++) {
-			const char *v = i == 0 ? km->module_name : src->in_tree_modules_to_remove[i - 1];
+			const char *v = i + 1 == cap ? km->module_name : src->in_tree_modules_to_remove[i];
 			bool seen = false;
 			for (size_t j = 0; j < m->n_in_tree_modules_to_remove && !seen; j++)
 				seen = strcmp(m->in_tree_modules_to_remove[j], v ? v : "") == 0;

@@ -79,7 +79,7 @@ has "module name" "$TMP/out" '"name":	"gpu-kmm-gpu"'
 has "uid placeholder" "$TMP/out" '"uid":	"00000000-0000-0000-0000-000000000000"'
 has "module loader SA" "$TMP/out" '"serviceAccountName":	"module-loader"'
 has "pull policy" "$TMP/out" '"imagePullPolicy":	"IfNotPresent"'
-has "in-tree prepend" "$TMP/out" '"inTreeModulesToRemove":	["xe", "i915"]'
+has "in-tree: admin's list, then moduleName" "$TMP/out" '"inTreeModulesToRemove":	["i915", "xe"]'
 has "template kept" "$TMP/out" 'xe-oot-kmd:1.3-${KERNEL_FULL_VERSION}'
 if command -v python3 >/dev/null; then
 	if python3 -c 'import json,sys; m=json.load(sys.stdin); assert m["kind"]=="Module"; assert "devicePlugin" not in m["spec"]' <"$TMP/out"; then

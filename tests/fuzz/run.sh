@@ -34,10 +34,35 @@ for src in tests/fuzz/fuzz_*.c; do
 	t=$(basename "$src" .c)
 	name=${t#fuzz_}
 	bin="$out/$t"
+	# A target may name more sources and pkg-config packages in its own lines
+	#   // fuzz-sources: lib/x/*.c lib/x/*.cc      // fuzz-pkgs: yaml-0.1   // fuzz-libs: -lre2
+	# (C++ sources are compiled with clang++, without the UBSan checks that need
+	# the C++ UBSan runtime, and linked with -lstdc++).
+	extra=$(sed -n 's|^// fuzz-sources: *||p' "$src")
+	pkgs=$(sed -n 's|^// fuzz-pkgs: *||p' "$src")
+	xlibs=$(sed -n 's|^// fuzz-libs: *||p' "$src")
+	srcs=""
+	# shellcheck disable=SC2086
+	[ -n "$extra" ] && srcs=$(ls -d $extra)
 	# rebuild when any input is newer than the binary
-	if [ ! -x "$bin" ] || [ -n "$(find "$src" $COMMON lib/ipc/*.h include -newer "$bin" 2>/dev/null | head -1)" ]; then
+	# shellcheck disable=SC2086
+	if [ ! -x "$bin" ] || [ -n "$(find "$src" $COMMON $srcs lib/ipc/*.h include -newer "$bin" 2>/dev/null | head -1)" ]; then
+		objs="" cxx="" ok=1
+		: >"$out/$t.build.log"
+		for cc in $srcs; do
+			case $cc in
+			*.cc)
+				o="$out/$t-$(basename "$cc").o"
+				# shellcheck disable=SC2086
+				"${CLANG}++" -std=c++17 $CFLAGS -fno-sanitize=function,vptr -c -o "$o" "$cc" \
+					2>>"$out/$t.build.log" || ok=0
+				objs="$objs $o" cxx=-lstdc++ ;;
+			*) objs="$objs $cc" ;;
+			esac
+		done
 		# shellcheck disable=SC2086
-		if ! "$CLANG" $CFLAGS -o "$bin" "$src" $COMMON $LIBS 2>"$out/$t.build.log"; then
+		if [ $ok = 0 ] || ! "$CLANG" $CFLAGS -o "$bin" "$src" $COMMON $objs $LIBS \
+			$([ -n "$pkgs" ] && pkg-config --libs $pkgs) $xlibs $cxx 2>>"$out/$t.build.log"; then
 			echo "fuzz: building $t failed:" >&2
 			head -20 "$out/$t.build.log" >&2
 			rc=1

@@ -13,6 +13,7 @@
 #include "gpukmm/kobj.h"
 #include "gpukmm/policy.h"
 #include "gpukmm/yamljson.h"
+#include "../fuzz/policy_pipeline.h"
 
 static const char *const seeds[] = {
 	"{\"apiVersion\":\"intel.com/v1alpha1\",\"kind\":\"ClusterPolicy\",\"metadata\":{\"name\":\"gpu\",\"uid\":\"u\",\"labels\":{\"a\":\"b\"}},"
@@ -34,6 +35,10 @@ static const char *const seeds[] = {
 	"{\"apiVersion\":\"intel.com/v1alpha1\",\"kind\":\"ClusterPolicy\",\"metadata\":{\"name\":\"g\"},\"spec\":{\"resourceRegistration\":\"dra\","
 	"\"kernelModule\":{\"kernelMappings\":[{\"regexp\":\"^.+$\",\"containerImage\":\"registry.example.com/xe-driver:1.0\"}]}}}",
 };
+
+/* Enough to walk every seed field a few hundred times; the open-ended search is
+ * tests/fuzz/fuzz_policy.c (libFuzzer), so this stays a few seconds under ASan. */
+#define ITERATIONS 700
 
 static uint64_t rng_state;
 static uint32_t rnd(void)
@@ -115,49 +120,15 @@ static void mutate_tree(cJSON *root)
 
 static void exercise(const char *text, size_t len)
 {
-	gk_yamljson_docs docs;
-	gk_err e;
-	if (gk_yamljson_parse(text, len, &docs, &e) != 0)
-		return;
-	for (size_t d = 0; d < docs.n; d++) {
-		gk_policy_report r;
-		Gpukmm__ClusterPolicy *cp = NULL;
-		gk_policy_report_init(&r);
-		gk_policy_validate_json(docs.doc[d], rnd() & 1, NULL, &r, &cp);
-		char *joined = gk_policy_report_join(&r);
-		free(joined);
-		cJSON *patch = gk_policy_default_patch(docs.doc[d]);
-		cJSON_Delete(patch);
-		if (cp && cp->status) {
-			cJSON *st = gk_kobj_cluster_policy_status_to_json(cp->status);
-			cJSON_Delete(st);
-		}
-		if (cp && gk_policy_report_ok(&r) && cp->spec && cp->spec->kernel_module) {
-			Gpukmm__Module *m = NULL;
-			if (gk_policy_render_module(cp, NULL, &m, &e) == 0) {
-				cJSON *mj = gk_policy_module_to_json(m);
-				Gpukmm__Module *back = NULL;
-				cr_assert_eq(gk_kobj_module_from_json(mj, &back, &e), 0, "%s", e.msg);
-				cJSON *p = NULL;
-				cr_assert_eq(gk_policy_module_diff(back, m, &p, &e), 0, "%s", e.msg);
-				cr_assert_null(p, "a rendered Module read back must need no write");
-				char msg[512];
-				cr_assert_eq(gk_policy_kmm_admit(m, msg, sizeof(msg)), 0, "valid policy, KMM rejects: %s", msg);
-				gk_kobj_free(back);
-				cJSON_Delete(mj);
-				gk_kobj_free(m);
-			}
-		}
-		gk_policy_report_free(&r);
-		gk_kobj_free(cp);
-	}
-	gk_yamljson_free(&docs);
+	char why[512] = "";
+	const char *bad = policy_pipeline(text, len, rnd() & 1, why, sizeof(why));
+	cr_assert_null(bad, "%s: %s", bad, why);
 }
 
 Test(fuzz, structural_mutations, .timeout = 120)
 {
 	rng_state = 0x9e3779b97f4a7c15ULL;
-	for (int it = 0; it < 1500; it++) {
+	for (int it = 0; it < ITERATIONS; it++) {
 		cJSON *j = cJSON_Parse(seeds[it % 2]);
 		mutate_tree(j);
 		char *s = cJSON_PrintUnformatted(j);
@@ -182,7 +153,7 @@ Test(fuzz, byte_mutations, .timeout = 120)
 	rng_state = 0x243f6a8885a308d3ULL;
 	size_t n0 = strlen(seeds[0]);
 	char *buf = malloc(n0 + 64);
-	for (int it = 0; it < 1500; it++) {
+	for (int it = 0; it < ITERATIONS; it++) {
 		const char *seed = seeds[it % 2];
 		size_t n = strlen(seed);
 		memcpy(buf, seed, n);

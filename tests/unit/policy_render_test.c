@@ -132,16 +132,21 @@ Test(render, expanded_fields)
 	cr_assert_null(c->kernel_mappings[0]->registry_tls);
 	cr_assert(c->kernel_mappings[1]->registry_tls->insecure_skip_tls_verify);
 	cr_assert(!c->kernel_mappings[1]->registry_tls->has_insecure);
-	/* in-tree: container [xe]; mapping list empty -> unset; prepend + dedupe */
+	/* in-tree: container [xe]; mapping list empty -> unset; list + [xe], deduped
+	 * (upstream prepends xe; we append it: see render.c) */
 	cr_assert_eq(c->n_in_tree_modules_to_remove, 1);
 	cr_assert_str_eq(c->in_tree_modules_to_remove[0], "xe");
 	cr_assert(!c->kernel_mappings[0]->has_in_tree_modules_to_remove);
 	cr_assert_eq(c->kernel_mappings[0]->n_in_tree_modules_to_remove, 0);
 	cr_assert_eq(c->kernel_mappings[1]->n_in_tree_modules_to_remove, 2);
-	cr_assert_str_eq(c->kernel_mappings[1]->in_tree_modules_to_remove[0], "xe");
-	cr_assert_str_eq(c->kernel_mappings[1]->in_tree_modules_to_remove[1], "i915");
-	cr_assert_str_eq(c->kernel_mappings[2]->in_tree_modules_to_remove[1], "old_xe");
+	cr_assert_str_eq(c->kernel_mappings[1]->in_tree_modules_to_remove[0], "i915");
+	cr_assert_str_eq(c->kernel_mappings[1]->in_tree_modules_to_remove[1], "xe");
+	cr_assert_str_eq(c->kernel_mappings[2]->in_tree_modules_to_remove[0], "old_xe");
+	cr_assert_str_eq(c->kernel_mappings[2]->in_tree_modules_to_remove[1], "xe");
+	/* the admin listed xe first: their order is kept */
 	cr_assert_eq(c->kernel_mappings[3]->n_in_tree_modules_to_remove, 2);
+	cr_assert_str_eq(c->kernel_mappings[3]->in_tree_modules_to_remove[0], "xe");
+	cr_assert_str_eq(c->kernel_mappings[3]->in_tree_modules_to_remove[1], "i915");
 	/* build copied, build.selector == spec.selector */
 	Gpukmm__ModuleBuild *b = c->kernel_mappings[2]->build;
 	cr_assert_str_eq(b->dockerfile_config_map, "xe-dockerfile");
@@ -172,8 +177,66 @@ Test(render, illustrative_example_exact)
 		"\"serviceAccountName\":\"module-loader\",\"container\":{\"modprobe\":{\"moduleName\":\"xe\"},"
 		"\"imagePullPolicy\":\"IfNotPresent\",\"inTreeModulesToRemove\":[\"xe\"],\"registryTLS\":{},"
 		"\"kernelMappings\":[{\"regexp\":\"^.+$\",\"containerImage\":\"registry.example.com/xe-driver:1.0\","
-		"\"inTreeModulesToRemove\":[\"xe\",\"i915\"]}]}}}}");
+		"\"inTreeModulesToRemove\":[\"i915\",\"xe\"]}]}}}}");
 	cJSON_free(s);
+}
+
+/* What KMM will remove before loading on a node that uses mapping i: the
+ * mapping's own list when set, else the container's (KMM notes §1.4). */
+static char *const *effective_in_tree(const Gpukmm__ModuleLoaderContainer *c, size_t i, size_t *n)
+{
+	const Gpukmm__ModuleKernelMapping *k = c->kernel_mappings[i];
+	if (k->has_in_tree_modules_to_remove) {
+		*n = k->n_in_tree_modules_to_remove;
+		return k->in_tree_modules_to_remove;
+	}
+	*n = c->n_in_tree_modules_to_remove;
+	return c->in_tree_modules_to_remove;
+}
+
+Test(render, in_tree_removal_decision)
+{
+	/* every mapping's effective list removes the in-tree copy of moduleName,
+	 * dependants listed by the admin come before it, and the singular
+	 * (deprecated) field is never set */
+	const char *names[] = { "xe", "xe_oot" };
+	for (size_t t = 0; t < 2; t++) {
+		char spec[1024];
+		snprintf(spec, sizeof(spec),
+			 "{\"resourceRegistration\":\"dp\",\"kernelModule\":{\"moduleName\":\"%s\",\"kernelMappings\":["
+			 "{\"regexp\":\"^6\\\\.8\",\"containerImage\":\"r.io/a:1\"},"
+			 "{\"regexp\":\"^6\\\\.9\",\"containerImage\":\"r.io/b:1\",\"inTreeModulesToRemove\":[\"xe_dep\"]},"
+			 "{\"regexp\":\"^6\\\\.10\",\"containerImage\":\"r.io/c:1\",\"inTreeModulesToRemove\":[\"a\",\"%s\",\"b\",\"a\"]}]}}",
+			 names[t], names[t]);
+		Gpukmm__Module *m = render("gpu", spec, NULL);
+		Gpukmm__ModuleLoaderContainer *c = m->spec->module_loader->container;
+		cJSON *j = gk_policy_module_to_json(m);
+		char *js = cJSON_PrintUnformatted(j);
+		cr_assert_null(strstr(js, "inTreeModuleToRemove"));
+		cJSON_free(js);
+		cJSON_Delete(j);
+		for (size_t i = 0; i < c->n_kernel_mappings; i++) {
+			size_t n;
+			char *const *l = effective_in_tree(c, i, &n);
+			bool found = false;
+			for (size_t j = 0; j < n; j++)
+				found |= strcmp(l[j], names[t]) == 0;
+			cr_assert(found, "mapping %zu does not remove the in-tree %s", i, names[t]);
+		}
+		size_t n;
+		char *const *l = effective_in_tree(c, 1, &n);
+		cr_assert_eq(n, 2);
+		cr_assert_str_eq(l[0], "xe_dep"); /* a dependant: removed before moduleName */
+		cr_assert_str_eq(l[1], names[t]);
+		l = effective_in_tree(c, 2, &n);
+		cr_assert_eq(n, 3); /* explicit position kept, duplicates dropped */
+		cr_assert_str_eq(l[0], "a");
+		cr_assert_str_eq(l[1], names[t]);
+		cr_assert_str_eq(l[2], "b");
+		char msg[512];
+		cr_assert_eq(gk_policy_kmm_admit(m, msg, sizeof(msg)), GK_POLICY_KMM_ALLOW, "%s", msg);
+		gk_kobj_free(m);
+	}
 }
 
 Test(render, user_node_selector_overrides_arch)
@@ -387,9 +450,9 @@ Test(diff, version_toggle_detection)
 	cJSON *ja = gk_policy_module_to_json(a), *jb = gk_policy_module_to_json(b), *jc = gk_policy_module_to_json(c);
 	fk_kube_version kv = { 1, 32 };
 	char msg[512];
-	cr_assert_eq(fk_admit_module(jb, ja, &kv, msg, sizeof(msg)), FK_ADMIT_DENY);
+	cr_assert_eq(gk_policy_kmm_admit_json(jb, ja, &kv, msg, sizeof(msg)), GK_POLICY_KMM_DENY);
 	cr_assert(strstr(msg, "cannot update to or from an empty version"), "%s", msg);
-	cr_assert_eq(fk_admit_module(jc, jb, &kv, msg, sizeof(msg)), FK_ADMIT_ALLOW, "%s", msg);
+	cr_assert_eq(gk_policy_kmm_admit_json(jc, jb, &kv, msg, sizeof(msg)), GK_POLICY_KMM_ALLOW, "%s", msg);
 	cJSON_Delete(ja);
 	cJSON_Delete(jb);
 	cJSON_Delete(jc);
@@ -443,7 +506,7 @@ Test(kmm_crd, rendered_modules_pass_schema_and_kmm_admission)
 		cr_expect_eq(gk_policy_kmm_admit(m, msg, sizeof(msg)), 0, "policy %zu: %s", i, msg);
 		/* and the fake KMM's independent implementation of KMM's webhook agrees */
 		fk_kube_version kv = { 1, 32 };
-		cr_expect_eq(fk_admit_module(j, NULL, &kv, msg, sizeof(msg)), FK_ADMIT_ALLOW, "policy %zu: fake-kmm: %s", i, msg);
+		cr_expect_eq(gk_policy_kmm_admit_json(j, NULL, &kv, msg, sizeof(msg)), GK_POLICY_KMM_ALLOW, "policy %zu: fake-kmm: %s", i, msg);
 		cJSON_Delete(j);
 		gk_kobj_free(m);
 	}

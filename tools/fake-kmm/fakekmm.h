@@ -28,6 +28,7 @@
 #include <stddef.h>
 
 #include "gpukmm/err.h"
+#include "gpukmm/policy.h"
 
 #define FK_FINALIZER "kmm.node.kubernetes.io/module-finalizer"
 #define FK_FAULT_ANNOTATION "fake-kmm.gpukmm.io/fault"
@@ -36,32 +37,9 @@
 #define FK_VERSION_LABEL_PREFIX "kmm.node.kubernetes.io/version-module."
 #define FK_WEBHOOK_PATH "/validate-kmm-sigs-x-k8s-io-v1beta1-module"
 #define FK_WEBHOOK_NAME "vmodule.kb.io"
-#define FK_MAX_COMBINED_LENGTH 41
 
-/* ---- RE2 with Go semantics (lib/policy/re2go.cc) ------------------------- */
-/* 0 = compiles; 1 = invalid, msg = Go's "error parsing regexp: CODE: `ARG`"; -1 = error. */
-int gk_policy_re2go_check(const char *pattern, char *msg, size_t cap);
-/* 1 = matches anywhere in text (Go MatchString), 0 = no match, -1 = invalid pattern. */
-int gk_policy_re2go_match(const char *pattern, const char *text);
-
-/* ---- Kubernetes apimachinery validation (validation.c) ------------------- */
-/* Each returns 0 when valid; otherwise 1 with the apimachinery messages joined
- * by "; " in msg (same texts as k8s.io/apimachinery/pkg/util/validation). */
-int fk_valid_qualified_name(const char *v, char *msg, size_t cap);
-int fk_valid_label_value(const char *v, char *msg, size_t cap);
-int fk_valid_dns1123_subdomain(const char *v, char *msg, size_t cap);
-
-/* ---- admission (admit.c) -------------------------------------------------- */
-typedef struct fk_kube_version {
-	int major, minor;
-} fk_kube_version;
-
-enum fk_admit_result { FK_ADMIT_ALLOW = 0, FK_ADMIT_DENY = 1, FK_ADMIT_BAD = 2 };
-/* KMM's validateModule (and ValidateUpdate when old != NULL) on Module JSON.
- * Returns FK_ADMIT_ALLOW, FK_ADMIT_DENY (msg = KMM's message) or FK_ADMIT_BAD
- * (the object cannot be decoded as a Module; msg says which field). kv may be
- * NULL (skip the DRA version gate, like KMM's hub). */
-int fk_admit_module(const cJSON *obj, const cJSON *old, const fk_kube_version *kv, char *msg, size_t cap);
+/* ---- admission: lib/policy's gk_policy_kmm_admit_json (KMM's rules) ---------- */
+typedef gk_policy_kube_version fk_kube_version;
 
 /* ---- AdmissionReview v1 envelope (review.c) ------------------------------ */
 /* Handles one AdmissionReview request body like controller-runtime: the

@@ -1,4 +1,4 @@
-/* fake-kmm — the AdmissionReview v1 envelope around fk_admit_module, shaped
+/* fake-kmm — the AdmissionReview v1 envelope around gk_policy_kmm_admit_json, shaped
  * like controller-runtime's validating webhook: denied → allowed=false with
  * status {code 403, reason Forbidden, message}; undecodable → allowed=false
  * with status {code 400, message}; always HTTP 200 with an AdmissionReview. */
@@ -86,11 +86,11 @@ char *fk_review_handle(const char *body, size_t len, const fk_kube_version *kv, 
 		out = respond(uid, 0, 400, NULL, "there is no content to decode");
 	} else {
 		fill_meta(obj, req);
-		int r = fk_admit_module(obj, !strcmp(op, "UPDATE") && cJSON_IsObject(old) ? old : NULL, kv, msg,
+		int r = gk_policy_kmm_admit_json(obj, !strcmp(op, "UPDATE") && cJSON_IsObject(old) ? old : NULL, kv, msg,
 					sizeof msg);
-		if (r == FK_ADMIT_ALLOW)
+		if (r == GK_POLICY_KMM_ALLOW)
 			out = respond(uid, 1, 200, NULL, NULL);
-		else if (r == FK_ADMIT_DENY)
+		else if (r == GK_POLICY_KMM_DENY)
 			out = respond(uid, 0, 403, "Forbidden", msg);
 		else
 			out = respond(uid, 0, 400, NULL, msg);
