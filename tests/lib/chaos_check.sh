@@ -10,7 +10,8 @@
 #     KMM ready-label key in their pod nodeSelector iff kernelModule is set
 #     (CHAOS_GATER=1), and keep their own selector key
 #   - status: observedGeneration = generation, no errors, kmmStatus = the Module's
-#     available/desired counts, Ready=True iff nothing is left to load
+#     available/desired counts (N/A without kernelModule), Ready=True iff nothing is
+#     left to load
 #   - no policy stuck deleting (the caller frees every claim first)
 # Usage: chaos_check.sh API_URL NAMESPACE      exit 0 = no divergence
 set -u
@@ -56,8 +57,10 @@ for name in $(jq -r '.items[].metadata.name' <<<"$cps"); do
 			a=${counts%/*} d=${counts#*/}
 			[ "$d" -gt 0 ] && [ "$a" = "$d" ] || want_ready=False
 		fi
-	elif [ -n "$mod" ]; then
-		diverge "$name: no kernelModule but Module $name-gpu exists"
+	else
+		[ -n "$mod" ] && diverge "$name: no kernelModule but Module $name-gpu exists"
+		kmm=$(jq -r '.status.kmmStatus // ""' <<<"$cp")
+		[ "$kmm" = N/A ] || diverge "$name: no kernelModule but status.kmmStatus '$kmm' (want N/A)"
 	fi
 	if [ "${CHAOS_GATER:-}" = 1 ]; then
 		for ds in device-plugin gpu-dra xpu-manager; do
