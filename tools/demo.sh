@@ -86,6 +86,16 @@ dsj() { kj "/apis/apps/v1/namespaces/$NS/daemonsets/$CP-$1"; }
 modj() { kj "/apis/kmm.sigs.x-k8s.io/v1beta1/namespaces/$NS/modules/$CP-gpu"; }
 mod_is() { modj | jq -e "$1" >/dev/null; }
 node_ready() { kj "/api/v1/nodes/$1" | jq -e --arg k "$READY_KEY" '.metadata.labels[$k] != null' >/dev/null; }
+nodes_table() { # what KMM says (ready label) next to what each node's prober sees
+	kj /api/v1/nodes | jq -r --arg k "$READY_KEY" '["NODE", "KERNEL", "KMM-READY", "XE-SOURCE", "GPUS"],
+		(.items[] | [.metadata.name, .status.nodeInfo.kernelVersion,
+		 (if .metadata.labels[$k] != null then "yes" else "-" end),
+		 (.metadata.labels["gpukmm.io/xe.source"] // "-"), (.metadata.labels["gpukmm.io/gpu.count"] // "-")]) | @tsv' |
+		column -t | sed 's/^/     /'
+}
+ds_table() {
+	kj "/apis/apps/v1/namespaces/$NS/daemonsets" | jq -r '.items[] | "     \(.metadata.name): nodeSelector \(.spec.template.spec.nodeSelector | tojson)"'
+}
 HAVE_GATER=; [ -x "$GPUKMM_BIN/gpukmm-gater" ] && HAVE_GATER=1
 # statusd writes the nodes summary once its code knows the field
 HAVE_NODES=; grep -qs gpuNodes services/statusd/*.c && HAVE_NODES=1
@@ -228,12 +238,13 @@ if [ -n "$HAVE_GATER" ]; then
 		milestone "$CP-$ds gated on $READY_KEY" 20 bash -c \
 			"curl -s $KUBESIM_URL/apis/apps/v1/namespaces/$NS/daemonsets/$CP-$ds | jq -e --arg k '$READY_KEY' '.spec.template.spec.nodeSelector | has(\$k) and .[\"intel.feature.node.kubernetes.io/gpu\"] == \"true\"'"
 	done
+	show ds_table
 fi
 
 say "KMM loads the driver node by node"
 for n in $GPU_NODES; do
 	milestone "xe loaded on $n (KMM ready label)" 30 node_ready "$n"
-	show k get nodes -L "$READY_KEY" -L gpukmm.io/xe.source
+	show nodes_table
 done
 milestone "no driver on cpu-1 (no GPU)" 2 bash -c "! curl -s $KUBESIM_URL/api/v1/nodes/cpu-1 | grep -q '$CP-gpu.ready'"
 for n in $GPU_NODES; do
@@ -251,7 +262,7 @@ if [ -n "$HAVE_NODES" ]; then
 else
 	skip "status.nodes summary (gpukmm-statusd does not write it yet)"
 fi
-show k get clusterpolicy
+show k get clusterpolicy -o custom-columns='NAME:.metadata.name,KMM:.status.kmmStatus,DP:.status.devicePluginStatus,DRA:.status.draStatus,XPU:.status.xpuManagerStatus,READY:.status.conditions[?(@.type=="Ready")].status,REASON:.status.conditions[?(@.type=="Ready")].reason'
 show bash -c "curl -s $KUBESIM_URL/apis/intel.com/v1alpha1/clusterpolicies/$CP | jq '.status'"
 
 # --- a version change: KMM's ordered upgrade
