@@ -1,56 +1,80 @@
-/* gpukmm-gater: pure gating decision. */
+/* gpukmm-gater: pure gating decision (see decide.h). */
 #include <stdio.h>
 #include <string.h>
 
 #include "decide.h"
+#include "gpukmm/kobj.h"
 #include "gpukmm/policy.h"
 
-static const cJSON *path(const cJSON *o, const char *const *keys)
+static const char *const SUFFIXES[] = { "-device-plugin", "-gpu-dra", "-xpu-manager" };
+
+static const char *gate_label(const Gpukmm__DaemonSet *ds)
 {
-	for (; *keys && o; keys++)
-		o = cJSON_GetObjectItemCaseSensitive(o, *keys);
-	return o;
+	const Gpukmm__ObjectMeta *m = ds ? ds->metadata : NULL;
+	return m ? gk_kv_get(m->labels, m->n_labels, GK_GATER_LABEL) : NULL;
 }
 
-bool gk_gater_is_gated(const cJSON *ds, const char *cp, const char *op_ns)
+static bool in_ns(const Gpukmm__DaemonSet *ds, const char *op_ns)
 {
-	static const char *const nk[] = { "metadata", "name", NULL }, *const sk[] = { "metadata", "namespace", NULL },
-				 *const lk[] = { "metadata", "labels", GK_GATER_LABEL, NULL };
-	const cJSON *name = path(ds, nk), *ns = path(ds, sk), *gate = path(ds, lk);
-	if (!cp || !*cp || !cJSON_IsString(name))
+	const Gpukmm__ObjectMeta *m = ds->metadata;
+	return m && m->namespace_ && op_ns && strcmp(m->namespace_, op_ns) == 0;
+}
+
+bool gk_gater_is_gated(const Gpukmm__DaemonSet *ds, const char *cp, const char *op_ns)
+{
+	if (!ds || !ds->metadata || !ds->metadata->name || !cp || !*cp)
 		return false;
-	if (cJSON_IsString(gate) && strcmp(gate->valuestring, cp) == 0)
+	const char *gate = gate_label(ds);
+	if (gate && strcmp(gate, cp) == 0)
 		return true;
-	if (!cJSON_IsString(ns) || !op_ns || strcmp(ns->valuestring, op_ns) != 0)
+	if (!in_ns(ds, op_ns))
 		return false;
 	static const enum gk_policy_ds all[] = { GK_POLICY_DS_DEVICE_PLUGIN, GK_POLICY_DS_DRA,
 						  GK_POLICY_DS_XPU_MANAGER };
 	char buf[GK_POLICY_KEY_MAX];
 	for (size_t i = 0; i < 3; i++)
-		if (gk_policy_ds_name(buf, sizeof(buf), cp, all[i]) == 0 && strcmp(buf, name->valuestring) == 0)
+		if (gk_policy_ds_name(buf, sizeof(buf), cp, all[i]) == 0 && strcmp(buf, ds->metadata->name) == 0)
 			return true;
 	return false;
 }
 
-cJSON *gk_gater_patch(const cJSON *ds, const char *key, bool want_gate, bool *oom)
+bool gk_gater_policy_wants(const Gpukmm__ClusterPolicy *cp, bool kmm_available)
 {
-	static const char *const sel[] = { "spec", "template", "spec", "nodeSelector", NULL },
-				 *const rvk[] = { "metadata", "resourceVersion", NULL };
+	if (!cp || !cp->spec)
+		return false;
+	if (cp->metadata && cp->metadata->deletion_timestamp && *cp->metadata->deletion_timestamp)
+		return false;
+	return gk_policy_gating_wanted(cp->spec, kmm_available);
+}
+
+static const char *sel_value(const Gpukmm__DaemonSet *ds, const char *key)
+{
+	return ds ? gk_kv_get(ds->node_selector, ds->n_node_selector, key) : NULL;
+}
+
+bool gk_gater_has_gate(const Gpukmm__DaemonSet *ds, const char *key)
+{
+	const char *v = sel_value(ds, key);
+	return v && !*v;
+}
+
+cJSON *gk_gater_patch(const Gpukmm__DaemonSet *ds, const char *key, bool want_gate, bool *oom)
+{
 	*oom = false;
-	const cJSON *cur = cJSON_GetObjectItemCaseSensitive(path(ds, sel), key);
-	bool right = want_gate ? (cJSON_IsString(cur) && cur->valuestring[0] == 0) : cur == NULL;
+	const char *cur = sel_value(ds, key);
+	bool right = want_gate ? (cur && !*cur) : cur == NULL;
 	if (right)
 		return NULL;
 	cJSON *p = cJSON_CreateObject();
 	cJSON *spec, *tmpl, *tspec, *ns;
-	const cJSON *rv = path(ds, rvk);
+	const char *rv = ds && ds->metadata ? ds->metadata->resource_version : NULL;
 	if (!p || !(spec = cJSON_AddObjectToObject(p, "spec")) || !(tmpl = cJSON_AddObjectToObject(spec, "template")) ||
 	    !(tspec = cJSON_AddObjectToObject(tmpl, "spec")) || !(ns = cJSON_AddObjectToObject(tspec, "nodeSelector")) ||
 	    !(want_gate ? cJSON_AddStringToObject(ns, key, "") : cJSON_AddNullToObject(ns, key)))
 		goto fail;
-	if (cJSON_IsString(rv)) {
+	if (rv && *rv) {
 		cJSON *m = cJSON_AddObjectToObject(p, "metadata");
-		if (!m || !cJSON_AddStringToObject(m, "resourceVersion", rv->valuestring))
+		if (!m || !cJSON_AddStringToObject(m, "resourceVersion", rv))
 			goto fail;
 	}
 	return p;
@@ -60,13 +84,33 @@ fail:
 	return NULL;
 }
 
-int gk_gater_ds_status(char *buf, size_t cap, const cJSON *ds)
+int gk_gater_ds_status(char *buf, size_t cap, const Gpukmm__DaemonSet *ds)
 {
 	if (!ds)
 		return snprintf(buf, cap, "%s", GK_POLICY_STATUS_NA);
-	const cJSON *st = cJSON_GetObjectItemCaseSensitive(ds, "status");
-	const cJSON *r = cJSON_GetObjectItemCaseSensitive(st, "numberReady");
-	const cJSON *d = cJSON_GetObjectItemCaseSensitive(st, "desiredNumberScheduled");
-	long rn = cJSON_IsNumber(r) ? (long)r->valuedouble : 0, dn = cJSON_IsNumber(d) ? (long)d->valuedouble : 0;
-	return snprintf(buf, cap, "%ld/%ld", rn, dn);
+	return snprintf(buf, cap, "%ld/%ld", ds->has_number_ready ? (long)ds->number_ready : 0L,
+			ds->has_desired_number_scheduled ? (long)ds->desired_number_scheduled : 0L);
+}
+
+void gk_gater_ds_policies(const Gpukmm__DaemonSet *ds, const char *op_ns, void (*fn)(void *user, const char *cp),
+			  void *user)
+{
+	if (!ds || !ds->metadata || !ds->metadata->name)
+		return;
+	const char *gate = gate_label(ds);
+	if (gate && *gate)
+		fn(user, gate);
+	if (!in_ns(ds, op_ns))
+		return;
+	const char *name = ds->metadata->name;
+	size_t len = strlen(name);
+	char buf[GK_POLICY_KEY_MAX];
+	for (size_t i = 0; i < sizeof(SUFFIXES) / sizeof(SUFFIXES[0]); i++) {
+		size_t sl = strlen(SUFFIXES[i]);
+		if (len > sl && len - sl < sizeof(buf) && strcmp(name + len - sl, SUFFIXES[i]) == 0) {
+			memcpy(buf, name, len - sl);
+			buf[len - sl] = 0;
+			fn(user, buf);
+		}
+	}
 }

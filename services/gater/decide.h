@@ -3,18 +3,22 @@
  * A DaemonSet is gated by ClusterPolicy <cp> when it is <cp>-device-plugin,
  * <cp>-gpu-dra or <cp>-xpu-manager in the operator namespace, or carries the
  * label gpukmm.io/gate=<cp> (opt-in, any watched namespace). Gated + gating
- * wanted (KMM present and kernelModule set) → its pod template's nodeSelector
- * has the KMM ready label kmm.node.kubernetes.io/<ns>.<cp>-gpu.ready: "";
- * otherwise that key is absent. Only that key is ever touched.
+ * wanted (KMM present, the policy alive and kernelModule set) → its pod
+ * template's nodeSelector has the KMM ready label
+ * kmm.node.kubernetes.io/<ns>.<cp>-gpu.ready: ""; otherwise that key is
+ * absent. Only that key is ever touched.
  *
- * Write = JSON merge patch {"metadata":{"resourceVersion":RV},"spec":{"template":
- * {"spec":{"nodeSelector":{KEY:""|null}}}}}. Why a merge patch with a
+ * Write = JSON merge patch {"spec":{"template":{"spec":{"nodeSelector":
+ * {KEY:""|null}}}},"metadata":{"resourceVersion":RV}}. Why a merge patch with a
  * resourceVersion precondition rather than server-side apply: SSA would make us
  * co-owner of the key under our field manager and silently take it over from
  * (or conflict with) the operator that renders the DaemonSet with its own
- * manager; a one-key merge patch touches nothing else, the precondition turns a
- * concurrent change into a 409 after which we re-read and decide again
- * (level-triggered), and "no write when already right" is a plain comparison. */
+ * manager (client-side apply or update: SSA's ownership then depends on how
+ * the other writer writes); a one-key merge patch touches nothing else, the
+ * precondition turns a concurrent change into a 409 after which we re-read and
+ * decide again (level-triggered), and "no write when already right" is a plain
+ * comparison on the cached object. Pure code: the typed DaemonSet of
+ * proto/kube.proto (lib/kobj) in, a cJSON patch out. */
 #ifndef GPUKMM_GATER_DECIDE_H
 #define GPUKMM_GATER_DECIDE_H
 
@@ -22,15 +26,27 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "kube.pb-c.h"
+
 #define GK_GATER_LABEL "gpukmm.io/gate"
 
-/* Is `ds` (a DaemonSet object) gated by policy `cp`? */
-bool gk_gater_is_gated(const cJSON *ds, const char *cp, const char *op_ns);
+/* Is `ds` gated by policy `cp`? */
+bool gk_gater_is_gated(const Gpukmm__DaemonSet *ds, const char *cp, const char *op_ns);
+/* Should the policy's DaemonSets carry the key: the policy exists, is not
+ * being deleted, has kernelModule, and KMM is served. */
+bool gk_gater_policy_wants(const Gpukmm__ClusterPolicy *cp, bool kmm_available);
+/* Does the template nodeSelector carry `key` with the value ""? */
+bool gk_gater_has_gate(const Gpukmm__DaemonSet *ds, const char *key);
 /* The merge patch that makes `ds` right, or NULL when it already is (or on
  * OOM: *oom set). `key` is the ready label key. */
-cJSON *gk_gater_patch(const cJSON *ds, const char *key, bool want_gate, bool *oom);
+cJSON *gk_gater_patch(const Gpukmm__DaemonSet *ds, const char *key, bool want_gate, bool *oom);
 /* "<numberReady>/<desiredNumberScheduled>" (missing counts as 0), or "N/A"
  * when ds is NULL. Returns the length (snprintf). */
-int gk_gater_ds_status(char *buf, size_t cap, const cJSON *ds);
+int gk_gater_ds_status(char *buf, size_t cap, const Gpukmm__DaemonSet *ds);
+/* The policies a DaemonSet concerns (its gate label's value; <cp> of a
+ * <cp>-device-plugin / -gpu-dra / -xpu-manager name in the operator
+ * namespace): fn once per candidate (duplicates possible). */
+void gk_gater_ds_policies(const Gpukmm__DaemonSet *ds, const char *op_ns, void (*fn)(void *user, const char *cp),
+			  void *user);
 
 #endif

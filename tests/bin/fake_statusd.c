@@ -2,6 +2,8 @@
  * on --listen and appends every StatusReport as one JSON line to --out:
  *   {"component":"modmgr","policy":"gpu","kmmStatus":"1/1","errors":[...],
  *    "deleted":false,"conditions":[{"type":..,"status":..,"reason":..}]}
+ * (gater reports add devicePluginStatus, draStatus, xpuManagerStatus,
+ * gatedDaemonsets)
  * --fail-first N answers UNAVAILABLE to the first N reports (retry tests). */
 #include <cJSON.h>
 #include <stdio.h>
@@ -40,6 +42,18 @@ static void fs_report(Gpukmm__Status_Service *svc, const Gpukmm__StatusReport *i
 	for (size_t i = 0; i < in->n_errors; i++)
 		cJSON_AddItemToArray(errs, cJSON_CreateString(in->errors[i]));
 	cJSON_AddBoolToObject(o, "deleted", in->has_deleted && in->deleted);
+	/* gater's values */
+	if (in->device_plugin_status)
+		cJSON_AddStringToObject(o, "devicePluginStatus", in->device_plugin_status);
+	if (in->dra_status)
+		cJSON_AddStringToObject(o, "draStatus", in->dra_status);
+	if (in->xpu_manager_status)
+		cJSON_AddStringToObject(o, "xpuManagerStatus", in->xpu_manager_status);
+	if (in->n_gated_daemonsets) {
+		cJSON *g = cJSON_AddArrayToObject(o, "gatedDaemonsets");
+		for (size_t i = 0; i < in->n_gated_daemonsets; i++)
+			cJSON_AddItemToArray(g, cJSON_CreateString(in->gated_daemonsets[i]));
+	}
 	cJSON *cs = cJSON_AddArrayToObject(o, "conditions");
 	for (size_t i = 0; i < in->n_conditions; i++) {
 		cJSON *c = cJSON_CreateObject();

@@ -1,15 +1,17 @@
-/* gpukmm-gater: the pure gating decision (§3, §8.1 item 9).
- * (services/gater has no main.c yet, so its code is not in libgpukmm-app.a:
- * the test compiles the source directly.) */
+/* gpukmm-gater: the pure gating decision (§3, §8.1 item 9) on typed
+ * DaemonSets (lib/kobj), as the watcher publishes them. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
-#include "../../services/gater/decide.c"
+#include "../../services/gater/decide.h"
+#include "gpukmm/kobj.h"
+#include "gpukmm/policy.h"
 
 #define NS "intel-gpu-base-operator"
 #define KEY "kmm.node.kubernetes.io/intel-gpu-base-operator.gpu-gpu.ready"
 
-static cJSON *ds(const char *name, const char *ns, const char *sel_json, const char *labels_json)
+static Gpukmm__DaemonSet *ds(const char *name, const char *ns, const char *sel_json, const char *labels_json)
 {
 	char buf[2048];
 	snprintf(buf, sizeof(buf),
@@ -19,7 +21,23 @@ static cJSON *ds(const char *name, const char *ns, const char *sel_json, const c
 		 name, ns, labels_json ? labels_json : "{}", sel_json ? sel_json : "null");
 	cJSON *o = cJSON_Parse(buf);
 	cr_assert_not_null(o);
-	return o;
+	Gpukmm__DaemonSet *d = NULL;
+	gk_err e;
+	cr_assert_eq(gk_kobj_daemon_set_from_json(o, &d, &e), 0, "%s", e.msg);
+	cJSON_Delete(o);
+	return d;
+}
+
+static char *patch_str(const Gpukmm__DaemonSet *d, bool want)
+{
+	bool oom;
+	cJSON *p = gk_gater_patch(d, KEY, want, &oom);
+	cr_assert_not(oom);
+	if (!p)
+		return NULL;
+	char *s = cJSON_PrintUnformatted(p);
+	cJSON_Delete(p);
+	return s;
 }
 
 Test(gater_decide, ready_label_key_from_lib_policy)
@@ -33,75 +51,121 @@ Test(gater_decide, which_daemonsets_are_gated)
 {
 	const char *yes[] = { "gpu-device-plugin", "gpu-gpu-dra", "gpu-xpu-manager" };
 	for (int i = 0; i < 3; i++) {
-		cJSON *d = ds(yes[i], NS, NULL, NULL);
+		Gpukmm__DaemonSet *d = ds(yes[i], NS, NULL, NULL);
 		cr_assert(gk_gater_is_gated(d, "gpu", NS), "%s", yes[i]);
 		cr_assert_not(gk_gater_is_gated(d, "other", NS));
-		cJSON_Delete(d);
+		cr_assert_not(gk_gater_is_gated(d, "", NS));
+		cr_assert_not(gk_gater_is_gated(d, NULL, NS));
+		gk_kobj_free(d);
 	}
-	cJSON *d = ds("gpu-device-plugin", "default", NULL, NULL);
+	Gpukmm__DaemonSet *d = ds("gpu-device-plugin", "default", NULL, NULL);
 	cr_assert_not(gk_gater_is_gated(d, "gpu", NS), "right name, wrong namespace");
-	cJSON_Delete(d);
+	gk_kobj_free(d);
+	d = ds("gpu-node-exporter", NS, NULL, NULL);
+	cr_assert_not(gk_gater_is_gated(d, "gpu", NS), "other DaemonSets of the namespace");
+	gk_kobj_free(d);
 	d = ds("my-gpu-app", "default", NULL, "{\"gpukmm.io/gate\":\"gpu\"}");
 	cr_assert(gk_gater_is_gated(d, "gpu", NS), "opt-in label, any namespace");
 	cr_assert_not(gk_gater_is_gated(d, "gpu2", NS));
-	cJSON_Delete(d);
-	d = ds("unrelated", NS, NULL, "{\"gpukmm.io/gate\":7}");
-	cr_assert_not(gk_gater_is_gated(d, "gpu", NS));
-	cJSON_Delete(d);
+	gk_kobj_free(d);
 	cr_assert_not(gk_gater_is_gated(NULL, "gpu", NS));
-	cJSON *garbage = cJSON_Parse("[1]");
-	cr_assert_not(gk_gater_is_gated(garbage, "gpu", NS));
-	cJSON_Delete(garbage);
+	Gpukmm__DaemonSet empty = GPUKMM__DAEMON_SET__INIT;
+	cr_assert_not(gk_gater_is_gated(&empty, "gpu", NS), "no metadata");
+}
+
+static char got[8][64];
+static int n;
+static void collect(void *u, const char *cp)
+{
+	(void)u;
+	cr_assert_lt(n, 8);
+	snprintf(got[n++], 64, "%s", cp);
+}
+
+Test(gater_decide, policies_a_daemonset_concerns)
+{
+	n = 0;
+	Gpukmm__DaemonSet *d = ds("gpu-gpu-dra", NS, NULL, "{\"gpukmm.io/gate\":\"other\"}");
+	gk_gater_ds_policies(d, NS, collect, NULL);
+	cr_assert_eq(n, 2);
+	cr_assert_str_eq(got[0], "other");
+	cr_assert_str_eq(got[1], "gpu");
+	gk_kobj_free(d);
+	n = 0;
+	d = ds("gpu-device-plugin", "elsewhere", NULL, NULL);
+	gk_gater_ds_policies(d, NS, collect, NULL);
+	cr_assert_eq(n, 0, "names only count in the operator namespace");
+	gk_kobj_free(d);
+	d = ds("-device-plugin", NS, NULL, NULL);
+	gk_gater_ds_policies(d, NS, collect, NULL);
+	cr_assert_eq(n, 0, "empty policy name");
+	gk_kobj_free(d);
+	gk_gater_ds_policies(NULL, NS, collect, NULL);
+	cr_assert_eq(n, 0);
 }
 
 Test(gater_decide, gate_adds_only_our_key_with_precondition)
 {
-	cJSON *d = ds("gpu-device-plugin", NS, "{\"kubernetes.io/arch\":\"amd64\",\"other\":\"x\"}", NULL);
-	bool oom;
-	cJSON *p = gk_gater_patch(d, KEY, true, &oom);
-	cr_assert_not_null(p);
-	char *s = cJSON_PrintUnformatted(p);
+	Gpukmm__DaemonSet *d = ds("gpu-device-plugin", NS, "{\"kubernetes.io/arch\":\"amd64\",\"other\":\"x\"}", NULL);
+	char *s = patch_str(d, true);
+	cr_assert_not_null(s);
 	cr_assert_str_eq(s, "{\"spec\":{\"template\":{\"spec\":{\"nodeSelector\":{\"" KEY
 			    "\":\"\"}}}},\"metadata\":{\"resourceVersion\":\"42\"}}");
 	cJSON_free(s);
-	cJSON_Delete(p);
-	cJSON_Delete(d);
+	gk_kobj_free(d);
 }
 
 Test(gater_decide, no_write_when_already_right)
 {
-	bool oom;
-	cJSON *d = ds("gpu-device-plugin", NS, "{\"" KEY "\":\"\",\"other\":\"x\"}", NULL);
-	cr_assert_null(gk_gater_patch(d, KEY, true, &oom));
-	cr_assert_not(oom);
-	cJSON_Delete(d);
+	Gpukmm__DaemonSet *d = ds("gpu-device-plugin", NS, "{\"" KEY "\":\"\",\"other\":\"x\"}", NULL);
+	cr_assert_null(patch_str(d, true));
+	cr_assert(gk_gater_has_gate(d, KEY));
+	gk_kobj_free(d);
 	d = ds("gpu-device-plugin", NS, "{\"other\":\"x\"}", NULL);
-	cr_assert_null(gk_gater_patch(d, KEY, false, &oom));
-	cJSON_Delete(d);
+	cr_assert_null(patch_str(d, false));
+	cr_assert_not(gk_gater_has_gate(d, KEY));
+	gk_kobj_free(d);
 	d = ds("gpu-device-plugin", NS, NULL, NULL); /* no nodeSelector at all */
-	cr_assert_null(gk_gater_patch(d, KEY, false, &oom));
-	cJSON_Delete(d);
+	cr_assert_null(patch_str(d, false));
+	gk_kobj_free(d);
 }
 
 Test(gater_decide, ungate_removes_key_with_null_and_fixes_wrong_value)
 {
-	bool oom;
-	cJSON *d = ds("gpu-device-plugin", NS, "{\"" KEY "\":\"\"}", NULL);
-	cJSON *p = gk_gater_patch(d, KEY, false, &oom);
-	cr_assert_not_null(p);
-	const cJSON *v = cJSON_GetObjectItem(
-		cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(p, "spec"), "template"),
-							"spec"),
-				    "nodeSelector"),
-		KEY);
-	cr_assert(cJSON_IsNull(v));
-	cJSON_Delete(p);
-	cJSON_Delete(d);
+	Gpukmm__DaemonSet *d = ds("gpu-device-plugin", NS, "{\"" KEY "\":\"\",\"keep\":\"me\"}", NULL);
+	char *s = patch_str(d, false);
+	cr_assert_not_null(s);
+	cr_assert_str_eq(s, "{\"spec\":{\"template\":{\"spec\":{\"nodeSelector\":{\"" KEY
+			    "\":null}}}},\"metadata\":{\"resourceVersion\":\"42\"}}");
+	cJSON_free(s);
+	gk_kobj_free(d);
 	d = ds("gpu-device-plugin", NS, "{\"" KEY "\":\"true\"}", NULL); /* someone set a wrong value */
-	p = gk_gater_patch(d, KEY, true, &oom);
-	cr_assert_not_null(p);
-	cJSON_Delete(p);
-	cJSON_Delete(d);
+	cr_assert_not(gk_gater_has_gate(d, KEY));
+	s = patch_str(d, true);
+	cr_assert_not_null(s);
+	cr_assert(strstr(s, "\"" KEY "\":\"\""));
+	cJSON_free(s);
+	s = patch_str(d, false);
+	cr_assert_not_null(s, "a wrong value is removed too when not gating");
+	cJSON_free(s);
+	gk_kobj_free(d);
+}
+
+Test(gater_decide, policy_wants_gating)
+{
+	Gpukmm__KernelModuleSpec km = GPUKMM__KERNEL_MODULE_SPEC__INIT;
+	Gpukmm__ClusterPolicySpec spec = GPUKMM__CLUSTER_POLICY_SPEC__INIT;
+	Gpukmm__ObjectMeta md = GPUKMM__OBJECT_META__INIT;
+	Gpukmm__ClusterPolicy cp = GPUKMM__CLUSTER_POLICY__INIT;
+	cp.metadata = &md;
+	cp.spec = &spec;
+	cr_assert_not(gk_gater_policy_wants(&cp, true), "no kernelModule: not gated");
+	spec.kernel_module = &km;
+	cr_assert(gk_gater_policy_wants(&cp, true));
+	cr_assert_not(gk_gater_policy_wants(&cp, false), "KMM not installed: not gated");
+	md.deletion_timestamp = "2026-12-02T12:00:00Z";
+	cr_assert_not(gk_gater_policy_wants(&cp, true), "being deleted: ungated");
+	cr_assert_not(gk_gater_policy_wants(NULL, true), "policy gone");
 }
 
 Test(gater_decide, ds_status_strings)
@@ -109,12 +173,11 @@ Test(gater_decide, ds_status_strings)
 	char b[64];
 	gk_gater_ds_status(b, sizeof(b), NULL);
 	cr_assert_str_eq(b, "N/A");
-	cJSON *d = ds("gpu-device-plugin", NS, NULL, NULL);
+	Gpukmm__DaemonSet *d = ds("gpu-device-plugin", NS, NULL, NULL);
 	gk_gater_ds_status(b, sizeof(b), d);
 	cr_assert_str_eq(b, "1/2");
-	cJSON_Delete(d);
-	cJSON *e = cJSON_Parse("{\"metadata\":{\"name\":\"x\"}}");
-	gk_gater_ds_status(b, sizeof(b), e);
+	gk_kobj_free(d);
+	Gpukmm__DaemonSet empty = GPUKMM__DAEMON_SET__INIT;
+	gk_gater_ds_status(b, sizeof(b), &empty);
 	cr_assert_str_eq(b, "0/0");
-	cJSON_Delete(e);
 }

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "api.h"
 #include "k8spb.h"
@@ -10,6 +11,7 @@
 #include "kubesim.h"
 #include "route.h"
 #include "selector.h"
+#include "table.h"
 #include "yamljson.h"
 
 static int truthy(const char *v)
@@ -87,6 +89,18 @@ static int b64dec(const char *in, char *out, size_t cap)
 	}
 	out[o] = 0;
 	return 0;
+}
+
+/* `kubectl get` asks for a Table: custom resources get their printer columns
+ * (call with s->mu held). NULL when not wanted / not a custom resource. */
+static cJSON *as_table(ks_server *s, const ks_rtype *t, const ks_req *r, const cJSON *const *objs, int n)
+{
+	if (!t->is_crd || !t->crd_name || !ks_table_wanted(r->accept))
+		return NULL;
+	ks_item *crd = ks_store_get(&s->store, "apiextensions.k8s.io", "customresourcedefinitions", "", t->crd_name);
+	char rvs[32];
+	snprintf(rvs, sizeof(rvs), "%" PRIu64, s->store.rv);
+	return ks_table_build(crd ? crd->obj : NULL, t->version, objs, n, rvs, (int64_t)time(NULL));
 }
 
 static void do_list(ks_server *s, const ks_rtype *t, const char *ns, const ks_req *r, ks_resp *out)
@@ -176,7 +190,29 @@ static void do_list(ks_server *s, const ks_rtype *t, const char *ns, const ks_re
 	}
 	cJSON_AddItemToObject(list, "items", items);
 	free(out->body);
-	out->body = cJSON_PrintUnformatted(list);
+	out->body = NULL;
+	if (ks_table_wanted(r->accept) && t->is_crd) {
+		int ni = cJSON_GetArraySize(items), k = 0;
+		const cJSON **objs = calloc(ni ? (size_t)ni : 1, sizeof(*objs));
+		const cJSON *it;
+		cJSON_ArrayForEach(it, items)
+		{
+			if (objs)
+				objs[k++] = it;
+		}
+		cJSON *tab = objs ? as_table(s, t, r, objs, k) : NULL;
+		free(objs);
+		if (tab) {
+			if (more && meta && cJSON_GetObjectItem(meta, "continue"))
+				cJSON_AddStringToObject(cJSON_GetObjectItem(tab, "metadata"), "continue",
+							cJSON_GetObjectItem(meta, "continue")->valuestring);
+			out->body = cJSON_PrintUnformatted(tab);
+			cJSON_Delete(tab);
+		}
+	}
+	if (!out->body) {
+		out->body = cJSON_PrintUnformatted(list);
+	}
 	pthread_mutex_unlock(&s->mu);
 	cJSON_Delete(list);
 	out->code = out->body ? 200 : 500;
@@ -187,11 +223,17 @@ static void do_list(ks_server *s, const ks_rtype *t, const char *ns, const ks_re
 	ks_selector_free(&fs);
 }
 
-static void do_get(ks_server *s, const ks_rtype *t, const char *ns, const char *name, ks_resp *out)
+static void do_get(ks_server *s, const ks_rtype *t, const ks_req *r, const char *ns, const char *name, ks_resp *out)
 {
 	pthread_mutex_lock(&s->mu);
 	ks_item *it = ks_store_get(&s->store, t->group, t->resource, t->namespaced ? ns : "", name);
-	cJSON *c = it ? cJSON_Duplicate(it->obj, 1) : NULL;
+	cJSON *c = NULL;
+	if (it) {
+		const cJSON *one = it->obj;
+		c = as_table(s, t, r, &one, 1);
+		if (!c)
+			c = cJSON_Duplicate(it->obj, 1);
+	}
 	pthread_mutex_unlock(&s->mu);
 	if (!it) {
 		ks_resp_status(out, 404, "NotFound", t->resource, name, t->group, NULL, "%s%s%s \"%s\" not found",
@@ -535,7 +577,7 @@ void ks_handle(ks_server *s, const ks_req *r, ks_resp *out)
 	char mgr[128];
 	default_manager(r, &o, mgr, sizeof(mgr));
 	if (strcmp(verb, "get") == 0) {
-		do_get(s, t, ns, rt.name, out);
+		do_get(s, t, r, ns, rt.name, out);
 	} else if (strcmp(verb, "list") == 0) {
 		do_list(s, t, ns, r, out);
 	} else if (strcmp(verb, "watch") == 0) {

@@ -1,0 +1,336 @@
+/* gpukmm-gater — the gater's view (see view.h). */
+#include "view.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decide.h"
+
+typedef struct obj {
+	char *key;
+	ProtobufCMessage *msg;
+} obj;
+
+typedef struct objtab {
+	obj *v;
+	size_t n, cap;
+} objtab;
+
+struct gk_gtv {
+	char *ns;
+	size_t max;
+	gk_gtv_dirty_fn dirty;
+	void *user;
+	objtab policies, daemonsets;
+	bool synced, kmm, leader;
+	uint64_t ignored;
+};
+
+static ProtobufCMessage *clone(const ProtobufCMessage *m)
+{
+	size_t len = protobuf_c_message_get_packed_size(m);
+	uint8_t stackbuf[1024];
+	uint8_t *buf = len <= sizeof(stackbuf) ? stackbuf : malloc(len);
+	if (!buf)
+		return NULL;
+	protobuf_c_message_pack(m, buf);
+	ProtobufCMessage *c = protobuf_c_message_unpack(m->descriptor, NULL, len, buf);
+	if (buf != stackbuf)
+		free(buf);
+	return c;
+}
+
+/* ---- object tables ----------------------------------------------------------- */
+
+static obj *tab_find(const objtab *t, const char *key)
+{
+	for (size_t i = 0; i < t->n; i++)
+		if (strcmp(t->v[i].key, key) == 0)
+			return &t->v[i];
+	return NULL;
+}
+
+static void tab_del(objtab *t, const char *key)
+{
+	obj *o = tab_find(t, key);
+	if (!o)
+		return;
+	free(o->key);
+	protobuf_c_message_free_unpacked(o->msg, NULL);
+	*o = t->v[--t->n];
+}
+
+static void tab_clear(objtab *t)
+{
+	for (size_t i = 0; i < t->n; i++) {
+		free(t->v[i].key);
+		protobuf_c_message_free_unpacked(t->v[i].msg, NULL);
+	}
+	free(t->v);
+	memset(t, 0, sizeof(*t));
+}
+
+static int tab_put(gk_gtv *v, objtab *t, const char *key, const ProtobufCMessage *msg, gk_err *err)
+{
+	ProtobufCMessage *c = clone(msg);
+	if (!c)
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: cannot copy %s", key);
+	obj *o = tab_find(t, key);
+	if (o) {
+		protobuf_c_message_free_unpacked(o->msg, NULL);
+		o->msg = c;
+		return GK_OK;
+	}
+	if (t->n >= v->max) {
+		protobuf_c_message_free_unpacked(c, NULL);
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: more than %zu objects, dropping %s", v->max,
+				  key);
+	}
+	if (t->n == t->cap) {
+		size_t nc = t->cap ? t->cap * 2 : 16;
+		obj *nv = realloc(t->v, nc * sizeof(*nv));
+		if (!nv) {
+			protobuf_c_message_free_unpacked(c, NULL);
+			return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: out of memory");
+		}
+		t->v = nv;
+		t->cap = nc;
+	}
+	char *k = strdup(key);
+	if (!k) {
+		protobuf_c_message_free_unpacked(c, NULL);
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: out of memory");
+	}
+	t->v[t->n++] = (obj){ k, c };
+	return GK_OK;
+}
+
+/* ---- life cycle ------------------------------------------------------------------ */
+
+int gk_gtv_new(gk_gtv **out, const gk_gtv_opts *o, gk_gtv_dirty_fn fn, void *user, gk_err *err)
+{
+	*out = NULL;
+	gk_gtv *v = calloc(1, sizeof(*v));
+	if (!v)
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: out of memory");
+	v->ns = strdup(o && o->ns ? o->ns : "intel-gpu-base-operator");
+	if (!v->ns) {
+		free(v);
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: out of memory");
+	}
+	v->max = o && o->max_objects ? o->max_objects : 4096;
+	v->dirty = fn;
+	v->user = user;
+	v->leader = true;
+	*out = v;
+	return GK_OK;
+}
+
+void gk_gtv_free(gk_gtv *v)
+{
+	if (!v)
+		return;
+	tab_clear(&v->policies);
+	tab_clear(&v->daemonsets);
+	free(v->ns);
+	free(v);
+}
+
+/* ---- keys ----------------------------------------------------------------------- */
+
+static void mark(void *user, const char *policy)
+{
+	gk_gtv *v = user;
+	if (v->dirty && policy && *policy)
+		v->dirty(v->user, policy);
+}
+
+static void mark_ds(gk_gtv *v, const Gpukmm__DaemonSet *ds)
+{
+	gk_gater_ds_policies(ds, v->ns, mark, v);
+}
+
+static void mark_all(gk_gtv *v)
+{
+	for (size_t i = 0; i < v->policies.n; i++)
+		mark(v, v->policies.v[i].key);
+	/* policies that are gone but still have DaemonSets to ungate */
+	for (size_t i = 0; i < v->daemonsets.n; i++)
+		mark_ds(v, (const Gpukmm__DaemonSet *)v->daemonsets.v[i].msg);
+}
+
+static const char *meta_name(const Gpukmm__ObjectMeta *md)
+{
+	return md && md->name && *md->name ? md->name : NULL;
+}
+
+static int ds_key(char *buf, size_t cap, const char *ns, const char *name)
+{
+	int n = snprintf(buf, cap, "%s/%s", ns ? ns : "", name ? name : "");
+	return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
+/* ---- snapshot ------------------------------------------------------------------ */
+
+static int put_ds(gk_gtv *v, const Gpukmm__DaemonSet *ds, gk_err *err)
+{
+	char key[600];
+	const Gpukmm__ObjectMeta *md = ds ? ds->metadata : NULL;
+	if (!meta_name(md) || ds_key(key, sizeof(key), md->namespace_, md->name)) {
+		v->ignored++;
+		return GK_OK;
+	}
+	return tab_put(v, &v->daemonsets, key, &ds->base, err);
+}
+
+int gk_gtv_load_snapshot(gk_gtv *v, const Gpukmm__SnapshotReply *s, gk_err *err)
+{
+	mark_all(v);
+	tab_clear(&v->policies);
+	tab_clear(&v->daemonsets);
+	int rc = GK_OK;
+	for (size_t i = 0; i < s->n_cluster_policies; i++) {
+		const Gpukmm__ClusterPolicy *cp = s->cluster_policies[i];
+		const char *name = cp ? meta_name(cp->metadata) : NULL;
+		if (!name) {
+			v->ignored++;
+			continue;
+		}
+		int r = tab_put(v, &v->policies, name, &cp->base, err);
+		if (r)
+			rc = r;
+	}
+	for (size_t i = 0; i < s->n_daemon_sets; i++) {
+		int r = put_ds(v, s->daemon_sets[i], err);
+		if (r)
+			rc = r;
+	}
+	v->kmm = s->discovery && s->discovery->has_kmm && s->discovery->kmm;
+	/* no leadership information = no election configured: we lead */
+	v->leader = !s->leadership || !s->leadership->has_leader || s->leadership->leader;
+	v->synced = s->has_synced && s->synced;
+	mark_all(v);
+	return rc;
+}
+
+/* ---- events -------------------------------------------------------------------- */
+
+int gk_gtv_apply(gk_gtv *v, const char *topic, const Gpukmm__Event *ev, gk_err *err)
+{
+	if (!ev || !topic) {
+		v->ignored++;
+		return GK_OK;
+	}
+	bool del = ev->has_type && ev->type == GPUKMM__EVENT_TYPE__DELETED;
+	switch (ev->object_case) {
+	case GPUKMM__EVENT__OBJECT_CLUSTER_POLICY: {
+		const char *name = meta_name(ev->cluster_policy->metadata);
+		if (!name)
+			break;
+		int rc = GK_OK;
+		if (del)
+			tab_del(&v->policies, name);
+		else
+			rc = tab_put(v, &v->policies, name, &ev->cluster_policy->base, err);
+		mark(v, name);
+		return rc;
+	}
+	case GPUKMM__EVENT__OBJECT_DAEMON_SET: {
+		const Gpukmm__DaemonSet *ds = ev->daemon_set;
+		const Gpukmm__ObjectMeta *md = ds->metadata;
+		char key[600];
+		if (!meta_name(md) || ds_key(key, sizeof(key), md->namespace_, md->name))
+			break;
+		obj *old = tab_find(&v->daemonsets, key);
+		if (old)
+			mark_ds(v, (const Gpukmm__DaemonSet *)old->msg);
+		int rc = GK_OK;
+		if (del)
+			tab_del(&v->daemonsets, key);
+		else
+			rc = tab_put(v, &v->daemonsets, key, &ds->base, err);
+		mark_ds(v, ds);
+		return rc;
+	}
+	case GPUKMM__EVENT__OBJECT_DISCOVERY: {
+		const Gpukmm__Discovery *d = ev->discovery;
+		bool kmm = d->has_kmm && d->kmm;
+		if (kmm != v->kmm) {
+			v->kmm = kmm;
+			mark_all(v);
+		}
+		return GK_OK;
+	}
+	case GPUKMM__EVENT__OBJECT_LEADERSHIP: {
+		bool leader = !ev->leadership->has_leader || ev->leadership->leader;
+		if (leader != v->leader) {
+			v->leader = leader;
+			mark_all(v);
+		}
+		return GK_OK;
+	}
+	default:
+		break;
+	}
+	v->ignored++;
+	return GK_OK;
+}
+
+/* ---- queries -------------------------------------------------------------------- */
+
+const char *gk_gtv_ns(const gk_gtv *v)
+{
+	return v->ns;
+}
+
+bool gk_gtv_kmm(const gk_gtv *v)
+{
+	return v->kmm;
+}
+
+bool gk_gtv_leader(const gk_gtv *v)
+{
+	return v->leader;
+}
+
+const Gpukmm__ClusterPolicy *gk_gtv_policy(const gk_gtv *v, const char *name)
+{
+	obj *o = tab_find(&v->policies, name);
+	return o ? (const Gpukmm__ClusterPolicy *)o->msg : NULL;
+}
+
+const Gpukmm__DaemonSet *gk_gtv_ds(const gk_gtv *v, const char *ns, const char *name)
+{
+	char key[600];
+	if (ds_key(key, sizeof(key), ns, name))
+		return NULL;
+	obj *o = tab_find(&v->daemonsets, key);
+	return o ? (const Gpukmm__DaemonSet *)o->msg : NULL;
+}
+
+void gk_gtv_each_ds(const gk_gtv *v, void (*fn)(void *user, const Gpukmm__DaemonSet *ds), void *user)
+{
+	for (size_t i = 0; i < v->daemonsets.n; i++)
+		fn(user, (const Gpukmm__DaemonSet *)v->daemonsets.v[i].msg);
+}
+
+int gk_gtv_put_ds(gk_gtv *v, const char *ns, const char *name, const Gpukmm__DaemonSet *ds, gk_err *err)
+{
+	char key[600];
+	if (ds_key(key, sizeof(key), ns, name))
+		return gk_err_set(err, GK_INVALID_ARGUMENT, "view: DaemonSet name too long");
+	if (!ds) {
+		tab_del(&v->daemonsets, key);
+		return GK_OK;
+	}
+	return tab_put(v, &v->daemonsets, key, &ds->base, err);
+}
+
+void gk_gtv_state_get(const gk_gtv *v, gk_gtv_state *out)
+{
+	*out = (gk_gtv_state){
+		.synced = v->synced, .kmm = v->kmm, .leader = v->leader,
+		.policies = v->policies.n, .daemonsets = v->daemonsets.n, .ignored = v->ignored,
+	};
+}

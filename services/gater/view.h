@@ -1,0 +1,58 @@
+/* gpukmm-gater — the gater's view of the cluster: ClusterPolicies and the
+ * watched DaemonSets (operator namespace + gpukmm.io/gate-labelled ones),
+ * KMM discovery and leadership; rebuilt from watcher snapshots, kept current
+ * by bus events (DESIGN.md §2). Pure data: no sockets.
+ *
+ * Every change reports which ClusterPolicy keys became dirty:
+ *   clusterpolicy events   → that policy
+ *   daemonset events       → the policies the old and the new object concern
+ *                            (gate label value, <cp>-device-plugin/-gpu-dra/
+ *                            -xpu-manager names in the operator namespace)
+ *   discovery / leadership → every known policy, when the value changes
+ * A snapshot makes every known key dirty (old and new).
+ *
+ * Memory is bounded: at most max_objects policies and DaemonSets each. */
+#ifndef GPUKMM_GATER_VIEW_H
+#define GPUKMM_GATER_VIEW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "events.pb-c.h"
+#include "gpukmm/err.h"
+
+typedef struct gk_gtv gk_gtv;
+typedef void (*gk_gtv_dirty_fn)(void *user, const char *policy);
+
+typedef struct gk_gtv_opts {
+	const char *ns;          /* operator namespace */
+	size_t max_objects;      /* per kind; 0 = 4096 */
+} gk_gtv_opts;
+
+int gk_gtv_new(gk_gtv **out, const gk_gtv_opts *o, gk_gtv_dirty_fn fn, void *user, gk_err *err);
+void gk_gtv_free(gk_gtv *v);
+
+int gk_gtv_load_snapshot(gk_gtv *v, const Gpukmm__SnapshotReply *s, gk_err *err);
+int gk_gtv_apply(gk_gtv *v, const char *topic, const Gpukmm__Event *ev, gk_err *err);
+
+const char *gk_gtv_ns(const gk_gtv *v);
+bool gk_gtv_kmm(const gk_gtv *v);
+bool gk_gtv_leader(const gk_gtv *v);
+const Gpukmm__ClusterPolicy *gk_gtv_policy(const gk_gtv *v, const char *name);
+/* DaemonSet by namespace and name (NULL when absent). */
+const Gpukmm__DaemonSet *gk_gtv_ds(const gk_gtv *v, const char *ns, const char *name);
+/* Every cached DaemonSet: fn(user, ds). The view must not change meanwhile. */
+void gk_gtv_each_ds(const gk_gtv *v, void (*fn)(void *user, const Gpukmm__DaemonSet *ds), void *user);
+/* Overwrite a cached DaemonSet with what the API returned (after our own
+ * write or a re-read); ds NULL removes it. */
+int gk_gtv_put_ds(gk_gtv *v, const char *ns, const char *name, const Gpukmm__DaemonSet *ds, gk_err *err);
+
+typedef struct gk_gtv_state {
+	bool synced, kmm, leader;
+	size_t policies, daemonsets;
+	uint64_t ignored;
+} gk_gtv_state;
+void gk_gtv_state_get(const gk_gtv *v, gk_gtv_state *out);
+
+#endif

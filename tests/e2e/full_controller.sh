@@ -1,0 +1,165 @@
+#!/bin/bash
+# The full pass through real processes: the gpukmm supervisor with the shipped
+# controller configuration (deploy/controller/config.json = the controller
+# profile's services: watcher with leader election, modmgr, gater, statusd,
+# webhook over HTTPS with a test CA), kubesim as the API server (calling the
+# webhook with the caBundle, as cert-manager would inject it), fake-kmm as KMM.
+# A cluster admin applies deploy/examples/clusterpolicy-kmm.yaml with kubectl;
+# KMM loads the module on the two matching nodes, the three DaemonSets are
+# gated, and `kubectl get clusterpolicy` shows KMM 2/2 and Ready True.
+set -u
+cd "${GPUKMM_SRC:-.}" || exit 1
+. tests/lib/kubesim.sh
+NS=intel-gpu-base-operator
+CP=gpu-kmm
+KEY="kmm.node.kubernetes.io/$NS.$CP-gpu.ready"
+FAILED=0
+D=$(mktemp -d "${TMPDIR:-/tmp}/full-controller.XXXXXX") || exit 1
+chmod 700 "$D"
+SUP_PID= FK_PID=
+ok() { echo "ok - $1"; }
+notok() { echo "not ok - $1"; FAILED=1; }
+check() { local n=$1; shift; if "$@" >/dev/null 2>&1; then ok "$n"; else notok "$n"; fi; }
+wait_for() { # DESC TIMEOUT_S CMD...
+	local desc=$1 t=$2; shift 2
+	local deadline=$((SECONDS + t))
+	while [ $SECONDS -lt $deadline ]; do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	echo "# timed out after ${t}s waiting for: $desc" >&2
+	return 1
+}
+stop_pid() { # PID: SIGTERM, then SIGKILL after 10 s; returns its exit status
+	local p=$1 i
+	kill -TERM "$p" 2>/dev/null
+	for i in $(seq 1 200); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+	kill -KILL "$p" 2>/dev/null
+	wait "$p" 2>/dev/null
+}
+teardown() {
+	[ -n "$SUP_PID" ] && stop_pid "$SUP_PID"
+	[ -n "$FK_PID" ] && stop_pid "$FK_PID"
+	if grep -qE "Sanitizer|runtime error" "$D"/*.log 2>/dev/null; then
+		echo "not ok - no sanitizer reports"
+		grep -h -B2 -A20 -E "Sanitizer|runtime error" "$D"/*.log | sed 's/^/#   /' | head -60
+		FAILED=1
+	fi
+	if [ "$FAILED" != 0 ]; then
+		for f in "$D"/*.log; do echo "# ---- $(basename "$f") (last 60 lines)"; tail -60 "$f" | sed 's/^/#   /'; done
+	fi
+	kubesim_stop
+	rm -rf "$D"
+}
+KUBESIM_NO_TRAP=1 kubesim_start || { echo "not ok - kubesim starts"; exit 1; }
+trap teardown EXIT
+kc() { KUBECONFIG=/dev/null "$KUBECTL" --server "$KUBESIM_URL" --cache-dir "$KUBESIM_DIR/kcache" "$@"; }
+export -f kc
+export KUBECTL KUBESIM_URL KUBESIM_DIR
+
+# ---- a test CA and the webhook's serving certificate ---------------------------------
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$D/ca.key" -out "$D/ca.crt" -days 1 -subj /CN=test-ca 2>/dev/null &&
+	openssl req -newkey rsa:2048 -nodes -keyout "$D/tls.key" -out "$D/tls.csr" -subj /CN=gpukmm-webhook-service 2>/dev/null &&
+	printf 'subjectAltName=DNS:gpukmm-webhook-service.%s.svc,IP:127.0.0.1\n' "$NS" >"$D/ext" &&
+	openssl x509 -req -in "$D/tls.csr" -CA "$D/ca.crt" -CAkey "$D/ca.key" -CAcreateserial -out "$D/tls.crt" \
+		-days 1 -extfile "$D/ext" 2>/dev/null && chmod 600 "$D/tls.key" ||
+	{ echo "not ok - openssl test CA"; exit 1; }
+
+printf '%s\n' "apiVersion: v1" "kind: Config" \
+	"clusters: [{name: sim, cluster: {server: \"$KUBESIM_URL\"}}]" \
+	"users: [{name: u, user: {token: test-token}}]" \
+	"contexts: [{name: sim, context: {cluster: sim, user: u}}]" \
+	"current-context: sim" >"$D/kubeconfig"
+
+# ---- the cluster: namespace, CRDs, nodes, KMM -----------------------------------------
+kc apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml \
+	-f tests/fixtures/kmm-crd/modules.kmm.sigs.x-k8s.io.crd.yaml >"$D/apply.log" 2>&1
+check "namespace and CRDs applied with kubectl" kc wait --for condition=established --timeout=20s \
+	crd/clusterpolicies.intel.com crd/modules.kmm.sigs.x-k8s.io
+node() { # NAME KERNEL GPU(true|false)
+	local lbl='"kubernetes.io/arch":"amd64"'
+	[ "$3" = true ] && lbl="$lbl,\"intel.feature.node.kubernetes.io/gpu\":\"true\""
+	kraw POST /api/v1/nodes "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"$1\",\"labels\":{$lbl}},\"status\":{\"nodeInfo\":{\"kernelVersion\":\"$2\"},\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}" >/dev/null
+}
+node gpu-1 6.8.0-45-generic true
+node gpu-2 5.14.0-427.13.1.el9_4.x86_64 true
+node cpu-1 6.8.0-45-generic false
+"$GPUKMM_BIN/fake-kmm" --kubeconfig "$D/kubeconfig" --load-delay-ms 100 --unload-delay-ms 100 \
+	>>"$D/fake-kmm.log" 2>&1 &
+FK_PID=$!
+
+# the operator's DaemonSets (rendered by the GPU operator; created here as it would)
+mk_ds() {
+	kraw POST "/apis/apps/v1/namespaces/$NS/daemonsets" "{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\",
+	\"metadata\":{\"name\":\"$1\",\"namespace\":\"$NS\"},
+	\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"$1\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"$1\"}},
+	\"spec\":{\"nodeSelector\":{\"kubernetes.io/arch\":\"amd64\",\"intel.feature.node.kubernetes.io/gpu\":\"true\"},
+	\"containers\":[{\"name\":\"c\",\"image\":\"intel/$1:1\"}]}}}}" >/dev/null
+}
+for d in device-plugin gpu-dra xpu-manager; do mk_ds "$CP-$d"; done
+
+# ---- the controller, as shipped (only the webhook's certificate paths and port differ) --
+jq --arg d "$D" '.services |= map(if .name == "webhook"
+	then .args = ["--tls-cert", ($d + "/tls.crt"), "--tls-key", ($d + "/tls.key"),
+		      "--listen", "127.0.0.1:0", "--port-file", ($d + "/wport")] else . end)' \
+	deploy/controller/config.json >"$D/config.json"
+"$GPUKMM_BIN/gpukmm" --config "$D/config.json" --runtime-dir "$D/run" --kubeconfig "$D/kubeconfig" \
+	--http-listen 127.0.0.1:0 >"$D/gpukmm.log" 2>&1 &
+SUP_PID=$!
+check "controller ready: every service reported Ready" wait_for "5/5 ready" 60 \
+	grep -q 'ready: 5/5 required services ready' "$D/gpukmm.log"
+check "webhook listening (https)" wait_for wport 10 test -s "$D/wport"
+# the webhook configurations as shipped, with the caBundle injected (cert-manager's
+# job) and the Service resolved to the webhook's address
+CAB=$(base64 -w0 "$D/ca.crt")
+WURL="https://127.0.0.1:$(cat "$D/wport" 2>/dev/null)"
+kc create --dry-run=client -o json -f deploy/webhook/webhooks.yaml 2>>"$D/apply.log" |
+	jq -c --arg cab "$CAB" --arg u "$WURL" '(if .kind == "List" then .items[] else . end)
+		| .webhooks |= map(.clientConfig = {url: ($u + .clientConfig.service.path), caBundle: $cab})' \
+	>"$D/webhooks.json"
+check "webhook configurations applied" kc apply -f "$D/webhooks.json"
+
+# ---- the admin applies the example policy ------------------------------------------------
+bad=$(sed 's/^  name: gpu-kmm$/  name: gpu-kmm-name-far-too-long/' deploy/examples/clusterpolicy-kmm.yaml)
+out=$(kc apply -f - <<<"$bad" 2>&1)
+check "the webhook (HTTPS, verified by caBundle) denies a policy whose Module name is too long" grep -q denied <<<"$out"
+check "kubectl apply -f deploy/examples/clusterpolicy-kmm.yaml" kc apply -f deploy/examples/clusterpolicy-kmm.yaml
+check "KMM Module $NS/$CP-gpu created" wait_for module 30 kc -n "$NS" get module "$CP-gpu"
+node_ready() { kc get node "$1" -o json | jq -e ".metadata.labels[\"$KEY\"] == \"\""; }
+check "fake-kmm loaded the module on gpu-1 (ready label)" wait_for "gpu-1 ready" 30 node_ready gpu-1
+check "fake-kmm loaded the module on gpu-2 (ready label)" wait_for "gpu-2 ready" 30 node_ready gpu-2
+check "no module on the node without a GPU" bash -c "! kc get node cpu-1 -o json | grep -q '$CP-gpu.ready'"
+gated() {
+	kraw GET "/apis/apps/v1/namespaces/$NS/daemonsets/$1" | jq -e ".spec.template.spec.nodeSelector[\"$KEY\"] == \"\"
+		and .spec.template.spec.nodeSelector[\"intel.feature.node.kubernetes.io/gpu\"] == \"true\""
+}
+for d in device-plugin gpu-dra xpu-manager; do
+	check "DaemonSet $CP-$d gated (its own selector kept)" wait_for "$d gated" 30 gated "$CP-$d"
+done
+# the DaemonSet controller's part: pods run on the 2 labelled nodes
+for d in device-plugin gpu-dra xpu-manager; do
+	kraw PATCH "/apis/apps/v1/namespaces/$NS/daemonsets/$CP-$d/status" \
+		'{"status":{"desiredNumberScheduled":2,"numberReady":2,"numberAvailable":2}}' application/merge-patch+json >/dev/null
+done
+# columns of `kubectl get clusterpolicy`: NAME DP DRA XPU KMM Ready Age
+colis() { [ "$(kc get clusterpolicy "$CP" --no-headers | awk -v c="$1" '{print $c}')" = "$2" ]; }
+check "kubectl get clusterpolicy: KMM 2/2" wait_for "KMM 2/2" 40 colis 5 2/2
+check "kubectl get clusterpolicy: Ready True" wait_for "Ready True" 30 colis 6 True
+kc get clusterpolicy "$CP" | sed 's/^/#   /'
+ds_cols() { colis 2 2/2 && colis 3 2/2 && colis 4 2/2; }
+check "printer columns: DP 2/2, DRA 2/2, XPU 2/2" ds_cols
+check "status: no errors, observedGeneration = generation" bash -c \
+	"kc get clusterpolicy $CP -o json | jq -e '(.status.errors // []) == [] and .status.observedGeneration == .metadata.generation'"
+
+HPORT=$(grep -o 'http: listening on 127.0.0.1:[0-9]*' "$D/gpukmm.log" | head -1 | grep -o '[0-9]*$')
+curl -sf "http://127.0.0.1:$HPORT/metrics" >"$D/metrics" 2>/dev/null
+metric() { awk -v m="$1" '$1 ~ "^"m"({|$)" {print $2; exit}' "$D/metrics"; }
+check "/metrics: the gater's heartbeat counters (passes > 0, 3 writes, 0 conflicts)" bash -c \
+	"[ \"$(metric gpukmm_svc_gater_passes_total)\" -gt 0 ] && [ \"$(metric gpukmm_svc_gater_writes_total)\" = 3 ] && [ \"$(metric gpukmm_svc_gater_conflicts_total)\" = 0 ]"
+
+# ---- shutdown: SIGTERM stops everything, exit 0 -------------------------------------------
+stop_pid "$SUP_PID"
+rc=$?
+SUP_PID=
+check "gpukmm exits 0 on SIGTERM (rc $rc)" test "$rc" = 0
+exit $FAILED

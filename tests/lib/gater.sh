@@ -1,0 +1,66 @@
+# Shell helpers for the gater end-to-end tests: source after tests/lib/kubesim.sh
+# and tests/lib/modmgr.sh (which start kubesim, the watcher, modmgr and the fake
+# statusd in $MM_DIR).
+#
+#   gt_start_gater / gt_stop_gater [SIG]   (re)start or stop gpukmm-gater
+#   gt_teardown                            stops the gater, then mm_teardown
+#   mk_ds NS NAME 'SELECTOR-JSON' ['LABELS-JSON']   create a DaemonSet (JSON POST)
+#   ds_json NS NAME / ds_sel NS NAME       the object / its template nodeSelector
+#   gated NS NAME [POLICY] / ungated NS NAME [POLICY]   our ready-label key present ("") / absent
+#   ds_writes                              kubesim writes to daemonsets so far
+#   gt_report_has JQ [POLICY]              the last gater report matches JQ
+GT_KEY_PREFIX="kmm.node.kubernetes.io/$MM_NS."
+
+gt_start_gater() {
+	"$GPUKMM_BIN/gpukmm-gater" --kubeconfig "$MM_DIR/kubeconfig" --namespace "$MM_NS" \
+		--watcher "ipc://$MM_DIR/watcher.sock" --events "ipc://$MM_DIR/events.sock" \
+		--statusd "ipc://$MM_DIR/statusd.sock" ${GT_GATER_FLAGS:-} >>"$MM_DIR/gater.log" 2>&1 &
+	GT_GATER_PID=$!
+}
+
+gt_stop_gater() {
+	local sig=${1:-TERM}
+	[ -n "${GT_GATER_PID:-}" ] || return 0
+	kill "-$sig" "$GT_GATER_PID" 2>/dev/null
+	wait "$GT_GATER_PID" 2>/dev/null
+	local rc=$?
+	GT_GATER_PID=
+	return $rc
+}
+
+gt_teardown() {
+	if [ -n "${GT_GATER_PID:-}" ]; then
+		kill -TERM "$GT_GATER_PID" 2>/dev/null
+		local i
+		for i in $(seq 1 100); do kill -0 "$GT_GATER_PID" 2>/dev/null || break; sleep 0.05; done
+		kill -KILL "$GT_GATER_PID" 2>/dev/null
+		wait "$GT_GATER_PID" 2>/dev/null
+		GT_GATER_PID=
+	fi
+	if [ -n "${MM_DIR:-}" ] && grep -qE "Sanitizer|runtime error" "$MM_DIR"/*.log 2>/dev/null; then
+		notok "no sanitizer reports"
+		grep -h -A20 -E "Sanitizer|runtime error" "$MM_DIR"/*.log | sed 's/^/#   /' | head -40
+	fi
+	mm_teardown
+}
+
+mk_ds() { # NS NAME SELECTOR-JSON [LABELS-JSON]
+	kraw POST "/apis/apps/v1/namespaces/$1/daemonsets" "{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\",
+	\"metadata\":{\"name\":\"$2\",\"namespace\":\"$1\",\"labels\":${4:-{\}}},
+	\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"$2\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"$2\"}},
+	\"spec\":{\"nodeSelector\":$3,\"containers\":[{\"name\":\"c\",\"image\":\"img:1\"}]}}}}" >/dev/null
+}
+ds_json() { kraw GET "/apis/apps/v1/namespaces/$1/daemonsets/$2"; }
+ds_sel() { ds_json "$1" "$2" | jq -c '.spec.template.spec.nodeSelector // {}'; }
+ds_jq() { ds_json "$1" "$2" | jq -e "$3" >/dev/null; }
+gated() { ds_jq "$1" "$2" ".spec.template.spec.nodeSelector[\"$GT_KEY_PREFIX${3:-gpu}-gpu.ready\"] == \"\""; }
+ungated() { ds_jq "$1" "$2" ".kind == \"DaemonSet\" and (.spec.template.spec.nodeSelector // {} | has(\"$GT_KEY_PREFIX${3:-gpu}-gpu.ready\") | not)"; }
+ds_writes() { kraw GET /kubesim/stats | jq -r '.writesByResource.daemonsets // 0'; }
+gt_last_report() { grep "\"component\":\"gater\",\"policy\":\"${1:-gpu}\"" "$MM_DIR/reports" | tail -1; }
+gt_report_count() { grep -c "\"component\":\"gater\",\"policy\":\"${1:-gpu}\"" "$MM_DIR/reports"; }
+gt_report_has() { gt_last_report "${2:-gpu}" | jq -e "$1" >/dev/null; }
+mm_report_has() { grep "\"component\":\"modmgr\",\"policy\":\"${2:-gpu}\"" "$MM_DIR/reports" | tail -1 | jq -e "$1" >/dev/null; }
+gater_counter() { # the gater's heartbeat counters are not visible standalone: count log lines
+	grep -c "$1" "$MM_DIR/gater.log"
+}
+reports_more_than_gt() { [ "$(gt_report_count "${2:-gpu}")" -gt "$1" ]; }

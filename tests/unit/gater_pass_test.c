@@ -1,0 +1,412 @@
+/* gpukmm-gater: view (dirty keys from events and snapshots) and one pass
+ * against a fake API — only gated DaemonSets are patched, only when wrong,
+ * 409 → re-read + failed pass (backoff), 404 → forgotten, API errors become
+ * status errors, not the leader → nothing, report values. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../services/gater/decide.h"
+#include "../../services/gater/pass.h"
+#include "../../services/gater/view.h"
+#include "gpukmm/kobj.h"
+
+#define NS "intel-gpu-base-operator"
+#define KEY "kmm.node.kubernetes.io/intel-gpu-base-operator.gpu-gpu.ready"
+#define KM "\"kernelModule\":{\"moduleName\":\"xe\",\"kernelMappings\":[{\"regexp\":\"^.+$\",\"containerImage\":\"r/x:1\"}]}"
+
+typedef struct fake {
+	char calls[32][600];
+	int n;
+	int rc_patch, rc_get;
+	const char *get_json;           /* what a re-read returns */
+} fake;
+static fake FK;
+
+static char dirty[32][64];
+static int n_dirty;
+static void on_dirty(void *u, const char *p)
+{
+	(void)u;
+	for (int i = 0; i < n_dirty; i++)
+		if (strcmp(dirty[i], p) == 0)
+			return;
+	cr_assert_lt(n_dirty, 32);
+	snprintf(dirty[n_dirty++], 64, "%s", p);
+}
+static bool is_dirty(const char *p)
+{
+	for (int i = 0; i < n_dirty; i++)
+		if (strcmp(dirty[i], p) == 0)
+			return true;
+	return false;
+}
+
+static Gpukmm__DaemonSet *mkds(const char *json)
+{
+	cJSON *o = cJSON_Parse(json);
+	cr_assert_not_null(o, "%s", json);
+	Gpukmm__DaemonSet *d = NULL;
+	gk_err e;
+	cr_assert_eq(gk_kobj_daemon_set_from_json(o, &d, &e), 0, "%s", e.msg);
+	cJSON_Delete(o);
+	return d;
+}
+
+static char *dsjson(const char *name, const char *ns, const char *sel, const char *labels, const char *rv)
+{
+	static char buf[4][2048];
+	static int k;
+	char *b = buf[k++ % 4];
+	snprintf(b, 2048,
+		 "{\"kind\":\"DaemonSet\",\"metadata\":{\"name\":\"%s\",\"namespace\":\"%s\",\"resourceVersion\":\"%s\","
+		 "\"labels\":%s},\"spec\":{\"template\":{\"spec\":{\"nodeSelector\":%s}}},"
+		 "\"status\":{\"numberReady\":2,\"desiredNumberScheduled\":3}}",
+		 name, ns, rv ? rv : "1", labels ? labels : "{}", sel ? sel : "{\"kubernetes.io/arch\":\"amd64\"}");
+	return b;
+}
+
+/* The fake API applies the patch's one key to the object it is given. */
+static int f_patch(void *u, const char *ns, const char *name, const char *body, Gpukmm__DaemonSet **out, gk_err *err)
+{
+	cr_assert_lt(FK.n, 32);
+	snprintf(FK.calls[FK.n++], 600, "patch %s/%s %s", ns, name, body);
+	*out = NULL;
+	if (FK.rc_patch)
+		return gk_err_set(err, FK.rc_patch, "api says no");
+	cJSON *p = cJSON_Parse(body);
+	const cJSON *sel = cJSON_GetObjectItem(
+		cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(p, "spec"), "template"), "spec"),
+		"nodeSelector");
+	const cJSON *v = cJSON_GetObjectItem(sel, KEY);
+	char s[256];
+	if (cJSON_IsString(v))
+		snprintf(s, sizeof(s), "{\"kubernetes.io/arch\":\"amd64\",\"" KEY "\":\"\"}");
+	else
+		snprintf(s, sizeof(s), "{\"kubernetes.io/arch\":\"amd64\"}");
+	cJSON_Delete(p);
+	*out = mkds(dsjson(name, ns, s, strcmp(ns, NS) ? "{\"gpukmm.io/gate\":\"gpu\"}" : NULL, "99"));
+	return 0;
+}
+
+static int f_get(void *u, const char *ns, const char *name, Gpukmm__DaemonSet **out, gk_err *err)
+{
+	cr_assert_lt(FK.n, 32);
+	snprintf(FK.calls[FK.n++], 600, "get %s/%s", ns, name);
+	*out = NULL;
+	if (FK.rc_get)
+		return gk_err_set(err, FK.rc_get, "get failed");
+	*out = mkds(FK.get_json);
+	return 0;
+}
+
+static const gk_gater_ops OPS = { .user = NULL, .patch = f_patch, .get = f_get };
+
+static void ev_ds(gk_gtv *v, int type, const char *json)
+{
+	Gpukmm__DaemonSet *d = mkds(json);
+	Gpukmm__Event ev = GPUKMM__EVENT__INIT;
+	ev.has_type = 1;
+	ev.type = type;
+	ev.object_case = GPUKMM__EVENT__OBJECT_DAEMON_SET;
+	ev.daemon_set = d;
+	cr_assert_eq(gk_gtv_apply(v, "daemonset", &ev, NULL), 0);
+	gk_kobj_free(d);
+}
+
+static void ev_cp(gk_gtv *v, int type, const char *name, bool km, const char *deleting)
+{
+	char buf[1024];
+	snprintf(buf, sizeof(buf),
+		 "{\"apiVersion\":\"intel.com/v1alpha1\",\"kind\":\"ClusterPolicy\",\"metadata\":{\"name\":\"%s\","
+		 "\"generation\":3%s%s%s},\"spec\":{\"resourceRegistration\":\"dp\"%s%s}}",
+		 name, deleting ? ",\"deletionTimestamp\":\"" : "", deleting ? deleting : "", deleting ? "\"" : "",
+		 km ? "," : "", km ? KM : "");
+	cJSON *o = cJSON_Parse(buf);
+	cr_assert_not_null(o);
+	Gpukmm__ClusterPolicy *cp = NULL;
+	gk_err e;
+	cr_assert_eq(gk_kobj_cluster_policy_from_json(o, &cp, &e), 0, "%s", e.msg);
+	cJSON_Delete(o);
+	Gpukmm__Event ev = GPUKMM__EVENT__INIT;
+	ev.has_type = 1;
+	ev.type = type;
+	ev.object_case = GPUKMM__EVENT__OBJECT_CLUSTER_POLICY;
+	ev.cluster_policy = cp;
+	cr_assert_eq(gk_gtv_apply(v, "clusterpolicy", &ev, NULL), 0);
+	gk_kobj_free(cp);
+}
+
+static void ev_disc(gk_gtv *v, bool kmm)
+{
+	Gpukmm__Discovery d = GPUKMM__DISCOVERY__INIT;
+	d.has_kmm = 1;
+	d.kmm = kmm;
+	Gpukmm__Event ev = GPUKMM__EVENT__INIT;
+	ev.object_case = GPUKMM__EVENT__OBJECT_DISCOVERY;
+	ev.discovery = &d;
+	cr_assert_eq(gk_gtv_apply(v, "discovery", &ev, NULL), 0);
+}
+
+static void ev_leader(gk_gtv *v, bool leader)
+{
+	Gpukmm__Leadership l = GPUKMM__LEADERSHIP__INIT;
+	l.has_leader = 1;
+	l.leader = leader;
+	Gpukmm__Event ev = GPUKMM__EVENT__INIT;
+	ev.object_case = GPUKMM__EVENT__OBJECT_LEADERSHIP;
+	ev.leadership = &l;
+	cr_assert_eq(gk_gtv_apply(v, "leadership", &ev, NULL), 0);
+}
+
+static gk_gtv *V;
+
+static void setup(void)
+{
+	memset(&FK, 0, sizeof(FK));
+	n_dirty = 0;
+	gk_gtv_opts o = { .ns = NS };
+	cr_assert_eq(gk_gtv_new(&V, &o, on_dirty, NULL, NULL), 0);
+	ev_disc(V, true);
+}
+static void teardown(void)
+{
+	gk_gtv_free(V);
+}
+
+static void pass(gk_gater_result *r)
+{
+	gk_err e;
+	cr_assert_eq(gk_gater_pass(V, "gpu", &OPS, r, NULL, &e), 0);
+}
+
+TestSuite(gater_pass, .init = setup, .fini = teardown);
+
+Test(gater_pass, gates_the_three_and_the_opt_in_only)
+{
+	ev_cp(V, 1, "gpu", true, NULL);
+	ev_ds(V, 1, dsjson("gpu-device-plugin", NS, NULL, NULL, "1"));
+	ev_ds(V, 1, dsjson("gpu-gpu-dra", NS, NULL, NULL, "1"));
+	ev_ds(V, 1, dsjson("gpu-node-exporter", NS, NULL, NULL, "1"));
+	ev_ds(V, 1, dsjson("app", "user", NULL, "{\"gpukmm.io/gate\":\"gpu\"}", "1"));
+	ev_ds(V, 1, dsjson("other-device-plugin", NS, NULL, NULL, "1"));
+	cr_assert(is_dirty("gpu"));
+	cr_assert(is_dirty("other"), "a DaemonSet named for another policy marks that policy");
+	gk_gater_result r;
+	pass(&r);
+	cr_assert_eq(FK.n, 3, "device plugin, DRA, opt-in: %d calls", FK.n);
+	for (int i = 0; i < FK.n; i++) {
+		cr_assert(strstr(FK.calls[i], "\"" KEY "\":\"\""), "%s", FK.calls[i]);
+		cr_assert(strstr(FK.calls[i], "\"resourceVersion\":\"1\""), "precondition: %s", FK.calls[i]);
+		cr_assert_null(strstr(FK.calls[i], "amd64"), "only our key: %s", FK.calls[i]);
+	}
+	cr_assert_not(r.failed);
+	cr_assert_not(r.deleted);
+	cr_assert_eq(r.generation, 3);
+	cr_assert_str_eq(r.dp, "2/3");
+	cr_assert_str_eq(r.dra, "2/3");
+	cr_assert_str_eq(r.xpu, "N/A");
+	cr_assert_eq(r.n_gated, 3);
+	cr_assert_str_eq(r.gated[0], NS "/gpu-device-plugin");
+	cr_assert_str_eq(r.gated[1], NS "/gpu-gpu-dra");
+	cr_assert_str_eq(r.gated[2], "user/app");
+	cr_assert_eq(r.n_errors, 0);
+	gk_gater_result_free(&r);
+	/* the written objects are in the view: a second pass writes nothing */
+	FK.n = 0;
+	pass(&r);
+	cr_assert_eq(FK.n, 0, "no write when already right");
+	cr_assert_eq(r.n_gated, 3);
+	gk_gater_result_free(&r);
+}
+
+Test(gater_pass, ungates_when_kernel_module_removed_kmm_gone_policy_deleting_or_gone)
+{
+	const char *sel = "{\"kubernetes.io/arch\":\"amd64\",\"" KEY "\":\"\"}";
+	ev_ds(V, 1, dsjson("gpu-device-plugin", NS, sel, NULL, "5"));
+	gk_gater_result r;
+	/* 1. kernelModule not set */
+	ev_cp(V, 1, "gpu", false, NULL);
+	pass(&r);
+	cr_assert_eq(FK.n, 1);
+	cr_assert(strstr(FK.calls[0], "\"" KEY "\":null"), "%s", FK.calls[0]);
+	cr_assert_eq(r.n_gated, 0);
+	gk_gater_result_free(&r);
+	/* 2. KMM uninstalled */
+	ev_ds(V, 2, dsjson("gpu-device-plugin", NS, sel, NULL, "6"));
+	ev_cp(V, 2, "gpu", true, NULL);
+	n_dirty = 0;
+	ev_disc(V, false);
+	cr_assert(is_dirty("gpu"), "discovery change marks every policy");
+	FK.n = 0;
+	pass(&r);
+	cr_assert_eq(FK.n, 1);
+	cr_assert(strstr(FK.calls[0], "null"));
+	cr_assert_eq(r.n_errors, 0, "KMM-not-installed is modmgr's error, not repeated here");
+	gk_gater_result_free(&r);
+	/* 3. policy being deleted */
+	ev_disc(V, true);
+	ev_ds(V, 2, dsjson("gpu-device-plugin", NS, sel, NULL, "7"));
+	ev_cp(V, 2, "gpu", true, "2026-12-02T12:00:00Z");
+	FK.n = 0;
+	pass(&r);
+	cr_assert_eq(FK.n, 1);
+	cr_assert(strstr(FK.calls[0], "null"));
+	gk_gater_result_free(&r);
+	/* 4. policy gone: report deleted, key removed */
+	ev_ds(V, 2, dsjson("gpu-device-plugin", NS, sel, NULL, "8"));
+	ev_cp(V, 3, "gpu", true, NULL);
+	FK.n = 0;
+	pass(&r);
+	cr_assert(r.deleted);
+	cr_assert_eq(FK.n, 1);
+	cr_assert(strstr(FK.calls[0], "null"));
+	gk_gater_result_free(&r);
+}
+
+Test(gater_pass, conflict_rereads_and_fails_for_backoff)
+{
+	ev_cp(V, 1, "gpu", true, NULL);
+	ev_ds(V, 1, dsjson("gpu-device-plugin", NS, NULL, NULL, "1"));
+	FK.rc_patch = GK_ABORTED;
+	/* meanwhile someone else already added the key */
+	FK.get_json = dsjson("gpu-device-plugin", NS, "{\"" KEY "\":\"\",\"theirs\":\"x\"}", NULL, "2");
+	gk_gater_stats st = { 0 };
+	gk_gater_result r;
+	cr_assert_eq(gk_gater_pass(V, "gpu", &OPS, &r, &st, NULL), 0);
+	cr_assert(r.failed);
+	cr_assert_eq(st.conflicts, 1);
+	cr_assert_eq(st.failures, 1);
+	cr_assert_eq(r.n_errors, 0, "a conflict is not a status error");
+	cr_assert_eq(FK.n, 2);
+	cr_assert(strncmp(FK.calls[1], "get ", 4) == 0);
+	gk_gater_result_free(&r);
+	/* the retry decides on the fresh object: nothing left to write */
+	FK.rc_patch = 0;
+	FK.n = 0;
+	cr_assert_eq(gk_gater_pass(V, "gpu", &OPS, &r, &st, NULL), 0);
+	cr_assert_eq(FK.n, 0);
+	cr_assert_not(r.failed);
+	cr_assert_eq(r.n_gated, 1);
+	gk_gater_result_free(&r);
+	cr_assert_eq(st.passes, 2);
+}
+
+Test(gater_pass, not_found_forgets_and_other_errors_are_reported)
+{
+	ev_cp(V, 1, "gpu", true, NULL);
+	ev_ds(V, 1, dsjson("gpu-device-plugin", NS, NULL, NULL, "1"));
+	ev_ds(V, 1, dsjson("gpu-xpu-manager", NS, NULL, NULL, "1"));
+	FK.rc_patch = GK_NOT_FOUND;
+	gk_gater_result r;
+	pass(&r);
+	cr_assert_not(r.failed, "a DaemonSet that vanished has nothing to gate");
+	cr_assert_null(gk_gtv_ds(V, NS, "gpu-device-plugin"));
+	cr_assert_str_eq(r.dp, "N/A");
+	gk_gater_result_free(&r);
+	ev_ds(V, 1, dsjson("gpu-device-plugin", NS, NULL, NULL, "1"));
+	ev_ds(V, 1, dsjson("gpu-xpu-manager", NS, NULL, NULL, "1"));
+	FK.rc_patch = GK_PERMISSION_DENIED;
+	pass(&r);
+	cr_assert(r.failed);
+	cr_assert_eq(r.n_errors, 2);
+	cr_assert_str_eq(r.errors[0], "failed to gate DaemonSet " NS "/gpu-device-plugin: api says no");
+	cr_assert_eq(r.n_gated, 0);
+	gk_gater_result_free(&r);
+}
+
+Test(gater_pass, follower_does_nothing)
+{
+	ev_cp(V, 1, "gpu", true, NULL);
+	ev_ds(V, 1, dsjson("gpu-device-plugin", NS, NULL, NULL, "1"));
+	n_dirty = 0;
+	ev_leader(V, false);
+	cr_assert(is_dirty("gpu"));
+	gk_gater_result r;
+	pass(&r);
+	cr_assert(r.idle);
+	cr_assert_eq(FK.n, 0);
+	gk_gater_result_free(&r);
+	ev_leader(V, true);
+	pass(&r);
+	cr_assert_not(r.idle);
+	cr_assert_eq(FK.n, 1);
+	gk_gater_result_free(&r);
+}
+
+Test(gater_pass, label_moves_mark_old_and_new_policy)
+{
+	ev_ds(V, 1, dsjson("app", "user", NULL, "{\"gpukmm.io/gate\":\"a\"}", "1"));
+	n_dirty = 0;
+	ev_ds(V, 2, dsjson("app", "user", NULL, "{\"gpukmm.io/gate\":\"b\"}", "2"));
+	cr_assert(is_dirty("a"));
+	cr_assert(is_dirty("b"));
+	n_dirty = 0;
+	ev_ds(V, 3, dsjson("app", "user", NULL, "{\"gpukmm.io/gate\":\"b\"}", "3"));
+	cr_assert(is_dirty("b"));
+	cr_assert_not(is_dirty("a"));
+	cr_assert_null(gk_gtv_ds(V, "user", "app"));
+}
+
+Test(gater_pass, snapshot_rebuilds_and_marks_old_and_new)
+{
+	ev_cp(V, 1, "old", true, NULL);
+	Gpukmm__SnapshotReply s = GPUKMM__SNAPSHOT_REPLY__INIT;
+	Gpukmm__DaemonSet *d = mkds(dsjson("new-gpu-dra", NS, NULL, NULL, "1"));
+	Gpukmm__DaemonSet *ds[] = { d };
+	s.daemon_sets = ds;
+	s.n_daemon_sets = 1;
+	Gpukmm__Discovery disc = GPUKMM__DISCOVERY__INIT;
+	disc.has_kmm = 1;
+	disc.kmm = 1;
+	s.discovery = &disc;
+	s.has_synced = 1;
+	s.synced = 1;
+	n_dirty = 0;
+	cr_assert_eq(gk_gtv_load_snapshot(V, &s, NULL), 0);
+	gk_kobj_free(d);
+	cr_assert(is_dirty("old"), "a policy gone meanwhile is passed once more");
+	cr_assert(is_dirty("new"));
+	gk_gtv_state st;
+	gk_gtv_state_get(V, &st);
+	cr_assert_eq(st.policies, 0);
+	cr_assert_eq(st.daemonsets, 1);
+	cr_assert(st.kmm && st.leader && st.synced);
+}
+
+Test(gater_pass, bounded_view)
+{
+	gk_gtv *v;
+	gk_gtv_opts o = { .ns = NS, .max_objects = 2 };
+	cr_assert_eq(gk_gtv_new(&v, &o, NULL, NULL, NULL), 0);
+	gk_gtv *save = V;
+	V = v;
+	ev_ds(V, 1, dsjson("a", NS, NULL, NULL, "1"));
+	ev_ds(V, 1, dsjson("b", NS, NULL, NULL, "1"));
+	Gpukmm__DaemonSet *d = mkds(dsjson("c", NS, NULL, NULL, "1"));
+	Gpukmm__Event ev = GPUKMM__EVENT__INIT;
+	ev.object_case = GPUKMM__EVENT__OBJECT_DAEMON_SET;
+	ev.daemon_set = d;
+	gk_err e;
+	cr_assert_eq(gk_gtv_apply(V, "daemonset", &ev, &e), GK_RESOURCE_EXHAUSTED);
+	gk_kobj_free(d);
+	V = save;
+	gk_gtv_free(v);
+}
+
+Test(gater_pass, garbage_events_are_ignored)
+{
+	Gpukmm__Event ev = GPUKMM__EVENT__INIT;
+	cr_assert_eq(gk_gtv_apply(V, "daemonset", &ev, NULL), 0);
+	cr_assert_eq(gk_gtv_apply(V, NULL, &ev, NULL), 0);
+	cr_assert_eq(gk_gtv_apply(V, "x", NULL, NULL), 0);
+	Gpukmm__DaemonSet d = GPUKMM__DAEMON_SET__INIT; /* no metadata */
+	ev.object_case = GPUKMM__EVENT__OBJECT_DAEMON_SET;
+	ev.daemon_set = &d;
+	cr_assert_eq(gk_gtv_apply(V, "daemonset", &ev, NULL), 0);
+	gk_gtv_state st;
+	gk_gtv_state_get(V, &st);
+	cr_assert_eq(st.ignored, 4);
+	cr_assert_eq(st.daemonsets, 0);
+}
