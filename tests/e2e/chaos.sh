@@ -12,6 +12,9 @@
 #   make chaos: CHAOS_LONG=1, 300 s of chaos; CHAOS_SEED=N repeats a run
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
+BUILD=${BUILD:-build}
+: "${GPUKMM_SRC:=$PWD}" "${GPUKMM_BIN:=$PWD/$BUILD/bin}" "${GPUKMM_TBIN:=$PWD/$BUILD/tests/bin}"
+export GPUKMM_SRC GPUKMM_BIN GPUKMM_TBIN
 . tests/lib/kubesim.sh
 NS=intel-gpu-base-operator
 LONG=${CHAOS_LONG:-}
