@@ -132,6 +132,11 @@ void gk_policy_selector_free(gk_policy_selector *s);
 int gk_policy_node_selector(const Gpukmm__ClusterPolicySpec *spec, const char *ready_label,
 			    gk_policy_selector *out);
 
+/* The index of the first kernelMapping whose regexp matches `kernel` (a
+ * node's status.nodeInfo.kernelVersion; one trailing "+" is ignored, as KMM
+ * does), or -1 when none matches (also for an empty kernel or no mappings). */
+int gk_policy_kernel_mapping(const Gpukmm__KernelModuleSpec *km, const char *kernel);
+
 /* ---- Module rendering -------------------------------------------------------------- */
 /* The desired Module for a policy with kernelModule set (call gk_policy_default
  * first; a policy that fails validation may render something KMM rejects).

@@ -15,9 +15,13 @@
 #include "gpukmm/ipc.h"
 #include "gpukmm/log.h"
 #include "merge.h"
+#include "nodes.h"
 
 #define ATTEMPTS 5
 #define RETRY_MS 1000
+/* API calls block the loop: after this much work in one timer run the rest
+ * waits for the next run, so RPCs and heartbeats are served in between */
+#define BUDGET_MS 2000
 
 typedef struct entry {
 	char name[GK_SD_NAME_MAX];
@@ -35,9 +39,19 @@ struct gk_sd_ctrl {
 	int64_t start_ms;
 	bool grace_over;
 	gk_sd_stats st;
+	const gk_sd_view *view;
+	gk_sd_nodes sum; /* scratch */
 };
 
 static void arm(gk_sd_ctrl *c, int ms);
+
+static void count_pending(gk_sd_ctrl *c)
+{
+	uint64_t n = 0;
+	for (size_t i = 0; i < c->n; i++)
+		n += c->e[i].dirty;
+	c->st.pending = n;
+}
 
 static void rfc3339(char *buf, size_t cap)
 {
@@ -81,6 +95,22 @@ static int write_one(gk_sd_ctrl *c, entry *e)
 {
 	gk_kube_ref ref = { .group = "intel.com", .version = "v1alpha1", .resource = "clusterpolicies",
 			    .name = e->name };
+	const gk_sd_nodes *nodes = NULL;
+	if (c->view) {
+		const Gpukmm__ClusterPolicy *cp = gk_sd_view_policy(c->view, e->name);
+		size_t n;
+		const gk_sd_node *const *v = gk_sd_view_nodes(c->view, &n);
+		gk_err err;
+		if (cp) {
+			if (gk_sd_nodes_summarize(cp, v, n, &c->sum, &err) != GK_OK)
+				return 1;
+			nodes = &c->sum;
+		}
+	}
+	/* nothing reported since our start: before the grace period ends the
+	 * current status is the best there is (a restart writes nothing) */
+	if (!e->rep[0] && !e->rep[1] && (!c->grace_over || !nodes))
+		return 0;
 	for (int attempt = 0; attempt < ATTEMPTS; attempt++) {
 		cJSON *obj = NULL;
 		gk_kube_status ks;
@@ -101,10 +131,12 @@ static int write_one(gk_sd_ctrl *c, entry *e)
 		char now[40];
 		rfc3339(now, sizeof(now));
 		gk_sd_inputs in = { .modmgr = e->rep[0], .gater = e->rep[1], .missing_is_empty = c->grace_over,
-				    .now = now };
+				    .now = now, .nodes = nodes };
 		bool oom = false;
 		cJSON *want = gk_sd_merge(cur, &in, &oom);
 		cJSON *patch = want ? gk_sd_status_patch(cur, want, &oom) : NULL;
+		if (want && !patch && !oom)
+			GK_DEBUG("ClusterPolicy %s: status unchanged", e->name);
 		cJSON_Delete(want);
 		if (oom) {
 			cJSON_Delete(obj);
@@ -154,19 +186,83 @@ static void on_timer(gk_loop *l, gk_timer_id id, void *user)
 {
 	gk_sd_ctrl *c = user;
 	c->timer = 0;
-	bool again = false;
+	if (c->view && !gk_sd_view_synced(c->view))
+		return; /* the first snapshot marks everything dirty again */
+	bool leader = !c->view || gk_sd_view_leader(c->view);
+	bool again = false, more = false;
+	int64_t start = gk_mono_ms();
 	for (size_t i = 0; i < c->n; i++) {
 		entry *e = &c->e[i];
 		if (!e->dirty)
 			continue;
+		if (gk_mono_ms() - start > BUDGET_MS) {
+			more = true;
+			break;
+		}
 		e->dirty = false;
+		if (!leader) {
+			/* gaining leadership marks everything dirty again */
+			c->st.not_leader++;
+			c->st.passes++;
+			continue;
+		}
 		if (write_one(c, e)) {
 			e->dirty = true;
 			again = true;
+		} else {
+			c->st.passes++;
 		}
 	}
-	if (again)
+	/* policies gone from the view and from the reports */
+	for (size_t i = 0; c->view && i < c->n;) {
+		entry *e = &c->e[i];
+		if (!e->dirty && !e->rep[0] && !e->rep[1] && !gk_sd_view_policy(c->view, e->name))
+			drop(c, e);
+		else
+			i++;
+	}
+	if (more)
+		arm(c, 1);
+	else if (again)
 		arm(c, RETRY_MS);
+	count_pending(c);
+}
+
+static entry *ensure(gk_sd_ctrl *c, const char *name)
+{
+	entry *e = find(c, name);
+	if (e || strlen(name) >= GK_SD_NAME_MAX || c->n >= GK_SD_MAX_POLICIES)
+		return e;
+	e = &c->e[c->n++];
+	memset(e, 0, sizeof(*e));
+	snprintf(e->name, sizeof(e->name), "%s", name);
+	return e;
+}
+
+void gk_sd_ctrl_dirty(void *user, const char *policy)
+{
+	gk_sd_ctrl *c = user;
+	if (policy) {
+		entry *e = ensure(c, policy);
+		if (e)
+			e->dirty = true;
+	} else {
+		for (size_t i = 0; c->view && i < gk_sd_view_n_policies(c->view); i++) {
+			const Gpukmm__ClusterPolicy *cp = gk_sd_view_policy_at(c->view, i);
+			if (cp->metadata && cp->metadata->name)
+				ensure(c, cp->metadata->name);
+		}
+		for (size_t i = 0; i < c->n; i++)
+			c->e[i].dirty = true;
+	}
+	if (c->n)
+		arm(c, c->o.debounce_ms);
+	count_pending(c);
+}
+
+void gk_sd_ctrl_set_view(gk_sd_ctrl *c, const gk_sd_view *v)
+{
+	c->view = v;
 }
 
 static void arm(gk_sd_ctrl *c, int ms)
@@ -185,6 +281,7 @@ static void on_grace(gk_loop *l, gk_timer_id id, void *user)
 		c->e[i].dirty = true;
 	if (c->n)
 		arm(c, c->o.debounce_ms);
+	count_pending(c);
 }
 
 int gk_sd_ctrl_new(gk_sd_ctrl **out, gk_loop *loop, gk_kube_client *kc, const gk_sd_ctrl_opts *o, gk_err *err)
@@ -267,6 +364,7 @@ int gk_sd_ctrl_report(gk_sd_ctrl *c, const Gpukmm__StatusReport *r, gk_err *err)
 	e->rep[k] = d;
 	e->dirty = true;
 	arm(c, c->o.debounce_ms);
+	count_pending(c);
 	return GK_OK;
 }
 

@@ -2,12 +2,22 @@
  *
  *   --mode controller  serves gpukmm.Status.Report (modmgr, gater) and writes
  *                      one merged ClusterPolicy status per change (ctrl.c).
+ *                      With --events and --watcher (or --runtime-dir) it also
+ *                      follows the watcher (watch.c, view.c): Nodes and their
+ *                      gpukmm.io/node-report for status.nodes (nodes.c), and
+ *                      leadership: only the leader writes, and nothing before
+ *                      the first snapshot. Without them it writes as if leader
+ *                      and leaves status.nodes as it is.
  *   --mode node        serves gpukmm.Status.ReportNode (the prober) and writes
  *                      its own Node (--node-name / $NODE_NAME): gpukmm.io labels
  *                      and the gpukmm.io/node-report annotation (node.c), a
  *                      merge patch with a resourceVersion precondition (409 →
  *                      re-read), nothing written when unchanged.
- * RBAC (controller): clusterpolicies get, clusterpolicies/status patch.
+ * API calls are blocking (lib/kube's client): each is bounded (5 s, connect
+ * 3 s) and one timer run stops starting new ones after 2 s, so RPCs and
+ * heartbeats are served in between even against a slow API server.
+ * RBAC (controller): clusterpolicies get, clusterpolicies/status patch (Nodes
+ * are read by the watcher, not by statusd).
  * RBAC (node): nodes get, patch. Kubernetes RBAC cannot restrict that to the
  * node's own Node object; only the NodeRestriction admission plugin with
  * node credentials can, so a DaemonSet's ServiceAccount token lets it patch
@@ -19,6 +29,8 @@
 
 #include "ctrl.h"
 #include "node.h"
+#include "view.h"
+#include "watch.h"
 #include "gpukmm/ipc.h"
 #include "gpukmm/kube.h"
 #include "gpukmm/log.h"
@@ -33,13 +45,18 @@ typedef struct app {
 	gk_kube_client *kc;
 	gk_sd_ctrl *ctrl;
 	gk_sd_ctrl_opts copts;
+	gk_sd_view *view;
+	gk_sd_watch *watch;
 	const char *mode;
 	const char *node_name;
 	Gpukmm__NodeReport *node_rep;
 	gk_timer_id node_timer;
-	uint64_t node_writes, node_conflicts;
-	uint64_t reports, writes, conflicts, write_errors;
+	uint64_t node_writes, node_conflicts, node_errors, node_passes, node_pending;
+	uint64_t reports;
 } app;
+
+#define NODE_ATTEMPTS 5
+#define NODE_BUDGET_MS 2000
 
 static void sd_report(Gpukmm__Status_Service *svc, const Gpukmm__StatusReport *in, Gpukmm__Empty_Closure closure,
 		      void *cd)
@@ -77,12 +94,14 @@ static int node_write(app *a)
 			return 1;
 	}
 	int ret = 1;
-	for (int attempt = 0; attempt < 5; attempt++) {
+	int64_t start = gk_mono_ms();
+	for (int attempt = 0; attempt < NODE_ATTEMPTS && gk_mono_ms() - start <= NODE_BUDGET_MS; attempt++) {
 		cJSON *node = NULL;
 		gk_kube_status ks;
 		gk_err err;
 		int rc = gk_kube_get(a->kc, &ref, &node, &ks, &err);
 		if (rc != GK_OK) {
+			a->node_errors++;
 			GK_WARN("read Node %s: %s", a->node_name, err.msg);
 			break;
 		}
@@ -111,10 +130,13 @@ static int node_write(app *a)
 			a->node_conflicts++;
 			continue;
 		}
+		a->node_errors++;
 		GK_WARN("write Node %s: %s", a->node_name, err.msg);
 		break;
 	}
 	free(json);
+	if (ret == 0)
+		a->node_passes++;
 	return ret;
 }
 
@@ -122,6 +144,7 @@ static void on_node_timer(gk_loop *l, gk_timer_id id, void *user)
 {
 	app *a = user;
 	a->node_timer = 0;
+	a->node_pending = 0;
 	if (a->node_rep && node_write(a))
 		node_arm(a, 1000);
 }
@@ -130,6 +153,7 @@ static void node_arm(app *a, int ms)
 {
 	if (!a->node_timer)
 		a->node_timer = gk_loop_timer(a->svc.loop, ms, on_node_timer, a);
+	a->node_pending = a->node_timer != 0;
 }
 
 static void sd_report_node(Gpukmm__Status_Service *svc, const Gpukmm__NodeReport *in, Gpukmm__Empty_Closure closure,
@@ -165,16 +189,6 @@ static void on_server(gk_loop *l, int fd, uint32_t ev, void *user)
 {
 	app *a = user;
 	gk_ipc_server_dispatch(a->server);
-	if (!a->ctrl) {
-		a->writes = a->node_writes;
-		a->conflicts = a->node_conflicts;
-	} else {
-		const gk_sd_stats *s = gk_sd_ctrl_stats(a->ctrl);
-		a->reports = s->reports;
-		a->writes = s->writes;
-		a->conflicts = s->write_conflicts;
-		a->write_errors = s->write_errors;
-	}
 }
 
 static int opt_mode(void *user, const char *arg)
@@ -215,6 +229,10 @@ int main(int argc, char **argv)
 		  &a.copts.grace_ms },
 		{ 0 },
 	};
+	/* heartbeats read these until gk_svc_fini */
+	static gk_svc_counter counters[12];
+	size_t n_counters = 0;
+#define COUNTER(n, h, p) (counters[n_counters++] = (gk_svc_counter){ (n), (h), (p) })
 	int rc = gk_svc_init(&a.svc, "statusd", argc, argv, extra, &err);
 	if (rc)
 		return rc;
@@ -233,23 +251,52 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	const gk_svc_counter counters[] = {
-		{ "statusd_reports", "reports accepted", &a.reports },
-		{ "statusd_writes", "status writes", &a.writes },
-		{ "statusd_conflicts", "writes that met a 409 and were recomputed", &a.conflicts },
-		{ "statusd_write_errors", "failed reads/writes (retried)", &a.write_errors },
-	};
-	gk_svc_set_counters(&a.svc, counters, sizeof(counters) / sizeof(counters[0]));
 	gk_kube_config cfg = { 0 };
+	const gk_kube_opts kopts = { .timeout_ms = 5000, .connect_timeout_ms = 3000 };
 	rc = 1;
-	if (gk_kube_config_load(&cfg, a.svc.kubeconfig, &err) || gk_kube_client_new(&a.kc, &cfg, NULL, &err)) {
+	if (gk_kube_config_load(&cfg, a.svc.kubeconfig, &err) || gk_kube_client_new(&a.kc, &cfg, &kopts, &err)) {
 		GK_ERROR("kubernetes client: %s", err.msg);
 		goto out;
 	}
-	if (strcmp(a.mode, "controller") == 0 && gk_sd_ctrl_new(&a.ctrl, a.svc.loop, a.kc, &a.copts, &err)) {
-		GK_ERROR("%s", err.msg);
-		goto out;
+	if (strcmp(a.mode, "controller") == 0) {
+		if (gk_sd_ctrl_new(&a.ctrl, a.svc.loop, a.kc, &a.copts, &err)) {
+			GK_ERROR("%s", err.msg);
+			goto out;
+		}
+		if (a.svc.addr.events && a.svc.addr.watcher) {
+			if (gk_sd_view_new(&a.view, gk_sd_ctrl_dirty, a.ctrl, &err) ||
+			    gk_sd_watch_open(&a.watch, a.svc.loop, a.svc.addr.events, a.svc.addr.watcher, a.view, &err)) {
+				GK_ERROR("%s", err.msg);
+				goto out;
+			}
+			gk_sd_ctrl_set_view(a.ctrl, a.view);
+		} else {
+			GK_INFO("no --events/--watcher: writing without leader election, status.nodes left as it is");
+		}
+		const gk_sd_stats *st = gk_sd_ctrl_stats(a.ctrl);
+		static const gk_sd_watch_stats none;
+		const gk_sd_watch_stats *ws = a.watch ? gk_sd_watch_stats_get(a.watch) : &none;
+		COUNTER("statusd_reports", "reports accepted", &st->reports);
+		COUNTER("statusd_passes", "policy status evaluations finished (written, unchanged or skipped)",
+			&st->passes);
+		COUNTER("statusd_writes", "status writes", &st->writes);
+		COUNTER("statusd_unchanged", "evaluations that found the status right (no write)", &st->unchanged);
+		COUNTER("statusd_not_leader", "evaluations skipped: another instance leads", &st->not_leader);
+		COUNTER("statusd_conflicts", "writes that met a 409 and were recomputed", &st->write_conflicts);
+		COUNTER("statusd_write_errors", "failed reads/writes (retried)", &st->write_errors);
+		COUNTER("statusd_snapshots", "view rebuilds from watcher snapshots", &ws->snapshots);
+		COUNTER("statusd_bus_gaps", "bus sequence gaps", &ws->gaps);
+		COUNTER("statusd_events", "bus events received", &ws->events);
+		COUNTER("statusd_pending", "policies waiting for an evaluation (0: idle)", &st->pending);
+	} else {
+		COUNTER("statusd_reports", "node reports accepted", &a.reports);
+		COUNTER("statusd_passes", "node report evaluations finished (written or unchanged)", &a.node_passes);
+		COUNTER("statusd_writes", "Node writes", &a.node_writes);
+		COUNTER("statusd_conflicts", "writes that met a 409 and were recomputed", &a.node_conflicts);
+		COUNTER("statusd_write_errors", "failed reads/writes (retried)", &a.node_errors);
+		COUNTER("statusd_pending", "a node report waiting to be written (0: idle)", &a.node_pending);
 	}
+	gk_svc_set_counters(&a.svc, counters, n_counters);
 	if (gk_ipc_server_open(&a.server, listen, NULL, &err) || gk_ipc_server_add(a.server, &a.service.base, &a, NULL, &err) ||
 	    gk_loop_add_fd(a.svc.loop, gk_ipc_server_fd(a.server), EPOLLIN, on_server, &a, &err)) {
 		GK_ERROR("%s", err.msg);
@@ -266,7 +313,9 @@ out:
 		gk_loop_cancel(a.svc.loop, a.node_timer);
 	if (a.node_rep)
 		gpukmm__node_report__free_unpacked(a.node_rep, NULL);
+	gk_sd_watch_close(a.watch);
 	gk_sd_ctrl_free(a.ctrl);
+	gk_sd_view_free(a.view);
 	gk_kube_client_free(a.kc);
 	gk_kube_config_free(&cfg);
 	gk_svc_fini(&a.svc);

@@ -86,6 +86,7 @@ static int ratio(const char *s, long *a, long *b)
 typedef struct cond {
 	const char *type, *status, *reason;
 	char message[GK_SD_MAX_MESSAGE];
+	char reasonbuf[128];
 } cond;
 
 static int add_cond(cJSON *arr, const cJSON *cur, const cond *c, int64_t gen, const char *now)
@@ -120,6 +121,29 @@ static const char *str_of(const cJSON *o, const char *key)
 	return cJSON_IsString(c) ? c->valuestring : NULL;
 }
 
+/* "node c: <message>" (+ how many more), for condition messages */
+static void node_part(char *buf, size_t cap, const gk_sd_problem *p, uint32_t n)
+{
+	if (n > 1)
+		snprintf(buf, cap, "node %s: %s (and %u more node%s, see status.nodes)", p->node, p->message, n - 1,
+			 n > 2 ? "s" : "");
+	else
+		snprintf(buf, cap, "node %s: %s", p->node, p->message);
+}
+
+/* cur's condition of that type, NULL if none (or malformed) */
+static const cJSON *cur_cond(const cJSON *cur, const char *type)
+{
+	const cJSON *it;
+	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(cur, "conditions"))
+	{
+		const char *t = str_of(it, "type");
+		if (t && strcmp(t, type) == 0 && str_of(it, "status") && str_of(it, "reason") && str_of(it, "message"))
+			return it;
+	}
+	return NULL;
+}
+
 static int conditions(cJSON *want, const cJSON *cur, const gk_sd_inputs *in, int64_t gen)
 {
 	cond ml = { .type = "ModuleLoaded" }, dg = { .type = "Degraded" }, rd = { .type = "Ready" };
@@ -133,7 +157,17 @@ static int conditions(cJSON *want, const cJSON *cur, const gk_sd_inputs *in, int
 				mc = c;
 		}
 	bool no_module = false;
-	if (mc) {
+	const cJSON *kept = !in->modmgr ? cur_cond(cur, "ModuleLoaded") : NULL;
+	const gk_sd_nodes *nd = in->nodes;
+	if (kept) {
+		/* modmgr has not reported since our start: its condition stays */
+		const char *ks = str_of(kept, "status");
+		ml.status = strcmp(ks, "True") == 0 ? "True" : strcmp(ks, "False") == 0 ? "False" : "Unknown";
+		snprintf(ml.reasonbuf, sizeof(ml.reasonbuf), "%s", str_of(kept, "reason"));
+		ml.reason = ml.reasonbuf;
+		snprintf(ml.message, sizeof(ml.message), "%s", str_of(kept, "message"));
+		no_module = !kmm || strcmp(kmm, "N/A") == 0;
+	} else if (mc) {
 		ml.status = strcmp(mc->status, "True") == 0	 ? "True"
 			    : strcmp(mc->status, "False") == 0 ? "False"
 							       : "Unknown";
@@ -159,6 +193,19 @@ static int conditions(cJSON *want, const cJSON *cur, const gk_sd_inputs *in, int
 		snprintf(ml.message, sizeof(ml.message), "no KMM status reported");
 		no_module = true;
 	}
+	char np[640] = "";
+	bool blocking = nd && nd->wants_oot && nd->blocking > 0;
+	if (blocking && !kept) {
+		/* KMM's count covers the nodes it targets; a GPU node it cannot
+		 * serve (no mapping) or where another module holds on is named */
+		node_part(np, sizeof(np), &nd->first_blocking, nd->blocking);
+		if (strcmp(ml.status, "True") == 0) {
+			ml.status = "False";
+			ml.reason = nd->first_blocking.reason;
+		}
+		size_t l = strlen(ml.message);
+		snprintf(ml.message + l, sizeof(ml.message) - l, "%s%s", l ? "; " : "", np);
+	}
 	const cJSON *errs = cJSON_GetObjectItemCaseSensitive(want, "errors");
 	int ne = cJSON_GetArraySize(errs);
 	if (ne > 0) {
@@ -169,6 +216,10 @@ static int conditions(cJSON *want, const cJSON *cur, const gk_sd_inputs *in, int
 			snprintf(dg.message, sizeof(dg.message), "%s", e0->valuestring);
 		else
 			snprintf(dg.message, sizeof(dg.message), "%s (and %d more)", e0->valuestring, ne - 1);
+	} else if (nd && nd->attention > 0) {
+		dg.status = "True";
+		dg.reason = "NodeProblems";
+		node_part(dg.message, sizeof(dg.message), &nd->first_attention, nd->attention);
 	} else {
 		dg.status = "False";
 		dg.reason = "AsExpected";
@@ -192,8 +243,12 @@ static int conditions(cJSON *want, const cJSON *cur, const gk_sd_inputs *in, int
 		snprintf(rd.message, sizeof(rd.message), "%s", dg.message);
 	} else if (strcmp(ml.status, "True") != 0 && !no_module) {
 		rd.status = "False";
-		rd.reason = "ModuleNotLoaded";
+		rd.reason = blocking ? nd->first_blocking.reason : "ModuleNotLoaded";
 		snprintf(rd.message, sizeof(rd.message), "%s", ml.message);
+	} else if (blocking) {
+		rd.status = "False";
+		rd.reason = nd->first_blocking.reason;
+		node_part(rd.message, sizeof(rd.message), &nd->first_blocking, nd->blocking);
 	} else if (notready) {
 		rd.status = "False";
 		rd.reason = "DaemonSetsNotReady";
@@ -219,7 +274,7 @@ static int conditions(cJSON *want, const cJSON *cur, const gk_sd_inputs *in, int
 cJSON *gk_sd_merge(const cJSON *cur, const gk_sd_inputs *in, bool *oom)
 {
 	*oom = false;
-	if (!in->modmgr && !in->gater)
+	if (!in->modmgr && !in->gater && !in->nodes)
 		return NULL;
 	if (cur && !cJSON_IsObject(cur))
 		cur = NULL;
@@ -235,6 +290,7 @@ cJSON *gk_sd_merge(const cJSON *cur, const gk_sd_inputs *in, bool *oom)
 		bool mine = false;
 		for (size_t i = 0; i < sizeof(owned) / sizeof(owned[0]); i++)
 			mine |= it->string && strcmp(it->string, owned[i]) == 0;
+		mine |= in->nodes && it->string && strcmp(it->string, "nodes") == 0;
 		if (mine || !it->string)
 			continue;
 		cJSON *d = cJSON_Duplicate(it, 1);
@@ -260,6 +316,12 @@ cJSON *gk_sd_merge(const cJSON *cur, const gk_sd_inputs *in, bool *oom)
 	}
 	if (gen > 0 && !cJSON_AddNumberToObject(want, "observedGeneration", (double)gen))
 		goto fail;
+	if (in->nodes) {
+		cJSON *nj = gk_sd_nodes_json(in->nodes);
+		if (!nj)
+			goto fail;
+		cJSON_AddItemToObject(want, "nodes", nj);
+	}
 	if (conditions(want, cur, in, gen))
 		goto fail;
 	return want;

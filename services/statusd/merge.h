@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "nodes.h"
 #include "status.pb-c.h"
 
 #define GK_SD_MAX_ERRORS 10
@@ -22,12 +23,27 @@ typedef struct gk_sd_inputs {
 	 * so a restart never clobbers a correct status with an empty one. */
 	bool missing_is_empty;
 	const char *now;                     /* RFC 3339, for lastTransitionTime */
+	/* The node summary (status.nodes, and what the conditions say about
+	 * nodes); NULL = not known (no watcher view yet): status.nodes is kept. */
+	const gk_sd_nodes *nodes;
 } gk_sd_inputs;
 
-/* The wanted status (a new object) from the current one (`cur`, may be NULL)
- * and the reports. Fields gpukmm does not own (e.g. "nodes") are copied from
- * cur. Returns NULL when there is nothing to base a status on (no report at
- * all) or on OOM (*oom set). */
+/* The wanted status (a new object) from the current one (`cur`, may be NULL),
+ * the reports and the node summary. Fields gpukmm does not own are copied from
+ * cur. Returns NULL when there is nothing to base a status on (no report and
+ * no node summary) or on OOM (*oom set).
+ *
+ * Conditions (reason / message / lastTransitionTime, the last only changed on
+ * a transition of status):
+ *   ModuleLoaded  KMM's count (modmgr's condition), False as well when a GPU
+ *                 node does not run the OoT module for a known cause (the
+ *                 first such node and its reason in the message); kept as it
+ *                 is while modmgr has not reported (restart).
+ *   Degraded      True on errors (ReconcileErrors), else on problem nodes an
+ *                 admin has to act on (NodeProblems).
+ *   Ready         False on errors, on ModuleLoaded False (kernelModule set),
+ *                 on a GPU node without the OoT module (reason = the node's
+ *                 reason, e.g. NoKernelMapping), on DaemonSets not ready. */
 cJSON *gk_sd_merge(const cJSON *cur, const gk_sd_inputs *in, bool *oom);
 
 /* The JSON merge patch body for the status subresource, {"status":{...}}:

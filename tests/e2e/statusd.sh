@@ -5,14 +5,17 @@ set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
 . tests/lib/kubesim.sh
 . tests/lib/modmgr.sh
+. tests/lib/statusd.sh
 
 MM_NO_START=1 mm_setup || { echo "not ok - setup"; exit 1; }
+sd_control_start
 CTL="$GPUKMM_BIN/gpukmmctl"
 SD_SOCK="ipc://$MM_DIR/sd.sock"
 SD_PID=
 sd_start() {
 	"$GPUKMM_BIN/gpukmm-statusd" --mode controller --kubeconfig "$MM_DIR/kubeconfig" --listen "$SD_SOCK" \
-		--debounce-ms 300 --grace-ms "${SD_GRACE:-1500}" >>"$MM_DIR/statusd-real.log" 2>&1 &
+		--debounce-ms 300 --grace-ms "${SD_GRACE:-1500}" \
+		--control "$SD_CONTROL" --heartbeat-ms 200 >>"$MM_DIR/statusd-real.log" 2>&1 &
 	SD_PID=$!
 }
 sd_stop() {
@@ -23,7 +26,7 @@ sd_stop() {
 	SD_PID=
 	return $rc
 }
-trap 'sd_stop KILL; mm_teardown' EXIT
+trap 'sd_stop KILL; sd_control_stop; mm_teardown' EXIT
 report() { "$CTL" ipc call "$SD_SOCK" gpukmm.Status.Report "$1" --timeout-ms 3000 >/dev/null 2>&1; }
 st() { cp_json | jq -c '.status // {}'; }
 st_has() { cp_json | jq -e ".status | $1" >/dev/null; }
@@ -55,8 +58,9 @@ check "kubectl get clusterpolicy shows KMM 2/2 and Ready True" kubectl_shows_rea
 # ---- coalescing and idempotence --------------------------------------------------------------
 pids=()
 w0=$(writes)
+r0=$(sd_counter "$SD_PID" statusd_reports)
 for i in 1 2 3 4 5; do report '{"component":"modmgr","policy":"gpu","generation":1,"kmm_status":"2/2"}'; done
-sleep 0.5 # nothing to wait for: we check that nothing happens
+check "statusd processed the 5 reports" sd_idle_after "$SD_PID" statusd_reports $((r0 + 4))
 check "identical reports write nothing ($w0 -> $(writes))" test "$(writes)" = "$w0"
 for i in 1 2 3 4 5 6 7; do report "{\"component\":\"gater\",\"policy\":\"gpu\",\"generation\":1,\"device_plugin_status\":\"N/A\",\"dra_status\":\"$i/8\",\"xpu_manager_status\":\"N/A\"}" & pids+=($!); done
 wait "${pids[@]}"
@@ -71,7 +75,7 @@ check "statusd exits 0 on SIGTERM" test $? = 0
 SD_GRACE=60000 sd_start
 w2=$(writes)
 report '{"component":"modmgr","policy":"gpu","generation":1,"kmm_status":"2/2"}'
-sleep 0.5 # nothing to wait for
+check "restarted statusd processed the report" sd_idle_after "$SD_PID" statusd_reports 0
 check "restart + one component's report: no write, status intact ($w2 -> $(writes))" test "$(writes)" = "$w2"
 check "gater's values survived the restart" st_has '.draStatus == "8/8"'
 sd_stop TERM

@@ -5,14 +5,16 @@ set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
 . tests/lib/kubesim.sh
 . tests/lib/modmgr.sh
+. tests/lib/statusd.sh
 
 MM_NO_START=1 MM_NO_KMM=1 mm_setup || { echo "not ok - setup"; exit 1; }
+sd_control_start
 CTL="$GPUKMM_BIN/gpukmmctl"
 SD_SOCK="ipc://$MM_DIR/nsd.sock"
 SD_PID=
 sd_start() {
 	NODE_NAME=n1 "$GPUKMM_BIN/gpukmm-statusd" --mode node --kubeconfig "$MM_DIR/kubeconfig" --listen "$SD_SOCK" \
-		--debounce-ms 50 >>"$MM_DIR/statusd-node.log" 2>&1 &
+		--debounce-ms 50 --control "$SD_CONTROL" --heartbeat-ms 200 >>"$MM_DIR/statusd-node.log" 2>&1 &
 	SD_PID=$!
 }
 sd_stop() {
@@ -23,7 +25,7 @@ sd_stop() {
 	SD_PID=
 	return $rc
 }
-trap 'sd_stop KILL; mm_teardown' EXIT
+trap 'sd_stop KILL; sd_control_stop; mm_teardown' EXIT
 report() { "$CTL" ipc call "$SD_SOCK" gpukmm.Status.ReportNode "$1" --timeout-ms 3000 >/dev/null 2>&1; }
 node_json() { kraw GET /api/v1/nodes/n1; }
 node_has() { node_json | jq -e ".metadata | $1" >/dev/null; }
@@ -43,13 +45,14 @@ R2='{"node_name":"n1","kernel_version":"6.8.0","module_name":"xe","gpus":[{"addr
 report "$R2"
 check "labels change with the report" wait_for change 10 node_has '.labels["gpukmm.io/sriov.vfs-active"] == "true" and .labels["gpukmm.io/gpu.count"] == "1" and .labels["gpukmm.io/xe.source"] == "in-tree"'
 w0=$(node_writes)
+r0=$(sd_counter "$SD_PID" statusd_reports)
 report "$R2"; report "$R2"
-sleep 0.5 # nothing to wait for
+check "statusd processed both reports" sd_idle_after "$SD_PID" statusd_reports $((r0 + 1))
 check "same report writes nothing ($w0 -> $(node_writes))" test "$(node_writes)" = "$w0"
 sd_stop KILL
 sd_start
 check "restarted after kill -9 answers" wait_for "statusd up" 10 report "$R2"
-sleep 0.5 # nothing to wait for
+check "restarted statusd processed the report" sd_idle_after "$SD_PID" statusd_reports 0
 check "kill + restart writes nothing ($w0 -> $(node_writes))" test "$(node_writes)" = "$w0"
 check "controller-only Report refused in node mode" bash -c "'$CTL' ipc call '$SD_SOCK' gpukmm.Status.Report '{\"component\":\"modmgr\",\"policy\":\"p\"}' 2>&1 | grep -q FAILED_PRECONDITION"
 sd_stop TERM

@@ -201,10 +201,11 @@ Test(crd, clusterpolicy_crd_accepts_examples_and_every_field)
 	/* printer columns and the status subresource */
 	cJSON *v0 = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(crd, "spec"), "versions"), 0);
 	cr_assert_not_null(cJSON_GetObjectItem(cJSON_GetObjectItem(v0, "subresources"), "status"));
-	const char *cols[] = { "DP", "DRA", "XPU", "KMM", "Ready", "Age" };
+	const char *cols[] = { "DP", "DRA", "XPU", "KMM", "Ready", "Reason", "GPU-Nodes", "OoT", "Problem-Nodes", "Age" };
+	int ncols = (int)(sizeof(cols) / sizeof(cols[0]));
 	cJSON *pc = cJSON_GetObjectItem(v0, "additionalPrinterColumns");
-	cr_assert_eq(cJSON_GetArraySize(pc), 6);
-	for (int i = 0; i < 6; i++)
+	cr_assert_eq(cJSON_GetArraySize(pc), ncols);
+	for (int i = 0; i < ncols; i++)
 		cr_assert_str_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(pc, i), "name")->valuestring, cols[i]);
 	cJSON_Delete(crd);
 }

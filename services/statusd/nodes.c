@@ -1,0 +1,330 @@
+/* gpukmm-statusd controller mode: node digests and the per-policy node summary. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpukmm/ipc.h"
+#include "gpukmm/policy.h"
+#include "nodes.h"
+#include "status.pb-c.h"
+
+#define REPORT_ANNOTATION "gpukmm.io/node-report"
+
+static void copy(char *dst, size_t cap, const char *src)
+{
+	snprintf(dst, cap, "%s", src ? src : "");
+}
+
+static const char *annotation(const Gpukmm__Node *n, const char *key)
+{
+	if (!n->metadata)
+		return NULL;
+	for (size_t i = 0; i < n->metadata->n_annotations; i++) {
+		const Gpukmm__KeyValue *kv = n->metadata->annotations[i];
+		if (kv && kv->key && strcmp(kv->key, key) == 0)
+			return kv->value;
+	}
+	return NULL;
+}
+
+static void add_mod(gk_sd_node *d, const Gpukmm__KernelModuleInfo *m)
+{
+	if (!m || !m->name || !*m->name || d->n_mods >= GK_SD_NODE_MODS)
+		return;
+	for (size_t i = 0; i < d->n_mods; i++)
+		if (strcmp(d->mods[i].name, m->name) == 0)
+			return; /* the first entry for a name wins */
+	gk_sd_mod *o = &d->mods[d->n_mods++];
+	copy(o->name, sizeof(o->name), m->name);
+	o->loaded = m->has_loaded && m->loaded;
+	o->source = m->has_source ? (int)m->source : GPUKMM__MODULE_SOURCE__SOURCE_UNKNOWN;
+	o->ko_unsigned = m->ko_path && *m->ko_path && !m->ko_signer;
+}
+
+static void digest_report(gk_sd_node *d, const char *json)
+{
+	if (!json)
+		return;
+	d->report = GK_SD_REPORT_BAD;
+	if (strlen(json) > GK_SD_NODE_REPORT_MAX)
+		return;
+	ProtobufCMessage *msg = NULL;
+	gk_err e;
+	if (gk_pb_from_json(&gpukmm__node_report__descriptor, json, &msg, &e) != GK_OK || !msg)
+		return;
+	const Gpukmm__NodeReport *r = (const Gpukmm__NodeReport *)msg;
+	d->report = GK_SD_REPORT_OK;
+	copy(d->report_kernel, sizeof(d->report_kernel), r->kernel_version);
+	uint32_t vfs_seen = 0, numvfs = 0;
+	for (size_t i = 0; i < r->n_gpus; i++) {
+		const Gpukmm__PciGpu *g = r->gpus[i];
+		if (!g)
+			continue;
+		if (g->has_is_vf && g->is_vf) {
+			vfs_seen++;
+			continue;
+		}
+		d->gpus++;
+		if (g->has_sriov_numvfs)
+			numvfs += g->sriov_numvfs;
+	}
+	d->vfs = numvfs > vfs_seen ? numvfs : vfs_seen;
+	d->secure_boot = r->has_secure_boot && r->secure_boot == GPUKMM__TRI_STATE__TRI_YES;
+	d->secure = d->secure_boot || (r->lockdown && (strcmp(r->lockdown, "integrity") == 0 ||
+						       strcmp(r->lockdown, "confidentiality") == 0));
+	Gpukmm__KernelModuleInfo *m = r->module;
+	if (m && !m->name && r->module_name) {
+		/* the configured module's info without its name: name it */
+		m->name = r->module_name;
+		add_mod(d, m);
+		m->name = NULL;
+	} else {
+		add_mod(d, m);
+	}
+	for (size_t i = 0; i < r->n_related; i++)
+		add_mod(d, r->related[i]);
+	gk_ipc_free(msg);
+}
+
+int gk_sd_node_digest(const Gpukmm__Node *n, gk_sd_node *out, gk_err *err)
+{
+	memset(out, 0, sizeof(*out));
+	if (n->metadata)
+		copy(out->name, sizeof(out->name), n->metadata->name);
+	copy(out->kernel, sizeof(out->kernel), n->kernel_version);
+	size_t need = 0, count = 0;
+	if (n->metadata) {
+		for (size_t i = 0; i < n->metadata->n_labels; i++) {
+			const Gpukmm__KeyValue *kv = n->metadata->labels[i];
+			if (!kv || !kv->key)
+				continue;
+			size_t l = strlen(kv->key) + strlen(kv->value ? kv->value : "") + 2;
+			if (count >= GK_SD_NODE_LABELS_MAX || need + l > GK_SD_NODE_LABEL_BYTES) {
+				out->labels_truncated = true;
+				break;
+			}
+			need += l;
+			count++;
+		}
+	}
+	if (need) {
+		if (!(out->labels = malloc(need)))
+			return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "statusd: out of memory");
+		char *p = out->labels;
+		for (size_t i = 0, k = 0; k < count; i++) {
+			const Gpukmm__KeyValue *kv = n->metadata->labels[i];
+			if (!kv || !kv->key)
+				continue;
+			const char *v = kv->value ? kv->value : "";
+			size_t kl = strlen(kv->key) + 1, vl = strlen(v) + 1;
+			memcpy(p, kv->key, kl);
+			memcpy(p + kl, v, vl);
+			p += kl + vl;
+			k++;
+		}
+		out->labels_len = need;
+		out->n_labels = (uint32_t)count;
+	}
+	digest_report(out, annotation(n, REPORT_ANNOTATION));
+	return GK_OK;
+}
+
+void gk_sd_node_clear(gk_sd_node *d)
+{
+	free(d->labels);
+	memset(d, 0, sizeof(*d));
+}
+
+bool gk_sd_node_equal(const gk_sd_node *a, const gk_sd_node *b)
+{
+	if (a->labels_len != b->labels_len || a->n_labels != b->n_labels ||
+	    (a->labels_len && memcmp(a->labels, b->labels, a->labels_len) != 0))
+		return false;
+	/* every other field is plain data, zero-filled by memset in the digest */
+	gk_sd_node x, y;
+	memcpy(&x, a, sizeof(x));
+	memcpy(&y, b, sizeof(y));
+	x.labels = y.labels = NULL;
+	return memcmp(&x, &y, sizeof(x)) == 0;
+}
+
+const char *gk_sd_node_label(const gk_sd_node *d, const char *key)
+{
+	const char *p = d->labels, *end = d->labels + d->labels_len;
+	while (p && p < end) {
+		const char *v = p + strlen(p) + 1;
+		if (strcmp(p, key) == 0)
+			return v;
+		p = v + strlen(v) + 1;
+	}
+	return NULL;
+}
+
+/* ---- summary ------------------------------------------------------------------ */
+
+static bool selected(const gk_sd_node *d, const gk_policy_selector *sel)
+{
+	for (size_t i = 0; i < sel->n; i++) {
+		const char *v = gk_sd_node_label(d, sel->kv[i]->key);
+		if (!v || strcmp(v, sel->kv[i]->value ? sel->kv[i]->value : "") != 0)
+			return false;
+	}
+	return true;
+}
+
+static const gk_sd_mod *find_mod(const gk_sd_node *d, const char *name)
+{
+	for (size_t i = 0; i < d->n_mods; i++)
+		if (strcmp(d->mods[i].name, name) == 0)
+			return &d->mods[i];
+	return NULL;
+}
+
+enum { P_LIST = 0, P_BLOCKING = 1, P_ATTENTION = 2 };
+
+static void problem(gk_sd_nodes *s, const gk_sd_node *d, const char *reason, int flags, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
+static void problem(gk_sd_nodes *s, const gk_sd_node *d, const char *reason, int flags, const char *fmt, ...)
+{
+	gk_sd_problem p;
+	copy(p.node, sizeof(p.node), d->name);
+	p.reason = reason;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(p.message, sizeof(p.message), fmt, ap);
+	va_end(ap);
+	s->problem_nodes++;
+	if (s->n_problems < GK_SD_MAX_PROBLEMS)
+		s->problems[s->n_problems++] = p;
+	if ((flags & P_BLOCKING) && s->blocking++ == 0)
+		s->first_blocking = p;
+	if ((flags & P_ATTENTION) && s->attention++ == 0)
+		s->first_attention = p;
+}
+
+static void one_node(gk_sd_nodes *s, const gk_sd_node *d, const Gpukmm__KernelModuleSpec *km, const char *mod)
+{
+	s->selected++;
+	const char *kernel = d->kernel[0] ? d->kernel : d->report_kernel;
+	/* KMM matches the Node's kernel against the mappings */
+	bool no_mapping = km && kernel[0] && gk_policy_kernel_mapping(km, kernel) < 0;
+	if (d->report != GK_SD_REPORT_OK) {
+		s->unknown++;
+		if (no_mapping) /* the node's GPUs are unknown, KMM's view is not */
+			problem(s, d, "NoKernelMapping", P_LIST | P_ATTENTION, "no kernelMapping matches kernel %s",
+				kernel);
+		else if (d->report == GK_SD_REPORT_NONE)
+			problem(s, d, "NoReport", P_LIST, "no node report");
+		else
+			problem(s, d, "ReportUnreadable", P_LIST, "node report unreadable");
+		return;
+	}
+	if (d->gpus == 0)
+		return; /* not a GPU node */
+	const gk_sd_mod *m = find_mod(d, mod);
+	if (!m) {
+		s->unknown++;
+		problem(s, d, "ModuleNotReported", P_LIST, "node report does not cover module %s", mod);
+		return;
+	}
+	bool builtin = m->source == GPUKMM__MODULE_SOURCE__SOURCE_BUILTIN; /* always "loaded" */
+	bool oot = m->loaded && m->source == GPUKMM__MODULE_SOURCE__SOURCE_OOT;
+	bool in_tree = builtin || (m->loaded && m->source == GPUKMM__MODULE_SOURCE__SOURCE_IN_TREE);
+	if (m->loaded && !oot && !in_tree) {
+		s->unknown++;
+		problem(s, d, "ModuleSourceUnknown", P_LIST, "%s loaded, source unknown", mod);
+		return;
+	}
+	s->gpu_nodes++;
+	if (oot)
+		s->oot_loaded++;
+	else if (in_tree)
+		s->in_tree_loaded++;
+	else
+		s->not_loaded++;
+	if (!km) {
+		/* in-tree driver wanted */
+		if (oot)
+			problem(s, d, "OutOfTreeLoaded", P_LIST | P_ATTENTION,
+				"out-of-tree %s loaded although the policy has no kernelModule", mod);
+		else if (!in_tree)
+			problem(s, d, "NotLoaded", P_LIST | P_ATTENTION, "%s not loaded", mod);
+		return;
+	}
+	if (no_mapping)
+		problem(s, d, "NoKernelMapping", P_LIST | P_ATTENTION | (oot ? 0 : P_BLOCKING),
+			"no kernelMapping matches kernel %s", kernel);
+	else if (oot && d->vfs)
+		/* loaded as wanted; the next version cannot replace it (KMM unloads first) */
+		problem(s, d, "VFsActive", P_LIST | P_ATTENTION, "VFs active: %s cannot be unloaded for an update", mod);
+	else if (oot)
+		return;
+	else if (builtin)
+		problem(s, d, "BuiltIn", P_LIST | P_ATTENTION | P_BLOCKING,
+			"%s is built into the kernel: the out-of-tree module cannot replace it", mod);
+	else if (in_tree && d->vfs)
+		problem(s, d, "VFsActive", P_LIST | P_ATTENTION | P_BLOCKING,
+			"VFs active: %s cannot be unloaded for an update", mod);
+	else if (in_tree)
+		problem(s, d, "InTreeLoaded", P_LIST | P_ATTENTION | P_BLOCKING,
+			"in-tree %s still loaded although the policy wants OoT", mod);
+	else if (d->secure && m->ko_unsigned)
+		problem(s, d, "SecureBootUnsigned", P_LIST | P_ATTENTION | P_BLOCKING, "%s on and module unsigned",
+			d->secure_boot ? "Secure Boot" : "kernel lockdown");
+	else
+		problem(s, d, "NotLoaded", P_LIST | P_BLOCKING, "%s not loaded", mod);
+}
+
+int gk_sd_nodes_summarize(const Gpukmm__ClusterPolicy *cp, const gk_sd_node *const *nodes, size_t n,
+			  gk_sd_nodes *out, gk_err *err)
+{
+	memset(out, 0, sizeof(*out));
+	const Gpukmm__ClusterPolicySpec *spec = cp ? cp->spec : NULL;
+	const Gpukmm__KernelModuleSpec *km = spec ? spec->kernel_module : NULL;
+	const char *mod = km && km->module_name && *km->module_name ? km->module_name : GK_POLICY_DEFAULT_MODULE;
+	out->wants_oot = km != NULL;
+	Gpukmm__ClusterPolicySpec empty = GPUKMM__CLUSTER_POLICY_SPEC__INIT;
+	gk_policy_selector sel = { 0 };
+	if (gk_policy_node_selector(spec ? spec : &empty, NULL, &sel) != GK_OK)
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "statusd: out of memory");
+	for (size_t i = 0; i < n; i++)
+		if (nodes[i] && selected(nodes[i], &sel))
+			one_node(out, nodes[i], km, mod);
+	gk_policy_selector_free(&sel);
+	return GK_OK;
+}
+
+cJSON *gk_sd_nodes_json(const gk_sd_nodes *s)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (!o)
+		return NULL;
+	if (!cJSON_AddNumberToObject(o, "gpuNodes", s->gpu_nodes) ||
+	    !cJSON_AddNumberToObject(o, "ootLoaded", s->oot_loaded) ||
+	    !cJSON_AddNumberToObject(o, "inTreeLoaded", s->in_tree_loaded) ||
+	    !cJSON_AddNumberToObject(o, "notLoaded", s->not_loaded) ||
+	    !cJSON_AddNumberToObject(o, "unknown", s->unknown) ||
+	    !cJSON_AddNumberToObject(o, "problemNodes", s->problem_nodes))
+		goto fail;
+	if (s->n_problems) {
+		cJSON *a = cJSON_AddArrayToObject(o, "problems");
+		if (!a)
+			goto fail;
+		for (size_t i = 0; i < s->n_problems; i++) {
+			cJSON *p = cJSON_CreateObject();
+			if (!p)
+				goto fail;
+			cJSON_AddItemToArray(a, p);
+			if (!cJSON_AddStringToObject(p, "node", s->problems[i].node) ||
+			    !cJSON_AddStringToObject(p, "reason", s->problems[i].reason) ||
+			    !cJSON_AddStringToObject(p, "message", s->problems[i].message))
+				goto fail;
+		}
+	}
+	return o;
+fail:
+	cJSON_Delete(o);
+	return NULL;
+}

@@ -1,0 +1,97 @@
+/* gpukmm-statusd controller mode: the per-node digest (what a ClusterPolicy's
+ * `status.nodes` needs from a Node and its gpukmm.io/node-report annotation,
+ * bounded — not the whole report) and the pure per-policy summary: counts of
+ * GPU nodes by module state and the first problem nodes with their reason.
+ * No I/O, no clock. */
+#ifndef GPUKMM_STATUSD_NODES_H
+#define GPUKMM_STATUSD_NODES_H
+
+#include <cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpukmm/err.h"
+#include "kube.pb-c.h"
+
+#define GK_SD_NODE_NAME_MAX 254
+#define GK_SD_MAX_PROBLEMS 10            /* problem nodes listed in status.nodes.problems */
+#define GK_SD_NODE_LABELS_MAX 256         /* labels kept per node */
+#define GK_SD_NODE_LABEL_BYTES 32768      /* their total size */
+#define GK_SD_NODE_REPORT_MAX (256 * 1024) /* larger annotations are not parsed */
+#define GK_SD_NODE_MODS 4                 /* modules kept from a report (main + related) */
+
+typedef enum gk_sd_report_state {
+	GK_SD_REPORT_NONE = 0, /* no gpukmm.io/node-report annotation */
+	GK_SD_REPORT_BAD,      /* present but unreadable (garbage, truncated, too large) */
+	GK_SD_REPORT_OK,
+} gk_sd_report_state;
+
+typedef struct gk_sd_mod {
+	char name[48];
+	bool loaded;
+	int source;      /* Gpukmm__ModuleSource */
+	bool ko_unsigned; /* the .ko modprobe would load carries no signature */
+} gk_sd_mod;
+
+typedef struct gk_sd_node {
+	char name[GK_SD_NODE_NAME_MAX];
+	char kernel[128];        /* status.nodeInfo.kernelVersion (what KMM matches) */
+	char report_kernel[128]; /* the report's kernel, when the Node has none */
+	char *labels;            /* "key\0value\0key\0value\0..." */
+	size_t labels_len;
+	uint32_t n_labels;
+	bool labels_truncated;
+	gk_sd_report_state report;
+	uint32_t gpus;           /* physical functions */
+	uint32_t vfs;            /* active SR-IOV VFs (sum of sriov_numvfs, at least the VFs seen) */
+	bool secure;             /* Secure Boot on, or kernel lockdown integrity/confidentiality */
+	bool secure_boot;        /* Secure Boot on (for the wording) */
+	gk_sd_mod mods[GK_SD_NODE_MODS];
+	size_t n_mods;
+} gk_sd_node;
+
+/* Digest of a typed Node (the watcher's; annotations are the gpukmm.io/ ones).
+ * `out` is overwritten; free with gk_sd_node_clear. GK_RESOURCE_EXHAUSTED on OOM. */
+int gk_sd_node_digest(const Gpukmm__Node *n, gk_sd_node *out, gk_err *err);
+void gk_sd_node_clear(gk_sd_node *d);
+bool gk_sd_node_equal(const gk_sd_node *a, const gk_sd_node *b);
+/* A label's value, NULL when absent. */
+const char *gk_sd_node_label(const gk_sd_node *d, const char *key);
+
+typedef struct gk_sd_problem {
+	char node[GK_SD_NODE_NAME_MAX];
+	const char *reason; /* CamelCase, static */
+	char message[256];
+} gk_sd_problem;
+
+/* A policy's node summary. Selected nodes = those matching the Module's node
+ * selector (kubernetes.io/arch=amd64, spec.nodeSelector, the NFD label with
+ * useNFDLabeling). Of those, GPU nodes are the ones whose node report shows a
+ * GPU (a physical function) and the module's state:
+ *   gpu_nodes = oot_loaded + in_tree_loaded + not_loaded
+ * unknown = selected nodes whose GPU/module state is not known (no report,
+ * unreadable report, or the report does not cover the policy's module). */
+typedef struct gk_sd_nodes {
+	uint32_t selected, gpu_nodes, oot_loaded, in_tree_loaded, not_loaded, unknown;
+	uint32_t problem_nodes;  /* all problem nodes (problems[] lists the first few) */
+	gk_sd_problem problems[GK_SD_MAX_PROBLEMS];
+	size_t n_problems;
+	/* GPU nodes where the module is not what the policy wants (ModuleLoaded) */
+	uint32_t blocking;
+	gk_sd_problem first_blocking;
+	/* problem nodes an admin has to act on (Degraded): not plain rollout
+	 * progress ("not loaded" while KMM works) nor a missing report */
+	uint32_t attention;
+	gk_sd_problem first_attention;
+	bool wants_oot;          /* spec.kernelModule set */
+} gk_sd_nodes;
+
+/* The summary of policy `cp` over `nodes` (sorted by name: problems keep that
+ * order). 0, or GK_RESOURCE_EXHAUSTED. */
+int gk_sd_nodes_summarize(const Gpukmm__ClusterPolicy *cp, const gk_sd_node *const *nodes, size_t n,
+			  gk_sd_nodes *out, gk_err *err);
+/* status.nodes as JSON (a new object), NULL on OOM. */
+cJSON *gk_sd_nodes_json(const gk_sd_nodes *s);
+
+#endif

@@ -1,0 +1,132 @@
+/* gpukmm-statusd controller mode: the watcher view (policies, node digests,
+ * leadership) and which changes mark policies dirty. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../../services/statusd/view.h"
+#include "gpukmm/ipc.h"
+
+typedef struct rec {
+	int all, named;
+	char last[64];
+} rec;
+
+static void on_dirty(void *user, const char *policy)
+{
+	rec *r = user;
+	if (policy) {
+		r->named++;
+		snprintf(r->last, sizeof(r->last), "%s", policy);
+	} else {
+		r->all++;
+	}
+}
+
+static Gpukmm__Event *event(const char *json)
+{
+	ProtobufCMessage *m = NULL;
+	gk_err e;
+	cr_assert_eq(gk_pb_from_json(&gpukmm__event__descriptor, json, &m, &e), GK_OK, "%s", e.msg);
+	return (Gpukmm__Event *)m;
+}
+
+static int apply(gk_sd_view *v, const char *topic, const char *json)
+{
+	Gpukmm__Event *ev = event(json);
+	gk_err e;
+	int rc = gk_sd_view_apply(v, topic, ev, &e);
+	gk_ipc_free(&ev->base);
+	return rc;
+}
+
+#define NODE(name, kernel, extra)                                                                                  \
+	"{\"type\":\"MODIFIED\",\"node\":{\"metadata\":{\"name\":\"" name "\",\"labels\":[{\"key\":\"kubernetes.io/" \
+	"arch\",\"value\":\"amd64\"}" extra "]},\"kernel_version\":\"" kernel "\"}}"
+
+Test(statusd_view, snapshot_events_and_dirty_marks)
+{
+	rec r = { 0 };
+	gk_sd_view *v;
+	gk_err e;
+	cr_assert_eq(gk_sd_view_new(&v, on_dirty, &r, &e), GK_OK);
+	ProtobufCMessage *m = NULL;
+	cr_assert_eq(gk_pb_from_json(&gpukmm__snapshot_reply__descriptor,
+				     "{\"synced\":true,\"leadership\":{\"leader\":false},\"cluster_policies\":[{\"metadata\":"
+				     "{\"name\":\"gpu\"}}],\"nodes\":[{\"metadata\":{\"name\":\"b\"}},{\"metadata\":{\"name\":"
+				     "\"a\"}}]}",
+				     &m, &e),
+		     GK_OK, "%s", e.msg);
+	cr_assert_eq(gk_sd_view_load_snapshot(v, (Gpukmm__SnapshotReply *)m, &e), GK_OK);
+	gk_ipc_free(m);
+	cr_assert_eq(r.all, 1);
+	cr_assert(gk_sd_view_synced(v));
+	cr_assert_not(gk_sd_view_leader(v));
+	size_t n;
+	const gk_sd_node *const *nodes = gk_sd_view_nodes(v, &n);
+	cr_assert_eq(n, 2);
+	cr_assert_str_eq(nodes[0]->name, "a", "kept sorted by name");
+	cr_assert_not_null(gk_sd_view_policy(v, "gpu"));
+
+	/* a node change that changes the digest: every policy */
+	cr_assert_eq(apply(v, "node", NODE("c", "6.8.0", "")), GK_OK);
+	cr_assert_eq(r.all, 2);
+	nodes = gk_sd_view_nodes(v, &n);
+	cr_assert_eq(n, 3);
+	cr_assert_str_eq(nodes[2]->name, "c");
+	/* the same node again (a heartbeat, a resourceVersion bump): nothing */
+	cr_assert_eq(apply(v, "node", NODE("c", "6.8.0", "")), GK_OK);
+	cr_assert_eq(r.all, 2);
+	/* a label or the kernel changes: again */
+	cr_assert_eq(apply(v, "node", NODE("c", "6.9.0", "")), GK_OK);
+	cr_assert_eq(r.all, 3);
+	cr_assert_eq(apply(v, "node", NODE("c", "6.9.0", ",{\"key\":\"x\",\"value\":\"y\"}")), GK_OK);
+	cr_assert_eq(r.all, 4);
+	/* deleted */
+	cr_assert_eq(apply(v, "node", "{\"type\":\"DELETED\",\"node\":{\"metadata\":{\"name\":\"a\"}}}"), GK_OK);
+	cr_assert_eq(r.all, 5);
+	nodes = gk_sd_view_nodes(v, &n);
+	cr_assert_eq(n, 2);
+	cr_assert_str_eq(nodes[0]->name, "b");
+	/* garbage: a node without a name is refused, nothing marked */
+	cr_assert_neq(apply(v, "node", "{\"type\":\"ADDED\",\"node\":{\"metadata\":{}}}"), GK_OK);
+	cr_assert_eq(r.all, 5);
+
+	/* a policy event marks that policy only */
+	cr_assert_eq(apply(v, "clusterpolicy", "{\"type\":\"ADDED\",\"cluster_policy\":{\"metadata\":{\"name\":\"p2\"}}}"),
+		     GK_OK);
+	cr_assert_eq(r.named, 1);
+	cr_assert_str_eq(r.last, "p2");
+	cr_assert_eq(gk_sd_view_n_policies(v), 2);
+	cr_assert_eq(apply(v, "clusterpolicy", "{\"type\":\"DELETED\",\"cluster_policy\":{\"metadata\":{\"name\":\"p2\"}}}"),
+		     GK_OK);
+	cr_assert_eq(gk_sd_view_n_policies(v), 1);
+	cr_assert_null(gk_sd_view_policy(v, "p2"));
+
+	/* leadership gained: every policy; lost: nothing to do */
+	cr_assert_eq(apply(v, "leadership", "{\"leadership\":{\"leader\":true}}"), GK_OK);
+	cr_assert(gk_sd_view_leader(v));
+	cr_assert_eq(r.all, 6);
+	cr_assert_eq(apply(v, "leadership", "{\"leadership\":{\"leader\":false}}"), GK_OK);
+	cr_assert_not(gk_sd_view_leader(v));
+	cr_assert_eq(r.all, 6);
+	/* other topics and empty events are ignored */
+	cr_assert_eq(apply(v, "module", "{\"type\":\"ADDED\"}"), GK_OK);
+	cr_assert_eq(apply(v, "node", "{\"type\":\"ADDED\"}"), GK_OK);
+	cr_assert_eq(r.all, 6);
+	gk_sd_view_free(v);
+}
+
+Test(statusd_view, no_leadership_information_means_we_lead)
+{
+	rec r = { 0 };
+	gk_sd_view *v;
+	gk_err e;
+	cr_assert_eq(gk_sd_view_new(&v, on_dirty, &r, &e), GK_OK);
+	Gpukmm__SnapshotReply s = GPUKMM__SNAPSHOT_REPLY__INIT;
+	s.has_synced = 1;
+	s.synced = 1;
+	cr_assert_eq(gk_sd_view_load_snapshot(v, &s, &e), GK_OK);
+	cr_assert(gk_sd_view_leader(v));
+	gk_sd_view_free(v);
+}
