@@ -33,12 +33,14 @@ ok() { echo "ok - $*"; }
 nok() { echo "not ok - $*"; FAILED=1; }
 
 STOP_RC=0
-stop_pid() { # PID: TERM, wait up to 15 s, KILL; exit code in STOP_RC
+stop_pid() { # PID: TERM, wait up to 30 s, KILL; exit code in STOP_RC
+	# (30 s: the supervisor stops its services one by one, up to 5 s each, then
+	# SIGKILLs and says so in its exit code — its verdict is what we check)
 	local p=$1 i
 	STOP_RC=0
 	[ -n "$p" ] || return 0
 	kill -TERM "$p" 2>/dev/null
-	for i in $(seq 1 150); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+	for i in $(seq 1 300); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
 	kill -KILL "$p" 2>/dev/null
 	wait "$p" 2>/dev/null
 	STOP_RC=$?
