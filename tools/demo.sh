@@ -1,42 +1,64 @@
 #!/bin/bash
-# make demo: a small simulated cluster (kubesim + fake-kmm) and gpukmm's controller
-# loading the xe driver through KMM, step by step.
+# make demo: a small simulated cluster (kubesim + fake-kmm) and the real gpukmm
+# stack — `gpukmm --profile controller` (watcher, modmgr, gater, statusd, webhook)
+# and one `gpukmm --profile node` per GPU node (prober on a fake node root +
+# node-mode statusd) — loading the xe driver through KMM, step by step.
 #   make demo            watch it, then everything is stopped
 #   make demo KEEP=1     keep it running at the end (Ctrl-C stops it); poke with kubectl
 #   DEMO_CHECK=1         non-interactive: prints "ok - ..." / "not ok - ..." per milestone
 #
-# Status: gpukmm-gater and gpukmm-statusd are not merged yet: the controller runs
-# watcher + modmgr + webhook (+ the test helper fake_statusd standing in for
-# statusd), the node profile is not started, DaemonSets are not gated and
-# ClusterPolicy.status is not written. Milestones shown: admission, Module created,
-# KMM loading node by node, version change, deletion blocked by an allocated GPU
-# ResourceClaim, release.
+# The cluster: gpu-rhel-1, gpu-rhel-2 (RHEL 9 kernel), gpu-ubuntu-1 (Ubuntu 24.04
+# kernel), cpu-1 (no GPU); the device-plugin / DRA / XPU Manager DaemonSets of the
+# policy. Each GPU node's prober reads a fake root (tests/fixtures/mk-probe-fixture.sh)
+# whose kernel matches the Node: "oot-avail" (GPU, OoT xe installed, not loaded)
+# until fake-kmm puts the KMM ready label on the node, then "oot-idle" (OoT xe
+# loaded) — the demo's stand-in for KMM's worker pod running modprobe there.
+# The webhook serves plain HTTP here (kubesim calls it by URL); in a cluster it
+# serves TLS (deploy/webhook).
 set -u
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}
 export GPUKMM_SRC=$PWD GPUKMM_BIN=${GPUKMM_BIN:-$PWD/$BUILD/bin} GPUKMM_TBIN=${GPUKMM_TBIN:-$PWD/$BUILD/tests/bin}
 NS=intel-gpu-base-operator
+CP=gpu-kmm
+READY_KEY="kmm.node.kubernetes.io/$NS.$CP-gpu.ready"
 CHECK=${DEMO_CHECK:-}
 FAILED=0
 . tests/lib/kubesim.sh
 
 D=$(mktemp -d "${TMPDIR:-/tmp}/gpukmm-demo.XXXXXX") || exit 1
+chmod 700 "$D"
 PIDS=()
 stop_all() {
-	local p
+	local p rc
 	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
 	for p in "${PIDS[@]}"; do
-		for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-		kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null
+		for _ in $(seq 1 150); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+		rc=$?
+		# a supervisor that had to kill a service, or a service that leaked or
+		# crashed under the sanitizers, exits non-zero: the check mode reports it
+		if [ -n "$CHECK" ] && [ -n "${SUPS[$p]:-}" ]; then
+			if [ "$rc" = 0 ]; then echo "ok - ${SUPS[$p]} stopped cleanly on SIGTERM"
+			else echo "not ok - ${SUPS[$p]} stopped cleanly on SIGTERM (exit $rc)"; FAILED=1; fi
+		fi
 	done
 	PIDS=()
 	kubesim_stop >/dev/null 2>&1
+	if grep -lE 'Sanitizer|runtime error' "$D"/*.log >/dev/null 2>&1; then
+		echo "not ok - no sanitizer report in any process log"
+		grep -h -A15 -E 'Sanitizer|runtime error' "$D"/*.log | head -60 | sed 's/^/#   /'
+		FAILED=1
+	fi
 	if [ "$FAILED" != 0 ]; then
-		for f in "$D"/*.log; do echo "# ---- $f"; tail -20 "$f" | sed 's/^/#   /'; done
+		for f in "$D"/*.log; do echo "# ---- $f"; tail -25 "$f" | sed 's/^/#   /'; done
 	fi
 	rm -rf "$D"
+	[ "$FAILED" = 0 ]
 }
-trap stop_all EXIT
+declare -A SUPS=()
+trap 'stop_all; exit $?' EXIT
 trap 'exit 130' INT TERM
 
 say() { [ -n "$CHECK" ] && echo "# $*" || printf '\n\033[1m== %s\033[0m\n' "$*"; }
@@ -45,20 +67,42 @@ milestone() { # NAME TIMEOUT_S CMD...: wait (polling) for CMD, report
 	local name=$1 t=$2; shift 2
 	local end=$((SECONDS + t))
 	until "$@" >/dev/null 2>&1; do
-		if [ $SECONDS -ge $end ]; then echo "not ok - $name"; FAILED=1; return 1; fi
+		if [ $SECONDS -ge $end ]; then
+			echo "not ok - $name"
+			FAILED=1
+			echo "#   policy status: $(cpj | jq -c '.status // {}' 2>/dev/null | head -c 1500)"
+			echo "#   module: $(modj | jq -c '{v: .spec.moduleLoader.container.version, gen: .metadata.generation, del: .metadata.deletionTimestamp, status}' 2>/dev/null | head -c 800)"
+			return 1
+		fi
 		sleep 0.2
 	done
 	if [ -n "$CHECK" ]; then echo "ok - $name"; else echo "   ✓ $name"; fi
 }
+skip() { if [ -n "$CHECK" ]; then echo "skip - $*"; else echo "   - $*"; fi; }
+kj() { kraw GET "$1"; }                        # raw GET, JSON out
+cpj() { kj "/apis/intel.com/v1alpha1/clusterpolicies/$CP"; }
+cp_is() { cpj | jq -e "$1" >/dev/null; }       # jq test on the ClusterPolicy
+dsj() { kj "/apis/apps/v1/namespaces/$NS/daemonsets/$CP-$1"; }
+modj() { kj "/apis/kmm.sigs.x-k8s.io/v1beta1/namespaces/$NS/modules/$CP-gpu"; }
+mod_is() { modj | jq -e "$1" >/dev/null; }
+node_ready() { kj "/api/v1/nodes/$1" | jq -e --arg k "$READY_KEY" '.metadata.labels[$k] != null' >/dev/null; }
+nodes_table() { # what KMM says (ready label) next to what each node's prober sees
+	kj /api/v1/nodes | jq -r --arg k "$READY_KEY" '["NODE", "KERNEL", "KMM-READY", "XE-SOURCE", "GPUS"],
+		(.items[] | [.metadata.name, .status.nodeInfo.kernelVersion,
+		 (if .metadata.labels[$k] != null then "yes" else "-" end),
+		 (.metadata.labels["gpukmm.io/xe.source"] // "-"), (.metadata.labels["gpukmm.io/gpu.count"] // "-")]) | @tsv' |
+		column -t | sed 's/^/     /'
+}
+ds_table() {
+	kj "/apis/apps/v1/namespaces/$NS/daemonsets" | jq -r '.items[] | "     \(.metadata.name): nodeSelector \(.spec.template.spec.nodeSelector | tojson)"'
+}
+HAVE_GATER=; [ -x "$GPUKMM_BIN/gpukmm-gater" ] && HAVE_GATER=1
+# statusd writes the nodes summary once its code knows the field
+HAVE_NODES=; grep -qs gpuNodes services/statusd/*.c && HAVE_NODES=1
 
-# --- the admission webhook, then the API server that calls it
-say "starting gpukmm-webhook, kubesim (API server) and fake-kmm (KMM)"
-"$GPUKMM_BIN/gpukmm-webhook" --insecure-http --listen 127.0.0.1:0 --port-file "$D/wport" \
-	--log-level warn 2>"$D/webhook.log" &
-PIDS+=($!)
-milestone "webhook listening" 10 test -s "$D/wport" || exit 1
-KUBESIM_NO_TRAP=1 kubesim_start --service-url "$NS/gpukmm-webhook-service=http://127.0.0.1:$(cat "$D/wport")" ||
-	{ echo "not ok - kubesim starts"; exit 1; }
+# --- the API server, KMM, the CRDs
+say "starting kubesim (API server) and fake-kmm (KMM)"
+KUBESIM_NO_TRAP=1 kubesim_start || { echo "not ok - kubesim starts"; FAILED=1; exit 1; }
 cat >"$D/kubeconfig" <<K
 apiVersion: v1
 kind: Config
@@ -67,14 +111,14 @@ users: [{name: u, user: {token: demo}}]
 contexts: [{name: sim, context: {cluster: sim, user: u}}]
 current-context: sim
 K
+chmod 600 "$D/kubeconfig"
 k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml \
 	-f tests/fixtures/kmm/modules.kmm.sigs.x-k8s.io.crd.yaml >"$D/apply.log" 2>&1
-k wait --for condition=established --timeout=10s crd/clusterpolicies.intel.com crd/modules.kmm.sigs.x-k8s.io \
-	>>"$D/apply.log" 2>&1
-k apply -f deploy/webhook/webhooks.yaml -f deploy/webhook/service.yaml >>"$D/apply.log" 2>&1
-milestone "CRDs and webhook configurations installed" 10 k get validatingwebhookconfigurations
+milestone "CRDs installed (ClusterPolicy, KMM Module)" 10 \
+	k wait --for condition=established --timeout=2s crd/clusterpolicies.intel.com crd/modules.kmm.sigs.x-k8s.io
 
 # 3 GPU nodes on two kernel families, one node without a GPU
+K_RHEL=5.14.0-427.13.1.el9_4.x86_64 K_UBU=6.8.0-45-generic
 node() { # NAME KERNEL GPU(true|false)
 	local lbl='"kubernetes.io/arch":"amd64"'
 	[ "$3" = true ] && lbl="$lbl,\"intel.feature.node.kubernetes.io/gpu\":\"true\""
@@ -83,84 +127,196 @@ node() { # NAME KERNEL GPU(true|false)
 	kraw PATCH "/api/v1/nodes/$1/status" "{\"status\":{\"nodeInfo\":{\"kernelVersion\":\"$2\"}}}" \
 		application/merge-patch+json >/dev/null
 }
-node gpu-rhel-1 5.14.0-427.13.1.el9_4.x86_64 true
-node gpu-rhel-2 5.14.0-427.13.1.el9_4.x86_64 true
-node gpu-ubuntu-1 6.8.0-45-generic true
-node cpu-1 6.8.0-45-generic false
-milestone "4 nodes (3 GPU, 2 kernel families)" 10 bash -c "[ \$(KUBECONFIG=/dev/null kubectl --server $KUBESIM_URL get nodes -o name | wc -l) = 4 ]"
+GPU_NODES="gpu-rhel-1 gpu-rhel-2 gpu-ubuntu-1"
+declare -A KVER=([gpu-rhel-1]=$K_RHEL [gpu-rhel-2]=$K_RHEL [gpu-ubuntu-1]=$K_UBU [cpu-1]=$K_UBU)
+for n in $GPU_NODES; do node "$n" "${KVER[$n]}" true; done
+node cpu-1 "$K_UBU" false
+milestone "4 nodes (3 GPU on 2 kernel families, 1 without GPU)" 10 \
+	bash -c "[ \$(curl -s $KUBESIM_URL/api/v1/nodes | jq '.items | length') = 4 ]"
+
+# the GPU stack the policy's operator deploys: gated until xe is really loaded
+for ds in device-plugin gpu-dra xpu-manager; do
+	kraw POST "/apis/apps/v1/namespaces/$NS/daemonsets" "{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\",
+	\"metadata\":{\"name\":\"$CP-$ds\",\"namespace\":\"$NS\"},\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"$ds\"}},
+	\"template\":{\"metadata\":{\"labels\":{\"app\":\"$ds\"}},\"spec\":{\"nodeSelector\":{\"intel.feature.node.kubernetes.io/gpu\":\"true\"},
+	\"containers\":[{\"name\":\"$ds\",\"image\":\"registry.example.com/intel/$ds:0.1\"}]}}}}" >/dev/null
+done
+milestone "device-plugin, DRA and XPU Manager DaemonSets exist" 10 \
+	bash -c "[ \$(curl -s $KUBESIM_URL/apis/apps/v1/namespaces/$NS/daemonsets | jq '.items | length') = 3 ]"
 
 "$GPUKMM_BIN/fake-kmm" --kubeconfig "$D/kubeconfig" --load-delay-ms 700 --unload-delay-ms 500 \
 	--log-level warn 2>"$D/fake-kmm.log" &
 PIDS+=($!)
 
-# --- the controller: the supervisor with the services that exist today
-cat >"$D/controller.json" <<J
+# --- the controller profile (the services of `--profile controller`, with the
+# demo's arguments: the webhook on plain HTTP on an ephemeral port)
+svc_list="{\"name\": \"watcher\", \"credentials\": true, \"args\": [\"--leader-elect\"]},
+  {\"name\": \"modmgr\", \"credentials\": true},"
+[ -n "$HAVE_GATER" ] && svc_list="$svc_list
+  {\"name\": \"gater\", \"credentials\": true},"
+svc_list="$svc_list
+  {\"name\": \"statusd\", \"credentials\": true},
+  {\"name\": \"webhook\", \"args\": [\"--insecure-http\", \"--listen\", \"127.0.0.1:0\", \"--port-file\", \"$D/wport\"]}"
+printf '{"services": [\n  %s\n]}\n' "$svc_list" >"$D/controller.json"
+nsvc=$(jq '.services | length' "$D/controller.json")
+OPERATOR_NAMESPACE=$NS GPUKMM_LOG_LEVEL=${GPUKMM_LOG_LEVEL:-warn} "$GPUKMM_BIN/gpukmm" --profile controller \
+	--config "$D/controller.json" --runtime-dir "$D/run-controller" --kubeconfig "$D/kubeconfig" \
+	--http-listen 127.0.0.1:0 >"$D/controller.log" 2>&1 &
+PIDS+=($!)
+SUPS[$!]="gpukmm --profile controller"
+say "gpukmm --profile controller started: $(jq -r '[.services[].name] | join(", ")' "$D/controller.json")"
+milestone "controller ready (all $nsvc services reported Ready: gpukmmctl status)" 60 \
+	"$GPUKMM_BIN/gpukmmctl" status --runtime-dir "$D/run-controller" --timeout-ms 2000
+show "$GPUKMM_BIN/gpukmmctl" status --runtime-dir "$D/run-controller"
+[ -n "$HAVE_GATER" ] || skip "gpukmm-gater is not built yet: DaemonSets are not gated"
+
+# admission through the webhook the supervisor runs
+wport=$(cat "$D/wport" 2>/dev/null)
+sed -E "/^ *service:\$/,/^ *port: 443\$/{
+	s|^( *)service:\$|\1url: http://127.0.0.1:$wport|
+	/^ *(name|namespace|port):/d
+	s|^ *path: (.*)\$|XXPATH \1|
+}" deploy/webhook/webhooks.yaml | awk '/^ *url: /{u=$0; next} /^XXPATH /{print u $2; next} {print}' \
+	| sed '/cert-manager.io\/inject-ca-from/d;/^  annotations:$/d' >"$D/webhooks.yaml"
+k apply -f "$D/webhooks.yaml" >>"$D/apply.log" 2>&1
+milestone "admission webhooks registered (served by the controller's gpukmm-webhook)" 10 \
+	k get validatingwebhookconfiguration gpukmm-validating-webhook-configuration
+
+# --- one node profile per GPU node
+for n in $GPU_NODES; do
+	mkdir -p "$D/fx/$n"
+	for s in oot-avail oot-idle; do
+		GK_FIXTURE_KVER=${KVER[$n]} tests/fixtures/mk-probe-fixture.sh "$s" "$D/fx/$n/$s" >>"$D/fixtures.log" 2>&1
+	done
+	ln -sfn oot-avail "$D/fx/$n/root"
+	cat >"$D/node-$n.json" <<J
 {"services": [
-  {"name": "statusd", "binary": "$GPUKMM_TBIN/fake_statusd",
-   "args": ["--listen", "ipc://{runtime_dir}/statusd.sock", "--out", "$D/reports"]},
-  {"name": "watcher", "credentials": true,
-   "args": ["--listen", "ipc://{runtime_dir}/watcher.sock", "--events", "ipc://{runtime_dir}/events.sock",
-            "--namespace", "$NS", "--leader-elect"]},
-  {"name": "modmgr", "credentials": true,
-   "args": ["--watcher", "ipc://{runtime_dir}/watcher.sock", "--events", "ipc://{runtime_dir}/events.sock",
-            "--statusd", "ipc://{runtime_dir}/statusd.sock", "--namespace", "$NS"]}
+  {"name": "prober", "args": ["--root", "$D/fx/$n/root", "--interval-ms", "1000", "--debounce-ms", "100"]},
+  {"name": "statusd", "credentials": true, "args": ["--mode", "node", "--debounce-ms", "100"]}
 ]}
 J
-"$GPUKMM_BIN/gpukmm" --config "$D/controller.json" --runtime-dir "$D/run" --kubeconfig "$D/kubeconfig" \
-	--http-listen 127.0.0.1:0 >"$D/gpukmm.log" 2>&1 &
+	NODE_NAME=$n GPUKMM_LOG_LEVEL=${GPUKMM_LOG_LEVEL:-warn} "$GPUKMM_BIN/gpukmm" --profile node \
+		--config "$D/node-$n.json" --runtime-dir "$D/run-$n" --kubeconfig "$D/kubeconfig" >"$D/node-$n.log" 2>&1 &
+	PIDS+=($!)
+	SUPS[$!]="gpukmm --profile node ($n)"
+done
+say "gpukmm --profile node started on $GPU_NODES (prober + statusd --mode node)"
+node_report() { kj "/api/v1/nodes/$1" | jq -e "$2" >/dev/null; }
+for n in $GPU_NODES; do
+	milestone "$n reports its GPU (gpukmm.io/gpu.present, xe not loaded yet)" 60 node_report "$n" \
+		'.metadata.labels["gpukmm.io/gpu.present"] == "true" and .metadata.labels["gpukmm.io/xe.source"] == "none"'
+done
+
+# The stand-in for KMM's worker pods: when KMM marks xe loaded on a node, that
+# node's fake root switches to "OoT xe loaded" (and back when KMM unloads it).
+(
+	trap 'exit 0' TERM
+	while :; do
+		for n in $GPU_NODES; do
+			want=oot-avail
+			node_ready "$n" && want=oot-idle
+			[ "$(readlink "$D/fx/$n/root")" = "$want" ] || ln -sfn "$want" "$D/fx/$n/root"
+		done
+		sleep 0.3
+	done
+) >/dev/null 2>&1 &
 PIDS+=($!)
-say "gpukmm controller started (gpukmmctl status --runtime-dir $D/run)"
-milestone "controller ready (READY after every service reported Ready)" 30 \
-	grep -q 'ready: 3/3 required services ready' "$D/gpukmm.log"
 
 # --- the policy
 say "kubectl apply -f deploy/examples/clusterpolicy-kmm.yaml"
-show cat deploy/examples/clusterpolicy-kmm.yaml
-bad=$(sed 's/^  name: gpu-kmm$/  name: gpu-kmm-name-far-too-long/' deploy/examples/clusterpolicy-kmm.yaml)
+show sed -n '/^apiVersion/,$p' deploy/examples/clusterpolicy-kmm.yaml
+bad=$(sed "s/^  name: $CP\$/  name: $CP-name-far-too-long/" deploy/examples/clusterpolicy-kmm.yaml)
 milestone "the webhook rejects a policy whose Module name is too long for KMM" 10 \
-	bash -c "! KUBECONFIG=/dev/null kubectl --server $KUBESIM_URL apply -f - <<<'$bad' 2>&1 | grep -q created"
+	bash -c "KUBECONFIG=/dev/null kubectl --server $KUBESIM_URL apply -f - <<<'$bad' 2>&1 | grep -q 'denied the request'"
 k apply -f deploy/examples/clusterpolicy-kmm.yaml >>"$D/apply.log" 2>&1
-mod() { k -n "$NS" get module gpu-kmm-gpu "$@"; }
-milestone "KMM Module $NS/gpu-kmm-gpu created" 20 mod
-show bash -c "KUBECONFIG=/dev/null kubectl --server $KUBESIM_URL -n $NS get module gpu-kmm-gpu -o jsonpath='{.spec.moduleLoader.container.kernelMappings}' | head -c 600; echo"
+milestone "KMM Module $NS/$CP-gpu created" 20 mod_is '.kind == "Module"'
+show bash -c "curl -s $KUBESIM_URL/apis/kmm.sigs.x-k8s.io/v1beta1/namespaces/$NS/modules/$CP-gpu | jq -c '.spec.moduleLoader.container.kernelMappings[]'"
+
+if [ -n "$HAVE_GATER" ]; then
+	say "the device plugin, DRA and XPU Manager DaemonSets wait for the driver"
+	for ds in device-plugin gpu-dra xpu-manager; do
+		milestone "$CP-$ds gated on $READY_KEY" 20 bash -c \
+			"curl -s $KUBESIM_URL/apis/apps/v1/namespaces/$NS/daemonsets/$CP-$ds | jq -e --arg k '$READY_KEY' '.spec.template.spec.nodeSelector | has(\$k) and .[\"intel.feature.node.kubernetes.io/gpu\"] == \"true\"'"
+	done
+	show ds_table
+fi
 
 say "KMM loads the driver node by node"
-ready() { k get node "$1" -o json | grep -q "kmm.node.kubernetes.io/$NS.gpu-kmm-gpu.ready"; }
-for n in gpu-rhel-1 gpu-rhel-2 gpu-ubuntu-1; do milestone "xe loaded on $n (KMM ready label)" 30 ready "$n" ||
-	k get node "$n" -o json | grep -A8 '"labels"' | sed 's/^/#   /'; done
-milestone "no driver on cpu-1 (no GPU)" 2 bash -c "! KUBECONFIG=/dev/null kubectl --server $KUBESIM_URL get node cpu-1 -o json | grep -q gpu-kmm-gpu.ready"
-show k get nodes -L "kmm.node.kubernetes.io/$NS.gpu-kmm-gpu.ready"
+for n in $GPU_NODES; do
+	milestone "xe loaded on $n (KMM ready label)" 30 node_ready "$n"
+	show nodes_table
+done
+milestone "no driver on cpu-1 (no GPU)" 2 bash -c "! curl -s $KUBESIM_URL/api/v1/nodes/cpu-1 | grep -q '$CP-gpu.ready'"
+for n in $GPU_NODES; do
+	milestone "$n's prober sees the out-of-tree xe (gpukmm.io/xe.source=oot)" 30 node_report "$n" \
+		'.metadata.labels["gpukmm.io/xe.source"] == "oot"'
+done
 
-# --- a version change
-say "version change: kernelModule.version 1.3 -> 1.4"
-k patch clusterpolicy gpu-kmm --type merge -p '{"spec":{"kernelModule":{"version":"1.4"}}}' >>"$D/apply.log" 2>&1
-milestone "Module carries version 1.4" 30 bash -c \
-	"KUBECONFIG=/dev/null kubectl --server $KUBESIM_URL -n $NS get module gpu-kmm-gpu -o jsonpath='{.spec.moduleLoader.container.version}' | grep -qx 1.4"
+say "ClusterPolicy status"
+milestone "status kmmStatus 3/3" 30 cp_is '.status.kmmStatus == "3/3"'
+milestone "status Ready=True (observedGeneration = generation)" 30 cp_is \
+	'(.status.conditions[] | select(.type == "Ready") | .status == "True") and .status.observedGeneration == .metadata.generation'
+if [ -n "$HAVE_NODES" ]; then
+	milestone "status.nodes: 3 GPU nodes, OoT xe loaded on 3" 30 cp_is \
+		'.status.nodes.gpuNodes == 3 and .status.nodes.ootLoaded == 3'
+else
+	skip "status.nodes summary (gpukmm-statusd does not write it yet)"
+fi
+show k get clusterpolicy -o custom-columns='NAME:.metadata.name,KMM:.status.kmmStatus,DP:.status.devicePluginStatus,DRA:.status.draStatus,XPU:.status.xpuManagerStatus,READY:.status.conditions[?(@.type=="Ready")].status,REASON:.status.conditions[?(@.type=="Ready")].reason'
+show bash -c "curl -s $KUBESIM_URL/apis/intel.com/v1alpha1/clusterpolicies/$CP | jq '.status'"
+
+# --- a version change: KMM's ordered upgrade
+say "version change: kernelModule.version 1.4 (KMM ordered upgrade)"
+k patch clusterpolicy "$CP" --type merge -p '{"spec":{"kernelModule":{"version":"1.4"}}}' >>"$D/apply.log" 2>&1
+milestone "Module recreated with version 1.4 (KMM forbids adding a version in place)" 30 \
+	mod_is '.spec.moduleLoader.container.version == "1.4"'
+milestone "status says why the nodes wait: Ready=False, 0 desired" 30 cp_is \
+	'(.status.conditions[] | select(.type == "Ready") | .status == "False" and (.message | test("0 desired"))) and .status.observedGeneration == .metadata.generation'
+show bash -c "curl -s $KUBESIM_URL/apis/intel.com/v1alpha1/clusterpolicies/$CP | jq -c '.status.conditions[] | select(.type == \"Ready\")'"
+milestone "KMM unloaded the unversioned module (ready labels gone)" 30 bash -c \
+	"! curl -s $KUBESIM_URL/api/v1/nodes | grep -q '$CP-gpu.ready'"
+say "the admin moves the nodes to 1.4 one by one (label kmm.node.kubernetes.io/version-module...)"
+for n in $GPU_NODES; do
+	k label node "$n" "kmm.node.kubernetes.io/version-module.$NS.$CP-gpu=1.4" >>"$D/apply.log" 2>&1
+	milestone "xe 1.4 loaded on $n" 30 node_ready "$n"
+done
+milestone "status Ready=True again for the new generation (KMM 3/3)" 30 cp_is \
+	'(.status.conditions[] | select(.type == "Ready") | .status == "True") and .status.observedGeneration == .metadata.generation and .status.kmmStatus == "3/3"'
 
 # --- a GPU in use blocks the removal of the driver
 say "a workload holds a GPU (allocated ResourceClaim); the policy drops kernelModule"
-k create namespace user >>"$D/apply.log" 2>&1
+kraw POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"user"}}' >/dev/null
 kraw POST /apis/resource.k8s.io/v1/namespaces/user/resourceclaims \
 	'{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"job-gpu","namespace":"user"},"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"gpu.intel.com"}}]}}}' >/dev/null
 kraw PATCH /apis/resource.k8s.io/v1/namespaces/user/resourceclaims/job-gpu/status \
 	'{"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.intel.com","pool":"gpu-rhel-1","device":"gpu-0"}]}}}}' \
 	application/merge-patch+json >/dev/null
-k patch clusterpolicy gpu-kmm --type json -p '[{"op":"remove","path":"/spec/kernelModule"}]' >>"$D/apply.log" 2>&1
-milestone "deletion blocked while the claim is allocated (reported)" 20 \
-	grep -q 'allocated GPU ResourceClaims blocking' "$D/reports"
-milestone "Module still there" 2 mod
+k patch clusterpolicy "$CP" --type json -p '[{"op":"remove","path":"/spec/kernelModule"}]' >>"$D/apply.log" 2>&1
+milestone "deletion blocked while the claim is allocated (status.errors says why)" 30 cp_is \
+	'[.status.errors[]? | select(test("allocated GPU ResourceClaims blocking"))] | length > 0'
+milestone "Module still there" 2 mod_is '.kind == "Module"'
+show bash -c "curl -s $KUBESIM_URL/apis/intel.com/v1alpha1/clusterpolicies/$CP | jq -c '.status.errors'"
 say "the workload ends: claim deleted"
 kraw DELETE /apis/resource.k8s.io/v1/namespaces/user/resourceclaims/job-gpu >/dev/null
-milestone "Module deleted once the GPU is released" 30 bash -c "! KUBECONFIG=/dev/null kubectl --server $KUBESIM_URL -n $NS get module gpu-kmm-gpu"
+milestone "Module deleted once the GPU is released" 30 bash -c \
+	"curl -s $KUBESIM_URL/apis/kmm.sigs.x-k8s.io/v1beta1/namespaces/$NS/modules/$CP-gpu | jq -e '.kind != \"Module\"'"
 milestone "KMM unloaded the driver (ready labels gone)" 30 bash -c \
-	"! KUBECONFIG=/dev/null kubectl --server $KUBESIM_URL get nodes -o json | grep -q gpu-kmm-gpu.ready"
+	"! curl -s $KUBESIM_URL/api/v1/nodes | grep -q '$CP-gpu.ready'"
+if [ -n "$HAVE_GATER" ]; then
+	milestone "DaemonSets no longer gated" 30 bash -c \
+		"curl -s $KUBESIM_URL/apis/apps/v1/namespaces/$NS/daemonsets | jq -e --arg k '$READY_KEY' '[.items[] | .spec.template.spec.nodeSelector | has(\$k)] | any | not'"
+fi
+milestone "the blocking error is gone from status" 30 cp_is \
+	'[.status.errors[]? | select(test("blocking"))] | length == 0'
 
 if [ -n "${KEEP:-}" ] && [ -z "$CHECK" ]; then
 	say "still running; try:"
-	echo "   kubectl --server $KUBESIM_URL get clusterpolicy,nodes"
-	echo "   kubectl --server $KUBESIM_URL -n $NS get modules -o yaml"
-	echo "   $GPUKMM_BIN/gpukmmctl status --runtime-dir $D/run"
+	echo "   kubectl --server $KUBESIM_URL get clusterpolicy,nodes,daemonsets -A"
+	echo "   kubectl --server $KUBESIM_URL get clusterpolicy $CP -o yaml"
+	echo "   kubectl --server $KUBESIM_URL apply -f deploy/examples/clusterpolicy-kmm.yaml"
+	echo "   $GPUKMM_BIN/gpukmmctl status --runtime-dir $D/run-controller"
+	echo "   $GPUKMM_BIN/gpukmmctl probe --root $D/fx/gpu-rhel-1/root"
 	echo "   Ctrl-C stops everything"
-	while kill -0 "${PIDS[2]}" 2>/dev/null; do sleep 1; done
+	while kill -0 "${PIDS[0]}" 2>/dev/null; do sleep 1; done
 fi
 [ "$FAILED" = 0 ]

@@ -1,0 +1,278 @@
+#!/bin/bash
+# Chaos: while a driver changes the policies (add/remove kernelModule, image
+# changes, version toggles, policies deleted and recreated, GPU ResourceClaims
+# allocated/freed, nodes joining and cordoned), kill -9 random services of the
+# controller (and now and then the supervisor itself, restarted like systemd
+# would), inject API faults through kubesim (5xx, 429, 409, cut watches, forced
+# 410, latency) and restart kubesim on its --state-dir. Then the faults stop, the
+# claims are freed, and within a deadline the cluster must equal what a fresh,
+# calm computation gives (tests/lib/chaos_check.sh reads only the API server);
+# finally a freshly started controller must find nothing to write.
+#   make check: short run (CHAOS_SECONDS, default 20)
+#   make chaos: CHAOS_LONG=1, 300 s of chaos; CHAOS_SEED=N repeats a run
+set -u
+cd "${GPUKMM_SRC:-.}" || exit 1
+BUILD=${BUILD:-build}
+: "${GPUKMM_SRC:=$PWD}" "${GPUKMM_BIN:=$PWD/$BUILD/bin}" "${GPUKMM_TBIN:=$PWD/$BUILD/tests/bin}"
+export GPUKMM_SRC GPUKMM_BIN GPUKMM_TBIN
+. tests/lib/kubesim.sh
+NS=intel-gpu-base-operator
+LONG=${CHAOS_LONG:-}
+DUR=${CHAOS_SECONDS:-$([ -n "$LONG" ] && echo 300 || echo 20)}
+CONVERGE=${CHAOS_CONVERGE_SECONDS:-$([ -n "$LONG" ] && echo 180 || echo 60)}
+SEED=${CHAOS_SEED:-$(( $(date +%s) % 100000 ))}
+RANDOM=$SEED
+CHECK="$GPUKMM_SRC/tests/lib/chaos_check.sh"
+CHAOS_GATER=; [ -x "$GPUKMM_BIN/gpukmm-gater" ] && CHAOS_GATER=1
+export CHAOS_GATER
+D=$(mktemp -d "${TMPDIR:-/tmp}/gpukmm-chaos.XXXXXX") || exit 1
+chmod 700 "$D"
+FAILED=0
+SUP_PID= FK_PID=
+ok() { echo "ok - $*"; }
+nok() { echo "not ok - $*"; FAILED=1; }
+
+STOP_RC=0
+stop_pid() { # PID: TERM, wait up to 30 s, KILL; exit code in STOP_RC
+	# (30 s: the supervisor stops its services one by one, up to 5 s each, then
+	# SIGKILLs and says so in its exit code — its verdict is what we check)
+	local p=$1 i
+	STOP_RC=0
+	[ -n "$p" ] || return 0
+	kill -TERM "$p" 2>/dev/null
+	for i in $(seq 1 300); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+	kill -KILL "$p" 2>/dev/null
+	wait "$p" 2>/dev/null
+	STOP_RC=$?
+}
+cleanup() {
+	[ -n "$SUP_PID" ] && stop_pid "$SUP_PID"
+	[ -n "$FK_PID" ] && stop_pid "$FK_PID"
+	SUP_PID= FK_PID=
+	kubesim_stop >/dev/null 2>&1
+	if grep -lE 'Sanitizer|runtime error' "$D"/*.log >/dev/null 2>&1; then
+		echo "not ok - no sanitizer report in any process log"
+		grep -h -B2 -A20 -E 'Sanitizer|runtime error' "$D"/*.log | head -80 | sed 's/^/#   /'
+	fi
+	if [ "$FAILED" != 0 ]; then
+		for f in "$D"/*.log; do echo "# ---- $f"; grep -v ' DEBUG ' "$f" | tail -30 | sed 's/^/#   /'; done
+	fi
+	rm -rf "$D"
+}
+trap cleanup EXIT
+
+# ---- the cluster ------------------------------------------------------------------
+KUBESIM_NO_TRAP=1 kubesim_start --state-dir "$D/state" || { nok "kubesim starts"; exit 1; }
+echo "# seed $SEED, ${DUR}s of chaos, converge within ${CONVERGE}s, gater: ${CHAOS_GATER:-not built}"
+cat >"$D/kubeconfig" <<K
+apiVersion: v1
+kind: Config
+clusters: [{name: sim, cluster: {server: "$KUBESIM_URL"}}]
+users: [{name: u, user: {token: chaos}}]
+contexts: [{name: sim, context: {cluster: sim, user: u}}]
+current-context: sim
+K
+k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml \
+	-f tests/fixtures/kmm/modules.kmm.sigs.x-k8s.io.crd.yaml >"$D/setup.log" 2>&1
+k wait --for condition=established --timeout=10s crd/clusterpolicies.intel.com crd/modules.kmm.sigs.x-k8s.io >>"$D/setup.log" 2>&1
+kraw POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"user"}}' >/dev/null
+mknode() { # NAME KERNEL
+	kraw POST /api/v1/nodes "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"$1\",\"labels\":{\"kubernetes.io/arch\":\"amd64\",\"intel.feature.node.kubernetes.io/gpu\":\"true\"}},\"status\":{\"nodeInfo\":{\"kernelVersion\":\"$2\"}}}" >/dev/null
+	kraw PATCH "/api/v1/nodes/$1/status" "{\"status\":{\"nodeInfo\":{\"kernelVersion\":\"$2\"}}}" application/merge-patch+json >/dev/null
+}
+KERNELS=(6.8.0-45-generic 5.14.0-427.13.1.el9_4.x86_64 6.8.0-50-generic)
+for i in 1 2 3; do mknode "gpu-$i" "${KERNELS[$((i % 3))]}"; done
+NEXT_NODE=4
+POLICIES=(chaos-a chaos-b)
+for p in "${POLICIES[@]}"; do
+	for ds in device-plugin gpu-dra xpu-manager; do
+		kraw POST "/apis/apps/v1/namespaces/$NS/daemonsets" "{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\",\"metadata\":{\"name\":\"$p-$ds\",\"namespace\":\"$NS\"},\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"$p-$ds\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"$p-$ds\"}},\"spec\":{\"nodeSelector\":{\"intel.feature.node.kubernetes.io/gpu\":\"true\"},\"containers\":[{\"name\":\"c\",\"image\":\"img\"}]}}}}" >/dev/null
+	done
+done
+
+fk_start() {
+	"$GPUKMM_BIN/fake-kmm" --kubeconfig "$D/kubeconfig" --load-delay-ms 100 --unload-delay-ms 100 \
+		--log-level warn 2>>"$D/fake-kmm.log" &
+	FK_PID=$!
+}
+fk_start
+
+# the controller profile without the webhook (its ephemeral port would change on
+# every restart; admission is covered by the demo and the webhook tests)
+svcs='{"name": "watcher", "credentials": true, "args": ["--leader-elect", "--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "1"]},
+ {"name": "modmgr", "credentials": true},'
+[ -n "$CHAOS_GATER" ] && svcs="$svcs {\"name\": \"gater\", \"credentials\": true},"
+svcs="$svcs {\"name\": \"statusd\", \"credentials\": true, \"args\": [\"--grace-ms\", \"2000\"]}"
+printf '{"intensity": {"max_restarts": 255, "window_ms": 1000}, "services": [%s]}\n' "$svcs" |
+	jq '.services |= map(. + {"backoff": {"initial_ms": 100, "max_ms": 2000}})' >"$D/controller.json"
+sup_start() {
+	OPERATOR_NAMESPACE=$NS GPUKMM_LOG_LEVEL=${GPUKMM_LOG_LEVEL:-warn} "$GPUKMM_BIN/gpukmm" --profile controller \
+		--config "$D/controller.json" --runtime-dir "$D/run" --kubeconfig "$D/kubeconfig" >>"$D/controller.log" 2>&1 &
+	SUP_PID=$!
+}
+sup_ready() { kill -0 "$SUP_PID" 2>/dev/null && "$GPUKMM_BIN/gpukmmctl" status --runtime-dir "$D/run" --timeout-ms 1000 >/dev/null 2>&1; }
+wait_until() { # SECONDS CMD...
+	local end=$((SECONDS + $1)); shift
+	until "$@"; do [ $SECONDS -ge $end ] && return 1; sleep 0.2; done
+}
+sup_start
+wait_until 60 sup_ready && ok "controller ready" || { nok "controller ready"; exit 1; }
+
+# ---- the driver -------------------------------------------------------------------
+KM() { # IMAGE_TAG VERSION(or "")
+	local v=${2:+,\"version\":\"$2\"}
+	echo "{\"moduleName\":\"xe\",\"kernelMappings\":[{\"regexp\":\"^6\\\\.8\\\\.0-[0-9]+-generic\$\",\"containerImage\":\"registry.example.com/xe:$1-\${KERNEL_FULL_VERSION}\"},{\"regexp\":\"^5\\\\.14\\\\.\",\"containerImage\":\"registry.example.com/xe-rhel:$1\"}]$v}"
+}
+cp_path() { echo "/apis/intel.com/v1alpha1/clusterpolicies/$1"; }
+mkpolicy() {
+	kraw POST /apis/intel.com/v1alpha1/clusterpolicies "{\"apiVersion\":\"intel.com/v1alpha1\",\"kind\":\"ClusterPolicy\",\"metadata\":{\"name\":\"$1\"},\"spec\":{\"resourceRegistration\":\"dp\",\"kernelModule\":$(KM v1 "")}}" >/dev/null
+}
+for p in "${POLICIES[@]}"; do mkpolicy "$p"; done
+# a version cannot be added to or dropped from a Module in place: the driver
+# toggles it freely (modmgr recreates), but keeps a policy's version-label
+# (ordered upgrade) out of scope: nodes are not labelled, so a versioned Module
+# loads nowhere — the checker then wants Ready=False with 0/0
+declare -A VER=()
+CLAIMS=0 KILLS=0 FAULTS=0 RESTARTS=0 SUPKILLS=0 ACTIONS=0
+claim_new() {
+	local c="claim-$RANDOM"
+	kraw POST /apis/resource.k8s.io/v1/namespaces/user/resourceclaims "{\"apiVersion\":\"resource.k8s.io/v1\",\"kind\":\"ResourceClaim\",\"metadata\":{\"name\":\"$c\",\"namespace\":\"user\"},\"spec\":{\"devices\":{\"requests\":[{\"name\":\"gpu\",\"exactly\":{\"deviceClassName\":\"gpu.intel.com\"}}]}}}" >/dev/null
+	kraw PATCH "/apis/resource.k8s.io/v1/namespaces/user/resourceclaims/$c/status" \
+		'{"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.intel.com","pool":"gpu-1","device":"gpu-0"}]}}}}' \
+		application/merge-patch+json >/dev/null
+	CLAIMS=$((CLAIMS + 1))
+}
+claims_list() { kraw GET /apis/resource.k8s.io/v1/namespaces/user/resourceclaims | jq -r '.items[]?.metadata.name' 2>/dev/null; }
+claim_free_one() {
+	local c
+	c=$(claims_list | shuf -n1 --random-source=<(yes "$RANDOM"))
+	[ -n "$c" ] && kraw DELETE "/apis/resource.k8s.io/v1/namespaces/user/resourceclaims/$c" >/dev/null
+}
+kill_child() {
+	local pids pid
+	pids=$(child_pids)
+	[ -n "$pids" ] || return 0
+	pid=$(shuf -n1 --random-source=<(yes "$RANDOM") <<<"$pids")
+	kill -KILL "$pid" 2>/dev/null && KILLS=$((KILLS + 1))
+}
+child_pids() {
+	"$GPUKMM_BIN/gpukmmctl" status --runtime-dir "$D/run" --json --timeout-ms 1000 2>/dev/null |
+		jq -r '.. | objects | select(has("pid")) | .pid | select(. > 0)' 2>/dev/null
+}
+none_alive() { local p; for p in "$@"; do kill -0 "$p" 2>/dev/null && return 1; done; return 0; }
+kill_supervisor() { # like the controller pod's node dying: kill -9, start again
+	local kids
+	kids=$(child_pids)
+	kill -KILL "$SUP_PID" 2>/dev/null
+	wait "$SUP_PID" 2>/dev/null
+	# its children die with it (PR_SET_PDEATHSIG)
+	wait_until 20 none_alive $kids || nok "children of a killed supervisor exit (PDEATHSIG): $kids"
+	sup_start
+	SUPKILLS=$((SUPKILLS + 1))
+}
+faults_set() { kraw PUT /kubesim/faults "$1" >/dev/null && FAULTS=$((FAULTS + 1)); }
+faults_clear() { kraw PUT /kubesim/faults '{"rules": []}' >/dev/null; }
+random_faults() {
+	local codes=(500 503 429 409) c rate
+	c=${codes[$((RANDOM % 4))]}
+	rate=0.$((1 + RANDOM % 5))
+	case $((RANDOM % 4)) in
+	0) faults_set "{\"seed\": $RANDOM, \"rules\": [{\"verb\": \"*\", \"resource\": \"*\", \"rate\": $rate, \"code\": $c, \"retryAfter\": 1}]}" ;;
+	1) faults_set "{\"seed\": $RANDOM, \"rules\": [{\"verb\": \"patch\", \"resource\": \"*\", \"rate\": 0.5, \"code\": 409}, {\"verb\": \"update\", \"resource\": \"*\", \"rate\": 0.5, \"code\": 409}]}" ;;
+	2) faults_set "{\"seed\": $RANDOM, \"watch\": {\"closeAfterEvents\": $((1 + RANDOM % 5))}}" ;;
+	3) faults_set "{\"seed\": $RANDOM, \"watch\": {\"force410\": 1}, \"latencyMs\": $((RANDOM % 200))}" ;;
+	esac
+}
+kubesim_restart() {
+	local port=$KUBESIM_PORT line=""
+	kill -TERM "$KUBESIM_PID"; wait "$KUBESIM_PID" 2>/dev/null
+	rm -f "$KUBESIM_DIR/ready"; mkfifo "$KUBESIM_DIR/ready"
+	"$KUBESIM_BIN" --listen "127.0.0.1:$port" --state-dir "$D/state" >"$KUBESIM_DIR/ready" 2>>"$KUBESIM_DIR/kubesim.log" &
+	KUBESIM_PID=$!
+	read -r -t 20 line <"$KUBESIM_DIR/ready" || { nok "kubesim restarts on port $port"; return 1; }
+	RESTARTS=$((RESTARTS + 1))
+}
+policy_action() {
+	local p=${POLICIES[$((RANDOM % 2))]} km exists
+	exists=$(kraw GET "$(cp_path "$p")" | jq -r '.kind // empty')
+	if [ "$exists" != ClusterPolicy ]; then mkpolicy "$p"; VER[$p]=; return; fi
+	case $((RANDOM % 7)) in
+	0 | 1) km=$(KM "v$((RANDOM % 3))" "${VER[$p]:-}")
+	   kraw PATCH "$(cp_path "$p")" "{\"spec\":{\"kernelModule\":$km}}" application/merge-patch+json >/dev/null ;;
+	2) kraw PATCH "$(cp_path "$p")" '{"spec":{"kernelModule":null}}' application/merge-patch+json >/dev/null ;;
+	3) if [ -n "${VER[$p]:-}" ]; then VER[$p]=; else VER[$p]=1.$((RANDOM % 3)); fi
+	   kraw PATCH "$(cp_path "$p")" "{\"spec\":{\"kernelModule\":$(KM v1 "${VER[$p]}")}}" application/merge-patch+json >/dev/null ;;
+	4) kraw DELETE "$(cp_path "$p")" >/dev/null ;;
+	5) claim_new ;;
+	6) claim_free_one ;;
+	esac
+}
+node_action() {
+	case $((RANDOM % 3)) in
+	0) [ $NEXT_NODE -le 8 ] && mknode "gpu-$NEXT_NODE" "${KERNELS[$((RANDOM % 3))]}" && NEXT_NODE=$((NEXT_NODE + 1)) ;;
+	1) kraw PATCH "/api/v1/nodes/gpu-$((1 + RANDOM % 3))" '{"spec":{"unschedulable":true}}' application/merge-patch+json >/dev/null ;;
+	2) kraw PATCH "/api/v1/nodes/gpu-$((1 + RANDOM % 3))" '{"spec":{"unschedulable":null}}' application/merge-patch+json >/dev/null ;;
+	esac
+}
+
+end=$((SECONDS + DUR))
+while [ $SECONDS -lt $end ]; do
+	ACTIONS=$((ACTIONS + 1))
+	r=$((RANDOM % 100))
+	if [ $r -lt 45 ]; then policy_action
+	elif [ $r -lt 55 ]; then node_action
+	elif [ $r -lt 75 ]; then kill_child
+	elif [ $r -lt 88 ]; then random_faults
+	elif [ $r -lt 94 ]; then faults_clear
+	elif [ $r -lt 97 ]; then kubesim_restart
+	else kill_supervisor
+	fi
+	sleep 0.$((1 + RANDOM % 4))
+done
+
+# ---- calm: no faults, no claims, every node schedulable -----------------------------
+faults_clear
+kill -0 "$SUP_PID" 2>/dev/null && ok "the supervisor survived the chaos (or its restarts)" ||
+	{ nok "the supervisor is running after the chaos"; tail -5 "$D/controller.log" | sed 's/^/#   /'; sup_start; }
+for c in $(claims_list); do kraw DELETE "/apis/resource.k8s.io/v1/namespaces/user/resourceclaims/$c" >/dev/null; done
+for n in $(kraw GET /api/v1/nodes | jq -r '.items[].metadata.name'); do
+	kraw PATCH "/api/v1/nodes/$n" '{"spec":{"unschedulable":null}}' application/merge-patch+json >/dev/null
+done
+echo "# $ACTIONS driver steps: $KILLS services killed -9, $SUPKILLS supervisor kills, $FAULTS fault sets, $RESTARTS kubesim restarts, $CLAIMS claims allocated"
+t0=$SECONDS
+last=
+until last=$(bash "$CHECK" "$KUBESIM_URL" "$NS" 2>&1); do
+	if [ $((SECONDS - t0)) -ge "$CONVERGE" ]; then break; fi
+	sleep 1
+done
+div=$(grep -c '^DIVERGE' <<<"$last")
+echo "# divergences after ${CONVERGE}s at most: $div"
+if [ "$div" = 0 ]; then
+	ok "cluster equals the calm computation $((SECONDS - t0))s after the faults stopped (seed $SEED)"
+else
+	nok "cluster converges after the chaos (seed $SEED): $div divergences"
+	sed 's/^/#   /' <<<"$last"
+	echo "#   policies: $(kraw GET /apis/intel.com/v1alpha1/clusterpolicies | jq -c '[.items[] | {n: .metadata.name, g: .metadata.generation, km: (.spec.kernelModule != null), v: .spec.kernelModule.version, st: .status}]' | head -c 3000)"
+	"$GPUKMM_BIN/gpukmmctl" status --runtime-dir "$D/run" 2>&1 | sed 's/^/#   /'
+fi
+
+# ---- a fresh controller agrees: it writes nothing ---------------------------------
+stop_pid "$SUP_PID"; SUP_PID=
+[ "$STOP_RC" = 0 ] && ok "controller stops cleanly on SIGTERM after the chaos" || nok "controller exit code $STOP_RC on SIGTERM"
+w0=$(kraw GET /kubesim/stats | jq -c '.writesByResource')
+sup_start
+wait_until 60 sup_ready && ok "a fresh controller starts" || nok "a fresh controller starts"
+# every service has done its first pass once it is ready; statusd's grace is 2 s
+sleep 4 # nothing to wait for: we check that nothing happens
+w1=$(kraw GET /kubesim/stats | jq -c '.writesByResource')
+own='[.modules, .clusterpolicies, ."clusterpolicies/status", .daemonsets] | map(. // 0)'
+if [ "$(jq -c "$own" <<<"$w0")" = "$(jq -c "$own" <<<"$w1")" ]; then
+	ok "the fresh controller finds nothing to write"
+else
+	nok "the fresh controller writes: before $w0, after $w1"
+fi
+bash "$CHECK" "$KUBESIM_URL" "$NS" >"$D/check2.log" 2>&1 && ok "still no divergence after the fresh start" ||
+	{ nok "divergence after the fresh start"; sed 's/^/#   /' "$D/check2.log"; }
+stop_pid "$SUP_PID"; SUP_PID=
+[ "$STOP_RC" = 0 ] && ok "fresh controller stops cleanly" || nok "fresh controller exit code $STOP_RC"
+exit $FAILED
