@@ -10,7 +10,6 @@
 #include "../../tools/kubesim/route.h"
 #include "../../tools/kubesim/schema.h"
 #include "../../tools/kubesim/selector.h"
-#include "../../tools/kubesim/yamljson.h"
 
 static cJSON *J(const char *s)
 {
@@ -288,20 +287,6 @@ Test(schema, wrong_top_level_types)
 	cr_assert(strstr(r.summary, "spec in body must be of type object"), "%s", r.summary);
 	cJSON_Delete(o);
 	cJSON_Delete(r.causes);
-}
-
-/* ---- yaml ---- */
-Test(yaml, scalars_and_nesting)
-{
-	const char *y = "a: 1\nb: \"1\"\nc: true\nd: ~\ne: [x, 2.5]\nf: {g: h}\nk: 'yes'\n";
-	gk_err e = { 0 };
-	cJSON *j = ks_yaml_to_json(y, strlen(y), &e);
-	cr_assert(j, "%s", e.msg);
-	assert_json(j, "{\"a\":1,\"b\":\"1\",\"c\":true,\"d\":null,\"e\":[\"x\",2.5],\"f\":{\"g\":\"h\"},\"k\":\"yes\"}");
-	cJSON_Delete(j);
-	const char *bad = "a: [1\n";
-	cr_assert_null(ks_yaml_to_json(bad, strlen(bad), &e));
-	cr_assert(e.msg[0]);
 }
 
 /* ---- routes ---- */

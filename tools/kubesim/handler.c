@@ -10,7 +10,7 @@
 #include "kubesim.h"
 #include "route.h"
 #include "selector.h"
-#include "yamljson.h"
+#include "gpukmm/yamljson.h"
 
 static int truthy(const char *v)
 {
@@ -211,11 +211,20 @@ static cJSON *decode_body(const ks_req *r, int allow_yaml, ks_resp *out)
 	cJSON *j = cJSON_ParseWithLength(r->body, r->body_len);
 	if (!j && allow_yaml) {
 		gk_err e = { 0 };
-		j = ks_yaml_to_json(r->body, r->body_len, &e);
-		if (!j) {
+		gk_yamljson_docs d = { 0 };
+		if (gk_yamljson_parse(r->body, r->body_len, &d, &e)) {
 			ks_resp_status(out, 400, "BadRequest", NULL, NULL, NULL, NULL, "error decoding YAML: %s", e.msg);
 			return NULL;
 		}
+		if (d.n != 1 || !cJSON_IsObject(d.doc[0])) {
+			gk_yamljson_free(&d);
+			ks_resp_status(out, 400, "BadRequest", NULL, NULL, NULL, NULL,
+				       "error decoding YAML: expected exactly one YAML document holding an object");
+			return NULL;
+		}
+		j = d.doc[0];
+		d.doc[0] = NULL;
+		gk_yamljson_free(&d);
 	}
 	if (!j)
 		ks_resp_status(out, 400, "BadRequest", NULL, NULL, NULL, NULL,

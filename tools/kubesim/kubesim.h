@@ -60,9 +60,26 @@ const char *ks_rtype_api_version(const ks_rtype *t, char *buf, size_t cap);
 enum ks_ev_type { KS_EV_ADDED, KS_EV_MODIFIED, KS_EV_DELETED, KS_EV_BOOKMARK, KS_EV_ERROR };
 const char *ks_ev_name(int type);
 
+/* One serialized version of an object, shared (reference counted, under srv->mu)
+ * by the store item that holds it and by the history events that mention it: an
+ * event costs one serialization and no object copy, and a MODIFIED event's "old"
+ * state is the previous version's blob. */
+typedef struct ks_blob {
+	unsigned refs;
+	size_t len;
+	char *json;    /* the object, compact JSON */
+	cJSON *labels; /* copy of metadata.labels (label selectors), or NULL */
+	char ns[];     /* namespace, "" for cluster-scoped */
+} ks_blob;
+
+ks_blob *ks_blob_new(const char *ns, const cJSON *obj);
+ks_blob *ks_blob_ref(ks_blob *b);
+void ks_blob_unref(ks_blob *b);
+
 typedef struct ks_item {
 	char *ns, *name; /* ns "" for cluster-scoped */
 	cJSON *obj;
+	ks_blob *blob; /* obj as last stored (same resourceVersion) */
 } ks_item;
 
 typedef struct ks_bucket {
@@ -74,10 +91,9 @@ typedef struct ks_bucket {
 typedef struct ks_event {
 	uint64_t rv;
 	int type;
-	char *gr, *ns, *name;
-	cJSON *obj; /* state after (or last state for DELETED) */
-	cJSON *old; /* state before, for MODIFIED (selector transitions) */
-	char *json; /* obj serialized */
+	const char *gr; /* the bucket's "group/resource" (buckets live as long as the store) */
+	ks_blob *cur;   /* state after (or last state for DELETED) */
+	ks_blob *old;   /* state before, for MODIFIED (selector transitions); may be NULL */
 } ks_event;
 
 typedef struct ks_store {
