@@ -156,7 +156,7 @@ static void smp_case(const char *target, const char *patch, const char *want)
 {
 	cJSON *p = J(patch);
 	gk_err e = { 0 };
-	cJSON *r = ks_strategic_merge_patch(J(target), p, &e);
+	cJSON *r = ks_strategic_merge_patch("Pod", J(target), p, &e);
 	cr_assert(r, "%s", e.msg);
 	assert_json(r, want);
 	cJSON_Delete(r);
@@ -172,7 +172,7 @@ Test(patch, strategic_merge_lists_by_key)
 		 "{\"spec\":{\"containers\":[{\"name\":\"a\",\"$patch\":\"delete\"}]}}",
 		 "{\"spec\":{\"containers\":[{\"name\":\"b\"}]}}");
 	smp_case("{\"metadata\":{\"finalizers\":[\"x\"]}}", "{\"metadata\":{\"finalizers\":[\"y\",\"x\"]}}",
-		 "{\"metadata\":{\"finalizers\":[\"x\",\"y\"]}}");
+		 "{\"metadata\":{\"finalizers\":[\"y\",\"x\"]}}");
 	smp_case("{\"metadata\":{\"finalizers\":[\"x\",\"y\"]}}",
 		 "{\"metadata\":{\"$deleteFromPrimitiveList/finalizers\":[\"x\"]}}",
 		 "{\"metadata\":{\"finalizers\":[\"y\"]}}");
@@ -192,7 +192,7 @@ Test(patch, strategic_merge_rejects_missing_merge_key)
 {
 	cJSON *p = J("{\"spec\":{\"containers\":[{\"image\":\"x\"}]}}");
 	gk_err e = { 0 };
-	cr_assert_null(ks_strategic_merge_patch(J("{}"), p, &e));
+	cr_assert_null(ks_strategic_merge_patch("Pod", J("{\"spec\":{\"containers\":[{\"name\":\"a\"}]}}"), p, &e));
 	cr_assert(strstr(e.msg, "merge key"), "%s", e.msg);
 	cJSON_Delete(p);
 }
