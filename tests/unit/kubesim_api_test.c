@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../tools/kubesim/kubesim.h"
 #include "../../tools/kubesim/selector.h"
@@ -533,4 +534,66 @@ Test(api, token_auth)
 	cr_assert_eq(out.code, 200);
 	ks_resp_free(&out);
 	S->token = NULL;
+}
+
+static int auth_code(const char *authz)
+{
+	ks_req r = { .method = "GET", .path = "/api/v1/nodes", .auth = authz };
+	ks_resp out;
+	ks_handle(S, &r, &out);
+	int c = out.code;
+	ks_resp_free(&out);
+	return c;
+}
+
+static void write_file(const char *dir, const char *name, const char *content)
+{
+	char p[512];
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	FILE *f = fopen(p, "w");
+	cr_assert(f);
+	fputs(content, f);
+	fclose(f);
+}
+
+/* --token-file: a rotated file (rename over it, or rewritten in place) is picked
+ * up on the next request; an empty or missing file keeps the last good token. */
+Test(api, token_file_rotation)
+{
+	char dir[400], path[600], tmp[600];
+	const char *t = getenv("TMPDIR");
+	snprintf(dir, sizeof(dir), "%s/ks-tokenXXXXXX", t && *t ? t : P_tmpdir);
+	cr_assert(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/token", dir);
+	snprintf(tmp, sizeof(tmp), "%s/token.new", dir);
+	write_file(dir, "token", "first\n");
+	gk_err e = { 0 };
+	cr_assert_eq(ks_token_file_load(S, path, &e), 0, "%s", e.msg);
+	cr_assert_eq(auth_code("Bearer first"), 200);
+	cr_assert_eq(auth_code("Bearer second"), 401);
+	cr_assert_eq(auth_code(NULL), 401);
+
+	write_file(dir, "token.new", "second\n"); /* atomic rotation */
+	cr_assert_eq(rename(tmp, path), 0);
+	cr_assert_eq(auth_code("Bearer first"), 401);
+	cr_assert_eq(auth_code("Bearer second"), 200);
+
+	write_file(dir, "token", "third-and-longer"); /* rewritten in place */
+	cr_assert_eq(auth_code("Bearer second"), 401);
+	cr_assert_eq(auth_code("Bearer third-and-longer"), 200);
+
+	write_file(dir, "token", ""); /* truncated mid-rewrite: keep the last token */
+	cr_assert_eq(auth_code("Bearer third-and-longer"), 200);
+	cr_assert_eq(auth_code("Bearer "), 401);
+	cr_assert_eq(unlink(path), 0); /* gone: keep it too */
+	cr_assert_eq(auth_code("Bearer third-and-longer"), 200);
+
+	write_file(dir, "token", "fourth\n");
+	cr_assert_eq(auth_code("Bearer fourth"), 200);
+	cr_assert_eq(auth_code("Bearer third-and-longer"), 401);
+	unlink(path);
+	rmdir(dir);
+
+	cr_assert_neq(ks_token_file_load(S, "/nonexistent/token", &e), 0);
+	cr_assert(strstr(e.msg, "/nonexistent/token"), "%s", e.msg);
 }

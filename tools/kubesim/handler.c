@@ -435,10 +435,8 @@ void ks_handle(ks_server *s, const ks_req *r, ks_resp *out)
 			       "the server could not find the requested resource");
 		return;
 	}
-	if (s->token) {
-		size_t tl = strlen(s->token);
-		const char *a = r->auth;
-		int ok = a && strncmp(a, "Bearer ", 7) == 0 && strlen(a + 7) == tl && strcmp(a + 7, s->token) == 0;
+	if (s->token || s->token_file) {
+		int ok = ks_auth_ok(s, r->auth);
 		if (!ok && strcmp(r->path, "/healthz") != 0 && strcmp(r->path, "/livez") != 0 &&
 		    strcmp(r->path, "/readyz") != 0) {
 			count(s, "unauthorized", "");

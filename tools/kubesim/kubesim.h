@@ -209,7 +209,10 @@ typedef struct ks_server {
 	ks_stats stats;
 	int shutting_down;
 	int bookmark_ms;
-	char *token;     /* bearer token or NULL */
+	char *token;     /* bearer token or NULL (not owned, or token_buf) */
+	char *token_file; /* --token-file, re-read when it changes (auth.c) */
+	char *token_buf;
+	uint64_t token_sig[4];
 	char *state_dir; /* or NULL */
 	char server_addr[128];
 	ks_svc_url *svc_urls;
@@ -224,6 +227,10 @@ int ks_server_init(ks_server *s, int history);
 /* Creates default, kube-system, kube-public, kube-node-lease if absent. */
 int ks_server_seed(ks_server *s);
 void ks_server_free(ks_server *s);
+
+/* auth.c: bearer token check (re-reads a changed --token-file). */
+int ks_token_file_load(ks_server *s, const char *path, gk_err *err);
+int ks_auth_ok(ks_server *s, const char *authorization);
 
 /* handler.c: everything except the socket. */
 void ks_handle(ks_server *s, const ks_req *r, ks_resp *out);
