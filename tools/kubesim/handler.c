@@ -425,6 +425,28 @@ static void discovery(ks_server *s, const ks_req *r, const ks_route *rt, ks_resp
 				       : "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList";
 }
 
+/* /openapi/v2 in protobuf only (what kubectl asks for); a client that accepts
+ * neither protobuf nor anything gets 406. */
+static void openapi_v2(ks_server *s, const ks_req *r, ks_resp *out)
+{
+	const char *acc = r->accept ? r->accept : "*/*";
+	if (!strstr(acc, "protobuf") && !strstr(acc, "*/*")) {
+		ks_resp_status(out, 406, "NotAcceptable", NULL, NULL, NULL, NULL,
+			       "only application/com.github.proto-openapi.spec.v2@v1.0+protobuf is served");
+		return;
+	}
+	size_t n = 0;
+	unsigned char *b = ks_openapi_v2_pb(s, &n);
+	if (!b) {
+		ks_resp_status(out, 500, "InternalError", NULL, NULL, NULL, NULL, "out of memory");
+		return;
+	}
+	out->code = 200;
+	out->body = (char *)b;
+	out->body_len = n;
+	out->content_type = "application/octet-stream"; /* what kube-openapi sends for it */
+}
+
 void ks_handle(ks_server *s, const ks_req *r, ks_resp *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -451,6 +473,8 @@ void ks_handle(ks_server *s, const ks_req *r, ks_resp *out)
 		else if (strcmp(r->path, "/healthz") == 0 || strcmp(r->path, "/readyz") == 0 ||
 			 strcmp(r->path, "/livez") == 0)
 			text(out, 200, "ok");
+		else if (strcmp(r->path, "/openapi/v2") == 0 || strcmp(r->path, "/swagger-2.0.0.pb-v1") == 0)
+			openapi_v2(s, r, out);
 		else if (strcmp(r->path, "/openapi/v3") == 0 || strcmp(r->path, "/openapi/v3/") == 0)
 			ks_resp_json(out, 200, ks_openapi_root(s));
 		else if (strncmp(r->path, "/openapi/v3/", 12) == 0) {

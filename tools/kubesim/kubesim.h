@@ -142,6 +142,7 @@ struct ks_watch;
 typedef struct ks_resp {
 	int code;
 	char *body; /* malloc'd, NUL-terminated */
+	size_t body_len; /* 0: strlen(body); set for binary bodies */
 	const char *content_type;
 	char warning[2100]; /* warnings, one per line (Warning: 299 headers) */
 	int retry_after;
@@ -257,6 +258,8 @@ cJSON *ks_discovery_apis(ks_server *s, int aggregated);
 cJSON *ks_discovery_gv(ks_server *s, const char *group, const char *version); /* NULL: unknown */
 cJSON *ks_openapi_root(ks_server *s);
 cJSON *ks_openapi_gv(ks_server *s, const char *group, const char *version);
+/* openapiv2.c: the protobuf OpenAPI v2 document kubectl <= 1.28 needs (malloc'd). */
+unsigned char *ks_openapi_v2_pb(ks_server *s, size_t *len);
 
 /* crd.c (called with mu held) */
 int ks_crd_install(ks_server *s, cJSON *crd, gk_err *err); /* sets status, registers */
