@@ -45,6 +45,11 @@ check "cordon node" k cordon node-a
 check "cordon sets spec.unschedulable" test "$(k get node node-a -o jsonpath='{.spec.unschedulable}')" = true
 check "uncordon node" k uncordon node-a
 check "jsonpath kernelVersion" test "$(k get node node-a -o jsonpath='{.status.nodeInfo.kernelVersion}')" = 6.8.0-45-generic
+out=$(k get nodes 2>&1)
+check "get nodes prints NAME STATUS ROLES AGE VERSION (server-side Table)" grep -qE '^NAME +STATUS +ROLES +AGE +VERSION' <<<"$out"
+check "get nodes row" grep -qE '^node-a +(Unknown|Ready|NotReady)' <<<"$out"
+out=$(k get crd modules.kmm.sigs.x-k8s.io 2>&1)
+check "get crd prints CREATED AT" grep -qE '^NAME +CREATED AT' <<<"$out"
 check "label selector get" test "$(k get nodes -l 'gpu in (yes,maybe),zone!=z2' -o name)" = node/node-a
 check "label selector notin excludes" test -z "$(k get nodes -l 'gpu notin (yes)' -o name 2>/dev/null)"
 check "get -o yaml" bash -c "KUBECONFIG=/dev/null kubectl --server $KUBESIM_URL --cache-dir $KUBESIM_DIR/kcache get node node-a -o yaml | grep -q 'note: hello'"

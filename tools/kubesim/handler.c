@@ -11,6 +11,7 @@
 #include "route.h"
 #include "selector.h"
 #include "gpukmm/yamljson.h"
+#include "table.h"
 
 static int truthy(const char *v)
 {
@@ -199,6 +200,23 @@ static void do_get(ks_server *s, const ks_rtype *t, const char *ns, const char *
 		return;
 	}
 	ks_resp_json(out, 200, c);
+}
+
+/* Replaces a 200 JSON body (object or list) with its meta.k8s.io/v1 Table. */
+static void as_table(const ks_rtype *t, const ks_req *r, ks_resp *out)
+{
+	cJSON *src = cJSON_Parse(out->body);
+	cJSON *tb = src ? ks_table(t, src, ks_req_param(r, "includeObject"), time(NULL)) : NULL;
+	cJSON_Delete(src);
+	char *b = tb ? cJSON_PrintUnformatted(tb) : NULL;
+	cJSON_Delete(tb);
+	if (!b) {
+		ks_resp_status(out, 500, "InternalError", NULL, NULL, NULL, NULL, "out of memory");
+		return;
+	}
+	free(out->body);
+	out->body = b;
+	out->content_type = "application/json;as=Table;v=v1;g=meta.k8s.io";
 }
 
 /* ---- body decoding ------------------------------------------------------- */
@@ -565,10 +583,13 @@ void ks_handle(ks_server *s, const ks_req *r, ks_resp *out)
 	parse_opts(r, &o);
 	char mgr[128];
 	default_manager(r, &o, mgr, sizeof(mgr));
-	if (strcmp(verb, "get") == 0) {
-		do_get(s, t, ns, rt.name, out);
-	} else if (strcmp(verb, "list") == 0) {
-		do_list(s, t, ns, r, out);
+	if (strcmp(verb, "get") == 0 || strcmp(verb, "list") == 0) {
+		if (verb[0] == 'g')
+			do_get(s, t, ns, rt.name, out);
+		else
+			do_list(s, t, ns, r, out);
+		if (out->code == 200 && ks_wants_table(r->accept))
+			as_table(t, r, out);
 	} else if (strcmp(verb, "watch") == 0) {
 		ks_watch_open(s, t, ns, r, out);
 	} else if (strcmp(verb, "create") == 0) {

@@ -34,6 +34,7 @@ typedef struct ks_rtype {
 	char *categories;  /* comma-separated, may be NULL */
 	int namespaced, has_status, is_crd, storage;
 	cJSON *schema; /* CRD openAPIV3Schema (owned) or NULL */
+	cJSON *columns; /* CRD additionalPrinterColumns of this version (owned) or NULL */
 	char *crd_name;
 } ks_rtype;
 
