@@ -55,6 +55,14 @@ code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$WORK/ca.crt" "$KUBESIM_
 check "no token: 401" test "$code" = 401
 code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$WORK/ca.crt" "$KUBESIM_URL/healthz")
 check "healthz needs no token" test "$code" = 200
+# token rotation: the server re-reads a changed --token-file
+echo "r0tated-$$" >"$WORK/token.new" && mv "$WORK/token.new" "$WORK/token"
+out=$(k get ns default 2>&1)
+check "old token refused after the token file rotated" grep -q Unauthorized <<<"$out"
+out=$(KUBECTL_FLAGS="--certificate-authority $WORK/ca.crt --token r0tated-$$" k get ns default -o name 2>&1)
+check "rotated token accepted" test "$out" = namespace/default
+echo "t0ken-$$" >"$WORK/token.new" && mv "$WORK/token.new" "$WORK/token"
+check "rotated back" k get ns default
 
 CA64=$(base64 -w0 "$WORK/ca.crt")
 OTHER64=$(base64 -w0 "$WORK/other.crt")

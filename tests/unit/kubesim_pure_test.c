@@ -10,7 +10,6 @@
 #include "../../tools/kubesim/route.h"
 #include "../../tools/kubesim/schema.h"
 #include "../../tools/kubesim/selector.h"
-#include "../../tools/kubesim/yamljson.h"
 
 static cJSON *J(const char *s)
 {
@@ -157,7 +156,7 @@ static void smp_case(const char *target, const char *patch, const char *want)
 {
 	cJSON *p = J(patch);
 	gk_err e = { 0 };
-	cJSON *r = ks_strategic_merge_patch(J(target), p, &e);
+	cJSON *r = ks_strategic_merge_patch("Pod", J(target), p, &e);
 	cr_assert(r, "%s", e.msg);
 	assert_json(r, want);
 	cJSON_Delete(r);
@@ -173,7 +172,7 @@ Test(patch, strategic_merge_lists_by_key)
 		 "{\"spec\":{\"containers\":[{\"name\":\"a\",\"$patch\":\"delete\"}]}}",
 		 "{\"spec\":{\"containers\":[{\"name\":\"b\"}]}}");
 	smp_case("{\"metadata\":{\"finalizers\":[\"x\"]}}", "{\"metadata\":{\"finalizers\":[\"y\",\"x\"]}}",
-		 "{\"metadata\":{\"finalizers\":[\"x\",\"y\"]}}");
+		 "{\"metadata\":{\"finalizers\":[\"y\",\"x\"]}}");
 	smp_case("{\"metadata\":{\"finalizers\":[\"x\",\"y\"]}}",
 		 "{\"metadata\":{\"$deleteFromPrimitiveList/finalizers\":[\"x\"]}}",
 		 "{\"metadata\":{\"finalizers\":[\"y\"]}}");
@@ -193,7 +192,7 @@ Test(patch, strategic_merge_rejects_missing_merge_key)
 {
 	cJSON *p = J("{\"spec\":{\"containers\":[{\"image\":\"x\"}]}}");
 	gk_err e = { 0 };
-	cr_assert_null(ks_strategic_merge_patch(J("{}"), p, &e));
+	cr_assert_null(ks_strategic_merge_patch("Pod", J("{\"spec\":{\"containers\":[{\"name\":\"a\"}]}}"), p, &e));
 	cr_assert(strstr(e.msg, "merge key"), "%s", e.msg);
 	cJSON_Delete(p);
 }
@@ -290,20 +289,6 @@ Test(schema, wrong_top_level_types)
 	cJSON_Delete(r.causes);
 }
 
-/* ---- yaml ---- */
-Test(yaml, scalars_and_nesting)
-{
-	const char *y = "a: 1\nb: \"1\"\nc: true\nd: ~\ne: [x, 2.5]\nf: {g: h}\nk: 'yes'\n";
-	gk_err e = { 0 };
-	cJSON *j = ks_yaml_to_json(y, strlen(y), &e);
-	cr_assert(j, "%s", e.msg);
-	assert_json(j, "{\"a\":1,\"b\":\"1\",\"c\":true,\"d\":null,\"e\":[\"x\",2.5],\"f\":{\"g\":\"h\"},\"k\":\"yes\"}");
-	cJSON_Delete(j);
-	const char *bad = "a: [1\n";
-	cr_assert_null(ks_yaml_to_json(bad, strlen(bad), &e));
-	cr_assert(e.msg[0]);
-}
-
 /* ---- routes ---- */
 Test(route, paths)
 {
@@ -360,4 +345,93 @@ Test(faults, deterministic_with_seed)
 		cr_assert_neq(ks_faults_parse(&f, x, &e), 0, "accepted %s", bad[i]);
 		cJSON_Delete(x);
 	}
+}
+
+/* ---- server-side printing (Table) ---- */
+#include "../../tools/kubesim/table.h"
+
+Test(table, accept_negotiation)
+{
+	cr_assert(ks_wants_table("application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;"
+				 "g=meta.k8s.io,application/json"));
+	cr_assert(ks_wants_table("application/json;as=Table;g=meta.k8s.io;v=v1"));
+	cr_assert_not(ks_wants_table("application/json"));
+	cr_assert_not(ks_wants_table("application/json, application/json;as=Table;v=v1;g=meta.k8s.io"));
+	cr_assert_not(ks_wants_table("application/json;as=Table;v=v2;g=other.io"));
+	cr_assert_not(ks_wants_table(NULL));
+}
+
+Test(table, human_duration)
+{
+	static const struct {
+		long long s;
+		const char *want;
+	} c[] = { { -5, "<invalid>" }, { -1, "0s" }, { 0, "0s" },	   { 119, "119s" },  { 120, "2m" },
+		  { 185, "3m5s" },     { 600, "10m" }, { 179 * 60, "179m" }, { 3 * 3600, "3h" }, { 3 * 3600 + 60, "3h1m" },
+		  { 47 * 3600, "47h" }, { 49 * 3600, "2d1h" }, { 8 * 86400, "8d" }, { 800 * 86400, "2y70d" },
+		  { 3000LL * 86400, "8y" } };
+	char b[32];
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		ks_human_duration(c[i].s, b, sizeof(b));
+		cr_expect_str_eq(b, c[i].want, "%lld s", c[i].s);
+	}
+}
+
+Test(table, jsonpath_subset)
+{
+	cJSON *o = J("{\"status\":{\"conditions\":[{\"type\":\"A\",\"status\":\"x\"},{\"type\":\"Ready\",\"status\":\"True\"}],"
+		     "\"n\":3,\"l\":[1,2]}}");
+	const cJSON *v = ks_jsonpath_first(o, ".status.conditions[?(@.type==\"Ready\")].status");
+	cr_assert(cJSON_IsString(v) && strcmp(v->valuestring, "True") == 0);
+	cr_assert(cJSON_IsNumber(ks_jsonpath_first(o, "{.status.n}")));
+	cr_assert_eq(ks_jsonpath_first(o, ".status.l[1]")->valueint, 2);
+	cr_assert_eq(ks_jsonpath_first(o, ".status.l[-1]")->valueint, 2);
+	cr_assert_eq(ks_jsonpath_first(o, ".status.l[*]")->valueint, 1);
+	cr_assert_null(ks_jsonpath_first(o, ".status.conditions[?(@.type=='Gone')].status"));
+	cr_assert_null(ks_jsonpath_first(o, ".status.l[9]"));
+	cr_assert_null(ks_jsonpath_first(o, ".status..n"));
+	cr_assert_null(ks_jsonpath_first(o, ".status.l[x]"));
+	cr_assert_null(ks_jsonpath_first(o, ".status.conditions[?(@.type==\"Ready\""));
+	cJSON_Delete(o);
+}
+
+Test(table, crd_columns_and_builtin_nodes)
+{
+	ks_rtype crd = { .group = "intel.com", .version = "v1alpha1", .kind = "ClusterPolicy", .is_crd = 1 };
+	crd.columns = J("[{\"name\":\"KMM\",\"type\":\"string\",\"jsonPath\":\".status.kmmStatus\"},"
+			"{\"name\":\"Ready\",\"type\":\"string\",\"jsonPath\":\".status.conditions[?(@.type==\\\"Ready\\\")].status\"},"
+			"{\"name\":\"N\",\"type\":\"integer\",\"jsonPath\":\".spec.n\"},"
+			"{\"name\":\"Age\",\"type\":\"date\",\"jsonPath\":\".metadata.creationTimestamp\"}]");
+	cJSON *list = J("{\"kind\":\"ClusterPolicyList\",\"metadata\":{\"resourceVersion\":\"7\",\"continue\":\"c\"},"
+			"\"items\":[{\"metadata\":{\"name\":\"p\",\"creationTimestamp\":\"2026-01-01T00:00:00Z\"},"
+			"\"spec\":{\"n\":4},\"status\":{\"kmmStatus\":\"1/2\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\"}]}},"
+			"{\"metadata\":{\"name\":\"q\",\"creationTimestamp\":\"2026-01-01T00:00:00Z\"}}]}");
+	cJSON *tb = ks_table(&crd, list, NULL, 1767225600 + 185); /* 2026-01-01 + 3m5s */
+	char *s = cJSON_PrintUnformatted(tb);
+	cr_assert(strstr(s, "\"kind\":\"Table\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{\"resourceVersion\":\"7\",\"continue\":\"c\"}"), "%s", s);
+	cr_assert(strstr(s, "\"cells\":[\"p\",\"1/2\",\"False\",4,\"3m5s\"]"), "%s", s);
+	cr_assert(strstr(s, "\"cells\":[\"q\",null,null,null,\"3m5s\"]"), "%s", s);
+	cr_assert(strstr(s, "\"kind\":\"PartialObjectMetadata\""), "%s", s);
+	free(s);
+	cJSON_Delete(tb);
+	tb = ks_table(&crd, list, "None", 0);
+	s = cJSON_PrintUnformatted(tb);
+	cr_assert_null(strstr(s, "\"object\""), "%s", s);
+	free(s);
+	cJSON_Delete(tb);
+	cJSON_Delete(list);
+	cJSON_Delete(crd.columns);
+
+	ks_rtype node = { .group = "", .version = "v1", .kind = "Node" };
+	cJSON *n = J("{\"metadata\":{\"name\":\"n1\",\"resourceVersion\":\"3\",\"creationTimestamp\":\"2026-01-01T00:00:00Z\","
+		     "\"labels\":{\"node-role.kubernetes.io/worker\":\"\",\"node-role.kubernetes.io/gpu\":\"\"}},"
+		     "\"spec\":{\"unschedulable\":true},\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}],"
+		     "\"nodeInfo\":{\"kubeletVersion\":\"v1.32.1\",\"kernelVersion\":\"6.8\"}}}");
+	tb = ks_table(&node, n, "Object", 1767225600 + 7200);
+	s = cJSON_PrintUnformatted(tb);
+	cr_assert(strstr(s, "\"cells\":[\"n1\",\"Ready,SchedulingDisabled\",\"worker,gpu\",\"120m\",\"v1.32.1\",\"6.8\"]"), "%s", s);
+	cr_assert(strstr(s, "\"object\":{\"metadata\""), "%s", s);
+	free(s);
+	cJSON_Delete(tb);
+	cJSON_Delete(n);
 }

@@ -632,7 +632,7 @@ static cJSON *patch_fn(void *ctx, const cJSON *cur, ks_resp *out)
 	else if (strcmp(p->type, "json") == 0)
 		r = ks_json_patch(base, p->patch, &e);
 	else
-		r = ks_strategic_merge_patch(base, p->patch, &e);
+		r = ks_strategic_merge_patch(p->t->kind, base, p->patch, &e);
 	if (!r) {
 		ks_resp_status(out, e.code == GK_RESOURCE_EXHAUSTED ? 500 : (strcmp(p->type, "json") == 0 ? 422 : 400),
 			       e.code == GK_RESOURCE_EXHAUSTED ? "InternalError" : (strcmp(p->type, "json") == 0 ? "Invalid" : "BadRequest"),

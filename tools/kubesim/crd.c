@@ -156,6 +156,9 @@ int ks_crd_install(ks_server *s, cJSON *crd, gk_err *err)
 		const cJSON *sch = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(v, "schema"),
 								   "openAPIV3Schema");
 		t->schema = cJSON_Duplicate(sch, 1);
+		const cJSON *cols = cJSON_GetObjectItemCaseSensitive(v, "additionalPrinterColumns");
+		if (cJSON_IsArray(cols) && !(t->columns = cJSON_Duplicate(cols, 1)))
+			goto oom;
 		cel += count_cel(sch);
 		if (!t->group || !t->version || !t->resource || !t->singular || !t->kind || !t->list_kind ||
 		    !t->crd_name || !t->schema)

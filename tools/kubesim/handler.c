@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "api.h"
 #include "k8spb.h"
@@ -11,8 +10,8 @@
 #include "kubesim.h"
 #include "route.h"
 #include "selector.h"
+#include "gpukmm/yamljson.h"
 #include "table.h"
-#include "yamljson.h"
 
 static int truthy(const char *v)
 {
@@ -89,18 +88,6 @@ static int b64dec(const char *in, char *out, size_t cap)
 	}
 	out[o] = 0;
 	return 0;
-}
-
-/* `kubectl get` asks for a Table: custom resources get their printer columns
- * (call with s->mu held). NULL when not wanted / not a custom resource. */
-static cJSON *as_table(ks_server *s, const ks_rtype *t, const ks_req *r, const cJSON *const *objs, int n)
-{
-	if (!t->is_crd || !t->crd_name || !ks_table_wanted(r->accept))
-		return NULL;
-	ks_item *crd = ks_store_get(&s->store, "apiextensions.k8s.io", "customresourcedefinitions", "", t->crd_name);
-	char rvs[32];
-	snprintf(rvs, sizeof(rvs), "%" PRIu64, s->store.rv);
-	return ks_table_build(crd ? crd->obj : NULL, t->version, objs, n, rvs, (int64_t)time(NULL));
 }
 
 static void do_list(ks_server *s, const ks_rtype *t, const char *ns, const ks_req *r, ks_resp *out)
@@ -190,29 +177,7 @@ static void do_list(ks_server *s, const ks_rtype *t, const char *ns, const ks_re
 	}
 	cJSON_AddItemToObject(list, "items", items);
 	free(out->body);
-	out->body = NULL;
-	if (ks_table_wanted(r->accept) && t->is_crd) {
-		int ni = cJSON_GetArraySize(items), k = 0;
-		const cJSON **objs = calloc(ni ? (size_t)ni : 1, sizeof(*objs));
-		const cJSON *it;
-		cJSON_ArrayForEach(it, items)
-		{
-			if (objs)
-				objs[k++] = it;
-		}
-		cJSON *tab = objs ? as_table(s, t, r, objs, k) : NULL;
-		free(objs);
-		if (tab) {
-			if (more && meta && cJSON_GetObjectItem(meta, "continue"))
-				cJSON_AddStringToObject(cJSON_GetObjectItem(tab, "metadata"), "continue",
-							cJSON_GetObjectItem(meta, "continue")->valuestring);
-			out->body = cJSON_PrintUnformatted(tab);
-			cJSON_Delete(tab);
-		}
-	}
-	if (!out->body) {
-		out->body = cJSON_PrintUnformatted(list);
-	}
+	out->body = cJSON_PrintUnformatted(list);
 	pthread_mutex_unlock(&s->mu);
 	cJSON_Delete(list);
 	out->code = out->body ? 200 : 500;
@@ -223,17 +188,11 @@ static void do_list(ks_server *s, const ks_rtype *t, const char *ns, const ks_re
 	ks_selector_free(&fs);
 }
 
-static void do_get(ks_server *s, const ks_rtype *t, const ks_req *r, const char *ns, const char *name, ks_resp *out)
+static void do_get(ks_server *s, const ks_rtype *t, const char *ns, const char *name, ks_resp *out)
 {
 	pthread_mutex_lock(&s->mu);
 	ks_item *it = ks_store_get(&s->store, t->group, t->resource, t->namespaced ? ns : "", name);
-	cJSON *c = NULL;
-	if (it) {
-		const cJSON *one = it->obj;
-		c = as_table(s, t, r, &one, 1);
-		if (!c)
-			c = cJSON_Duplicate(it->obj, 1);
-	}
+	cJSON *c = it ? cJSON_Duplicate(it->obj, 1) : NULL;
 	pthread_mutex_unlock(&s->mu);
 	if (!it) {
 		ks_resp_status(out, 404, "NotFound", t->resource, name, t->group, NULL, "%s%s%s \"%s\" not found",
@@ -241,6 +200,23 @@ static void do_get(ks_server *s, const ks_rtype *t, const ks_req *r, const char 
 		return;
 	}
 	ks_resp_json(out, 200, c);
+}
+
+/* Replaces a 200 JSON body (object or list) with its meta.k8s.io/v1 Table. */
+static void as_table(const ks_rtype *t, const ks_req *r, ks_resp *out)
+{
+	cJSON *src = cJSON_Parse(out->body);
+	cJSON *tb = src ? ks_table(t, src, ks_req_param(r, "includeObject"), time(NULL)) : NULL;
+	cJSON_Delete(src);
+	char *b = tb ? cJSON_PrintUnformatted(tb) : NULL;
+	cJSON_Delete(tb);
+	if (!b) {
+		ks_resp_status(out, 500, "InternalError", NULL, NULL, NULL, NULL, "out of memory");
+		return;
+	}
+	free(out->body);
+	out->body = b;
+	out->content_type = "application/json;as=Table;v=v1;g=meta.k8s.io";
 }
 
 /* ---- body decoding ------------------------------------------------------- */
@@ -253,11 +229,20 @@ static cJSON *decode_body(const ks_req *r, int allow_yaml, ks_resp *out)
 	cJSON *j = cJSON_ParseWithLength(r->body, r->body_len);
 	if (!j && allow_yaml) {
 		gk_err e = { 0 };
-		j = ks_yaml_to_json(r->body, r->body_len, &e);
-		if (!j) {
+		gk_yamljson_docs d = { 0 };
+		if (gk_yamljson_parse(r->body, r->body_len, &d, &e)) {
 			ks_resp_status(out, 400, "BadRequest", NULL, NULL, NULL, NULL, "error decoding YAML: %s", e.msg);
 			return NULL;
 		}
+		if (d.n != 1 || !cJSON_IsObject(d.doc[0])) {
+			gk_yamljson_free(&d);
+			ks_resp_status(out, 400, "BadRequest", NULL, NULL, NULL, NULL,
+				       "error decoding YAML: expected exactly one YAML document holding an object");
+			return NULL;
+		}
+		j = d.doc[0];
+		d.doc[0] = NULL;
+		gk_yamljson_free(&d);
 	}
 	if (!j)
 		ks_resp_status(out, 400, "BadRequest", NULL, NULL, NULL, NULL,
@@ -458,6 +443,28 @@ static void discovery(ks_server *s, const ks_req *r, const ks_route *rt, ks_resp
 				       : "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList";
 }
 
+/* /openapi/v2 in protobuf only (what kubectl asks for); a client that accepts
+ * neither protobuf nor anything gets 406. */
+static void openapi_v2(ks_server *s, const ks_req *r, ks_resp *out)
+{
+	const char *acc = r->accept ? r->accept : "*/*";
+	if (!strstr(acc, "protobuf") && !strstr(acc, "*/*")) {
+		ks_resp_status(out, 406, "NotAcceptable", NULL, NULL, NULL, NULL,
+			       "only application/com.github.proto-openapi.spec.v2@v1.0+protobuf is served");
+		return;
+	}
+	size_t n = 0;
+	unsigned char *b = ks_openapi_v2_pb(s, &n);
+	if (!b) {
+		ks_resp_status(out, 500, "InternalError", NULL, NULL, NULL, NULL, "out of memory");
+		return;
+	}
+	out->code = 200;
+	out->body = (char *)b;
+	out->body_len = n;
+	out->content_type = "application/octet-stream"; /* what kube-openapi sends for it */
+}
+
 void ks_handle(ks_server *s, const ks_req *r, ks_resp *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -468,10 +475,8 @@ void ks_handle(ks_server *s, const ks_req *r, ks_resp *out)
 			       "the server could not find the requested resource");
 		return;
 	}
-	if (s->token) {
-		size_t tl = strlen(s->token);
-		const char *a = r->auth;
-		int ok = a && strncmp(a, "Bearer ", 7) == 0 && strlen(a + 7) == tl && strcmp(a + 7, s->token) == 0;
+	if (s->token || s->token_file) {
+		int ok = ks_auth_ok(s, r->auth);
 		if (!ok && strcmp(r->path, "/healthz") != 0 && strcmp(r->path, "/livez") != 0 &&
 		    strcmp(r->path, "/readyz") != 0) {
 			count(s, "unauthorized", "");
@@ -486,6 +491,8 @@ void ks_handle(ks_server *s, const ks_req *r, ks_resp *out)
 		else if (strcmp(r->path, "/healthz") == 0 || strcmp(r->path, "/readyz") == 0 ||
 			 strcmp(r->path, "/livez") == 0)
 			text(out, 200, "ok");
+		else if (strcmp(r->path, "/openapi/v2") == 0 || strcmp(r->path, "/swagger-2.0.0.pb-v1") == 0)
+			openapi_v2(s, r, out);
 		else if (strcmp(r->path, "/openapi/v3") == 0 || strcmp(r->path, "/openapi/v3/") == 0)
 			ks_resp_json(out, 200, ks_openapi_root(s));
 		else if (strncmp(r->path, "/openapi/v3/", 12) == 0) {
@@ -576,10 +583,13 @@ void ks_handle(ks_server *s, const ks_req *r, ks_resp *out)
 	parse_opts(r, &o);
 	char mgr[128];
 	default_manager(r, &o, mgr, sizeof(mgr));
-	if (strcmp(verb, "get") == 0) {
-		do_get(s, t, r, ns, rt.name, out);
-	} else if (strcmp(verb, "list") == 0) {
-		do_list(s, t, ns, r, out);
+	if (strcmp(verb, "get") == 0 || strcmp(verb, "list") == 0) {
+		if (verb[0] == 'g')
+			do_get(s, t, ns, rt.name, out);
+		else
+			do_list(s, t, ns, r, out);
+		if (out->code == 200 && ks_wants_table(r->accept))
+			as_table(t, r, out);
 	} else if (strcmp(verb, "watch") == 0) {
 		ks_watch_open(s, t, ns, r, out);
 	} else if (strcmp(verb, "create") == 0) {

@@ -76,7 +76,8 @@ static enum MHD_Result send_resp(struct MHD_Connection *conn, ks_server *s, ks_r
 		}
 	} else {
 		const char *b = r->body ? r->body : "";
-		resp = MHD_create_response_from_buffer(strlen(b), (void *)b, MHD_RESPMEM_MUST_COPY);
+		resp = MHD_create_response_from_buffer(r->body_len ? r->body_len : strlen(b), (void *)b,
+						       MHD_RESPMEM_MUST_COPY);
 		if (!resp)
 			return MHD_NO;
 	}

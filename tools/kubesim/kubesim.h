@@ -34,6 +34,7 @@ typedef struct ks_rtype {
 	char *categories;  /* comma-separated, may be NULL */
 	int namespaced, has_status, is_crd, storage;
 	cJSON *schema; /* CRD openAPIV3Schema (owned) or NULL */
+	cJSON *columns; /* CRD additionalPrinterColumns of this version (owned) or NULL */
 	char *crd_name;
 } ks_rtype;
 
@@ -60,9 +61,26 @@ const char *ks_rtype_api_version(const ks_rtype *t, char *buf, size_t cap);
 enum ks_ev_type { KS_EV_ADDED, KS_EV_MODIFIED, KS_EV_DELETED, KS_EV_BOOKMARK, KS_EV_ERROR };
 const char *ks_ev_name(int type);
 
+/* One serialized version of an object, shared (reference counted, under srv->mu)
+ * by the store item that holds it and by the history events that mention it: an
+ * event costs one serialization and no object copy, and a MODIFIED event's "old"
+ * state is the previous version's blob. */
+typedef struct ks_blob {
+	unsigned refs;
+	size_t len;
+	char *json;    /* the object, compact JSON */
+	cJSON *labels; /* copy of metadata.labels (label selectors), or NULL */
+	char ns[];     /* namespace, "" for cluster-scoped */
+} ks_blob;
+
+ks_blob *ks_blob_new(const char *ns, const cJSON *obj);
+ks_blob *ks_blob_ref(ks_blob *b);
+void ks_blob_unref(ks_blob *b);
+
 typedef struct ks_item {
 	char *ns, *name; /* ns "" for cluster-scoped */
 	cJSON *obj;
+	ks_blob *blob; /* obj as last stored (same resourceVersion) */
 } ks_item;
 
 typedef struct ks_bucket {
@@ -74,10 +92,9 @@ typedef struct ks_bucket {
 typedef struct ks_event {
 	uint64_t rv;
 	int type;
-	char *gr, *ns, *name;
-	cJSON *obj; /* state after (or last state for DELETED) */
-	cJSON *old; /* state before, for MODIFIED (selector transitions) */
-	char *json; /* obj serialized */
+	const char *gr; /* the bucket's "group/resource" (buckets live as long as the store) */
+	ks_blob *cur;   /* state after (or last state for DELETED) */
+	ks_blob *old;   /* state before, for MODIFIED (selector transitions); may be NULL */
 } ks_event;
 
 typedef struct ks_store {
@@ -126,6 +143,7 @@ struct ks_watch;
 typedef struct ks_resp {
 	int code;
 	char *body; /* malloc'd, NUL-terminated */
+	size_t body_len; /* 0: strlen(body); set for binary bodies */
 	const char *content_type;
 	char warning[2100]; /* warnings, one per line (Warning: 299 headers) */
 	int retry_after;
@@ -193,7 +211,10 @@ typedef struct ks_server {
 	ks_stats stats;
 	int shutting_down;
 	int bookmark_ms;
-	char *token;     /* bearer token or NULL */
+	char *token;     /* bearer token or NULL (not owned, or token_buf) */
+	char *token_file; /* --token-file, re-read when it changes (auth.c) */
+	char *token_buf;
+	uint64_t token_sig[4];
 	char *state_dir; /* or NULL */
 	char server_addr[128];
 	ks_svc_url *svc_urls;
@@ -208,6 +229,10 @@ int ks_server_init(ks_server *s, int history);
 /* Creates default, kube-system, kube-public, kube-node-lease if absent. */
 int ks_server_seed(ks_server *s);
 void ks_server_free(ks_server *s);
+
+/* auth.c: bearer token check (re-reads a changed --token-file). */
+int ks_token_file_load(ks_server *s, const char *path, gk_err *err);
+int ks_auth_ok(ks_server *s, const char *authorization);
 
 /* handler.c: everything except the socket. */
 void ks_handle(ks_server *s, const ks_req *r, ks_resp *out);
@@ -234,6 +259,8 @@ cJSON *ks_discovery_apis(ks_server *s, int aggregated);
 cJSON *ks_discovery_gv(ks_server *s, const char *group, const char *version); /* NULL: unknown */
 cJSON *ks_openapi_root(ks_server *s);
 cJSON *ks_openapi_gv(ks_server *s, const char *group, const char *version);
+/* openapiv2.c: the protobuf OpenAPI v2 document kubectl <= 1.28 needs (malloc'd). */
+unsigned char *ks_openapi_v2_pb(ks_server *s, size_t *len);
 
 /* crd.c (called with mu held) */
 int ks_crd_install(ks_server *s, cJSON *crd, gk_err *err); /* sets status, registers */

@@ -159,7 +159,7 @@ int main(int argc, char **argv)
 
 	gk_err err = { 0 };
 	int rc = 1;
-	char *cert = NULL, *key = NULL, *tok = NULL;
+	char *cert = NULL, *key = NULL;
 	struct ks_http *h = NULL;
 	ks_server *s = calloc(1, sizeof(*s));
 	if (!s || ks_server_init(s, history)) {
@@ -173,16 +173,10 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (token_f) {
-		if (!(tok = read_file(token_f, 4096, &err))) {
-			GK_ERROR("token file: %s", err.msg);
+		if (ks_token_file_load(s, token_f, &err)) {
+			GK_ERROR("%s", err.msg);
 			goto out;
 		}
-		tok[strcspn(tok, "\r\n")] = 0;
-		if (!*tok) {
-			GK_ERROR("token file %s is empty", token_f);
-			goto out;
-		}
-		s->token = tok;
 	} else if (token) {
 		s->token = (char *)token;
 	}
@@ -267,7 +261,6 @@ out:
 	ks_http_stop(h);
 	free(cert);
 	free(key);
-	free(tok);
 	ks_server_free(s);
 	free(s);
 	return rc;

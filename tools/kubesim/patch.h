@@ -13,12 +13,12 @@ cJSON *ks_merge_patch(cJSON *target, const cJSON *patch, gk_err *err);
 /* RFC 6902 JSON patch (application/json-patch+json): ops is an array. */
 cJSON *ks_json_patch(cJSON *target, const cJSON *ops, gk_err *err);
 /* Strategic merge patch (application/strategic-merge-patch+json) for the built-in
- * kinds: lists with a known merge key (containers/env/volumes by name, ports,
- * conditions by type, ownerReferences by uid, taints by key, ...) are merged by
- * key, finalizers as a set; "$patch": replace/delete, "$deleteFromPrimitiveList/",
- * "$setElementOrder/" and "$retainKeys" directives are honoured or stripped. */
-cJSON *ks_strategic_merge_patch(cJSON *target, const cJSON *patch, gk_err *err);
-/* The merge key of a list field for strategic merge (NULL: atomic list). */
-const char *ks_smp_merge_key(const char *field, const cJSON *sample_item);
+ * kind `kind` (smp.c): lists merge or are replaced according to the kind's Go
+ * patchStrategy/patchMergeKey tags; "$patch" (replace/delete), "$retainKeys",
+ * "$setElementOrder/" and "$deleteFromPrimitiveList/" directives are applied. */
+cJSON *ks_strategic_merge_patch(const char *kind, cJSON *target, const cJSON *patch, gk_err *err);
+/* Strategy of the list at a dotted path of `kind` ("spec.template.spec.containers"):
+ * 1 merge (merge key in *merge_key, NULL for a set of scalars), 0 atomic. */
+int ks_smp_list_strategy(const char *kind, const char *path, const char **merge_key);
 
 #endif

@@ -53,6 +53,7 @@ void ks_rtype_free(ks_rtype *t)
 	free(t->short_names);
 	free(t->categories);
 	free(t->crd_name);
+	cJSON_Delete(t->columns);
 	cJSON_Delete(t->schema);
 	free(t);
 }

@@ -4,11 +4,34 @@
 #include <string.h>
 
 #include "api.h"
+#include "builtin.h"
 #include "schema.h"
+
+static int builtin(const ks_rtype *t, cJSON *obj, ks_resp *out)
+{
+	ks_schema_result r;
+	int n = ks_builtin_validate(t, obj, &r);
+	if (n < 0) {
+		ks_resp_status(out, 500, "InternalError", NULL, NULL, NULL, NULL, "out of memory");
+		return -1;
+	}
+	if (n == 0) {
+		cJSON_Delete(r.causes);
+		return 0;
+	}
+	const char *name = ks_meta_str(obj, "name");
+	char qk[512];
+	snprintf(qk, sizeof(qk), "%s%s%s", t->kind, t->group[0] ? "." : "", t->group);
+	ks_resp_status(out, 422, "Invalid", t->kind, name ? name : "", t->group, r.causes, "%s \"%s\" is invalid: %s%s%s",
+		       qk, name ? name : "", n > 1 ? "[" : "", r.summary, n > 1 ? "]" : "");
+	return -1;
+}
 
 int ks_api_schema(const ks_rtype *t, cJSON *obj, const ks_opts *o, ks_resp *out)
 {
-	if (!t->is_crd || !t->schema)
+	if (!t->is_crd)
+		return builtin(t, obj, out);
+	if (!t->schema)
 		return 0;
 	ks_schema_result r;
 	int n = ks_schema_apply(t->schema, obj, &r);

@@ -24,14 +24,47 @@ int ks_store_init(ks_store *s, int history)
 	return s->ring ? 0 : GK_RESOURCE_EXHAUSTED;
 }
 
+ks_blob *ks_blob_new(const char *ns, const cJSON *obj)
+{
+	size_t nl = strlen(ns ? ns : "");
+	ks_blob *b = calloc(1, sizeof(*b) + nl + 1);
+	if (!b)
+		return NULL;
+	memcpy(b->ns, ns ? ns : "", nl + 1);
+	b->refs = 1;
+	b->json = cJSON_PrintUnformatted(obj);
+	const cJSON *labels =
+		cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "labels");
+	if (labels)
+		b->labels = cJSON_Duplicate(labels, 1);
+	if (!b->json || (labels && !b->labels)) {
+		ks_blob_unref(b);
+		return NULL;
+	}
+	b->len = strlen(b->json);
+	return b;
+}
+
+ks_blob *ks_blob_ref(ks_blob *b)
+{
+	if (b)
+		b->refs++;
+	return b;
+}
+
+void ks_blob_unref(ks_blob *b)
+{
+	if (!b || --b->refs > 0)
+		return;
+	free(b->json);
+	cJSON_Delete(b->labels);
+	free(b);
+}
+
 static void event_clear(ks_event *e)
 {
-	free(e->gr);
-	free(e->ns);
-	free(e->name);
-	cJSON_Delete(e->obj);
-	cJSON_Delete(e->old);
-	free(e->json);
+	ks_blob_unref(e->cur);
+	ks_blob_unref(e->old);
 	memset(e, 0, sizeof(*e));
 }
 
@@ -42,6 +75,7 @@ void ks_store_free(ks_store *s)
 			free(s->b[i].items[j].ns);
 			free(s->b[i].items[j].name);
 			cJSON_Delete(s->b[i].items[j].obj);
+			ks_blob_unref(s->b[i].items[j].blob);
 		}
 		free(s->b[i].items);
 		free(s->b[i].gr);
@@ -130,9 +164,9 @@ static void set_rv(cJSON *obj, uint64_t rv)
 		cJSON_AddItemToObject(m, "resourceVersion", s);
 }
 
-/* Records an event; obj is duplicated, old is taken. */
-static int record(ks_store *s, int type, const char *gr, const char *ns, const char *name, const cJSON *obj,
-		  cJSON *old)
+/* Records an event; takes the references cur and old (either may be NULL after an
+ * allocation failure). O(1): the oldest event falls out of a full ring. */
+static int record(ks_store *s, int type, const char *gr, ks_blob *cur, ks_blob *old)
 {
 	ks_event *e;
 	if (s->count == s->cap) {
@@ -142,21 +176,18 @@ static int record(ks_store *s, int type, const char *gr, const char *ns, const c
 		s->head = (s->head + 1) % s->cap;
 		s->count--;
 	}
-	e = &s->ring[(s->head + s->count) % s->cap];
-	e->rv = s->rv;
-	e->type = type;
-	e->gr = strdup(gr);
-	e->ns = strdup(ns);
-	e->name = strdup(name);
-	e->obj = cJSON_Duplicate(obj, 1);
-	e->old = old;
-	e->json = e->obj ? cJSON_PrintUnformatted(e->obj) : NULL;
-	if (!e->gr || !e->ns || !e->name || !e->obj || !e->json) {
-		event_clear(e);
+	if (!cur) {
+		ks_blob_unref(old);
 		/* history cannot be trusted past this point: force watchers to relist */
 		s->compacted = s->rv;
 		return GK_RESOURCE_EXHAUSTED;
 	}
+	e = &s->ring[(s->head + s->count) % s->cap];
+	e->rv = s->rv;
+	e->type = type;
+	e->gr = gr;
+	e->cur = cur;
+	e->old = old;
 	s->count++;
 	return 0;
 }
@@ -174,16 +205,19 @@ int ks_store_put(ks_store *s, const char *group, const char *resource, const cha
 	int i = find_pos(b, ns, name, &found);
 	s->rv++;
 	set_rv(obj, s->rv);
-	cJSON *old = NULL;
+	ks_blob *blob = ks_blob_new(ns, obj), *old = NULL;
 	if (found) {
-		old = b->items[i].obj;
+		cJSON_Delete(b->items[i].obj);
 		b->items[i].obj = obj;
+		old = b->items[i].blob; /* the item's reference moves to the event */
+		b->items[i].blob = ks_blob_ref(blob);
 	} else {
 		if (b->n == b->cap) {
 			int nc = b->cap ? b->cap * 2 : 16;
 			ks_item *ni = realloc(b->items, sizeof(*ni) * (size_t)nc);
 			if (!ni) {
 				cJSON_Delete(obj);
+				ks_blob_unref(blob);
 				return GK_RESOURCE_EXHAUSTED;
 			}
 			b->items = ni;
@@ -194,16 +228,18 @@ int ks_store_put(ks_store *s, const char *group, const char *resource, const cha
 			free(nsd);
 			free(nd);
 			cJSON_Delete(obj);
+			ks_blob_unref(blob);
 			return GK_RESOURCE_EXHAUSTED;
 		}
 		memmove(&b->items[i + 1], &b->items[i], sizeof(ks_item) * (size_t)(b->n - i));
 		b->items[i].ns = nsd;
 		b->items[i].name = nd;
 		b->items[i].obj = obj;
+		b->items[i].blob = ks_blob_ref(blob);
 		b->n++;
 		s->nobjs++;
 	}
-	return record(s, found ? KS_EV_MODIFIED : KS_EV_ADDED, b->gr, ns, name, obj, old);
+	return record(s, found ? KS_EV_MODIFIED : KS_EV_ADDED, b->gr, blob, old);
 }
 
 int ks_store_remove(ks_store *s, const char *group, const char *resource, const char *ns, const char *name)
@@ -222,10 +258,11 @@ int ks_store_remove(ks_store *s, const char *group, const char *resource, const 
 	s->nobjs--;
 	s->rv++;
 	set_rv(it.obj, s->rv);
-	int rc = record(s, KS_EV_DELETED, b->gr, ns, name, it.obj, NULL);
+	int rc = record(s, KS_EV_DELETED, b->gr, ks_blob_new(ns, it.obj), NULL);
 	free(it.ns);
 	free(it.name);
 	cJSON_Delete(it.obj);
+	ks_blob_unref(it.blob);
 	return rc;
 }
 

@@ -71,6 +71,22 @@ static int matches(const struct ks_watch *w, const cJSON *obj)
 	return ks_label_selector_match(&w->ls, labels) && ks_field_selector_match(&w->fs, obj);
 }
 
+/* Selectors against a stored version: labels are kept beside the JSON; the JSON is
+ * parsed only when a field selector needs it. -1: out of memory. */
+static int blob_matches(const struct ks_watch *w, const ks_blob *b)
+{
+	if (!ks_label_selector_match(&w->ls, b->labels))
+		return 0;
+	if (w->fs.nterms == 0)
+		return 1;
+	cJSON *obj = cJSON_ParseWithLength(b->json, b->len);
+	if (!obj)
+		return -1;
+	int m = ks_field_selector_match(&w->fs, obj);
+	cJSON_Delete(obj);
+	return m;
+}
+
 static char *bookmark_line(const struct ks_watch *w, uint64_t rv)
 {
 	char av[256], buf[512];
@@ -131,9 +147,7 @@ struct ks_watch *ks_watch_open(ks_server *s, const ks_rtype *t, const char *ns, 
 					continue;
 				if (!matches(w, b->items[i].obj))
 					continue;
-				char *js = cJSON_PrintUnformatted(b->items[i].obj);
-				char *l = js ? event_line("ADDED", js) : NULL;
-				free(js);
+				char *l = event_line("ADDED", b->items[i].blob->json);
 				if (!l)
 					goto oom;
 				w->initial[w->ninit++] = l;
@@ -191,12 +205,16 @@ static char *next_event(ks_server *s, struct ks_watch *w, int *is_event)
 	for (; idx < s->store.count; idx++) {
 		const ks_event *e = ks_store_event(&s->store, idx);
 		w->cursor = e->rv;
-		if (strcmp(e->gr, w->gr) != 0 || (w->ns[0] && strcmp(e->ns, w->ns) != 0))
+		if (strcmp(e->gr, w->gr) != 0 || (w->ns[0] && strcmp(e->cur->ns, w->ns) != 0))
 			continue;
-		int mn = matches(w, e->obj);
+		int mn = blob_matches(w, e->cur);
+		int mo = e->type == KS_EV_MODIFIED && e->old ? blob_matches(w, e->old) : mn;
+		if (mn < 0 || mo < 0) {
+			w->end_after_pending = 1; /* out of memory: end the stream, the client relists */
+			return NULL;
+		}
 		const char *type = NULL;
 		if (e->type == KS_EV_MODIFIED) {
-			int mo = e->old ? matches(w, e->old) : mn;
 			type = mn && mo ? "MODIFIED" : mn ? "ADDED" : mo ? "DELETED" : NULL;
 		} else if (mn) {
 			type = ks_ev_name(e->type);
@@ -204,7 +222,7 @@ static char *next_event(ks_server *s, struct ks_watch *w, int *is_event)
 		if (!type)
 			continue;
 		*is_event = 1;
-		return event_line(type, e->json);
+		return event_line(type, e->cur->json);
 	}
 	w->cursor = s->store.rv;
 	return NULL;

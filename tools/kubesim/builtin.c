@@ -1,0 +1,176 @@
+/* kubesim — the API server's validation of built-in kinds, for the mistakes a
+ * kubectl user makes by hand (pure): Node taints (key and effect), DaemonSet
+ * selector/template agreement, Pod and pod-template containers (name, image,
+ * unique names). Messages and cause fields are the API server's. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "builtin.h"
+
+static void cause(ks_schema_result *r, const char *reason, const char *field, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void cause(ks_schema_result *r, const char *reason, const char *field, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	cJSON *c = cJSON_CreateObject();
+	if (c) {
+		cJSON_AddStringToObject(c, "reason", reason);
+		cJSON_AddStringToObject(c, "message", msg);
+		cJSON_AddStringToObject(c, "field", field);
+		cJSON_AddItemToArray(r->causes, c);
+	}
+	size_t used = strlen(r->summary);
+	if (used < sizeof(r->summary) - 1)
+		snprintf(r->summary + used, sizeof(r->summary) - used, "%s%s: %s", r->ncauses ? ", " : "", field, msg);
+	r->ncauses++;
+}
+
+static const char *sget(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static void taints(const cJSON *list, const char *path, ks_schema_result *r)
+{
+	int i = 0;
+	const cJSON *t;
+	cJSON_ArrayForEach(t, list) {
+		char f[256];
+		const char *key = sget(t, "key"), *eff = sget(t, "effect");
+		if (!key || !*key) {
+			snprintf(f, sizeof(f), "%s[%d].key", path, i);
+			cause(r, "FieldValueRequired", f, "Required value");
+		}
+		snprintf(f, sizeof(f), "%s[%d].effect", path, i);
+		if (!eff || !*eff)
+			cause(r, "FieldValueRequired", f, "Required value");
+		else if (strcmp(eff, "NoSchedule") && strcmp(eff, "PreferNoSchedule") && strcmp(eff, "NoExecute"))
+			cause(r, "FieldValueNotSupported", f,
+			      "Unsupported value: \"%s\": supported values: \"NoExecute\", \"NoSchedule\", \"PreferNoSchedule\"",
+			      eff);
+		/* the same key and effect twice */
+		const cJSON *u;
+		int j = 0;
+		cJSON_ArrayForEach(u, list) {
+			if (j++ >= i)
+				break;
+			const char *k2 = sget(u, "key"), *e2 = sget(u, "effect");
+			if (key && eff && k2 && e2 && strcmp(key, k2) == 0 && strcmp(eff, e2) == 0) {
+				snprintf(f, sizeof(f), "%s[%d]", path, i);
+				cause(r, "FieldValueDuplicate", f,
+				      "Duplicate value: \"%s\": taints must be unique by key and effect pair", key);
+				break;
+			}
+		}
+		i++;
+	}
+}
+
+static void containers(const cJSON *pod_spec, const char *path, ks_schema_result *r)
+{
+	char f[256];
+	const cJSON *cs = cJSON_GetObjectItemCaseSensitive(pod_spec, "containers");
+	if (cJSON_GetArraySize(cs) == 0) {
+		snprintf(f, sizeof(f), "%s.containers", path);
+		cause(r, "FieldValueRequired", f, "Required value");
+		return;
+	}
+	int i = 0;
+	const cJSON *c;
+	cJSON_ArrayForEach(c, cs) {
+		const char *name = sget(c, "name"), *image = sget(c, "image");
+		if (!name || !*name) {
+			snprintf(f, sizeof(f), "%s.containers[%d].name", path, i);
+			cause(r, "FieldValueRequired", f, "Required value");
+		} else {
+			const cJSON *d;
+			int j = 0;
+			cJSON_ArrayForEach(d, cs) {
+				if (j++ >= i)
+					break;
+				const char *n2 = sget(d, "name");
+				if (n2 && strcmp(n2, name) == 0) {
+					snprintf(f, sizeof(f), "%s.containers[%d].name", path, i);
+					cause(r, "FieldValueDuplicate", f, "Duplicate value: \"%s\"", name);
+					break;
+				}
+			}
+		}
+		if (!image || !*image) {
+			snprintf(f, sizeof(f), "%s.containers[%d].image", path, i);
+			cause(r, "FieldValueRequired", f, "Required value");
+		}
+		i++;
+	}
+}
+
+/* matchLabels (and the simple matchExpressions In/Exists) against labels */
+static int selector_matches(const cJSON *sel, const cJSON *labels)
+{
+	const cJSON *m;
+	cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(sel, "matchLabels")) {
+		const char *v = sget(labels, m->string);
+		if (!v || !cJSON_IsString(m) || strcmp(v, m->valuestring) != 0)
+			return 0;
+	}
+	const cJSON *e;
+	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(sel, "matchExpressions")) {
+		const char *k = sget(e, "key"), *op = sget(e, "operator");
+		const char *v = k ? sget(labels, k) : NULL;
+		if (!k || !op)
+			return 0;
+		int in = 0;
+		const cJSON *x;
+		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(e, "values")) in |=
+			v && cJSON_IsString(x) && strcmp(x->valuestring, v) == 0;
+		if ((strcmp(op, "In") == 0 && !in) || (strcmp(op, "NotIn") == 0 && in) ||
+		    (strcmp(op, "Exists") == 0 && !v) || (strcmp(op, "DoesNotExist") == 0 && v))
+			return 0;
+	}
+	return 1;
+}
+
+static void daemonset(const cJSON *o, ks_schema_result *r)
+{
+	const cJSON *spec = cJSON_GetObjectItemCaseSensitive(o, "spec");
+	const cJSON *sel = cJSON_GetObjectItemCaseSensitive(spec, "selector");
+	const cJSON *tmpl = cJSON_GetObjectItemCaseSensitive(spec, "template");
+	const cJSON *labels =
+		cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(tmpl, "metadata"), "labels");
+	if (!cJSON_IsObject(sel)) {
+		cause(r, "FieldValueRequired", "spec.selector", "Required value");
+	} else if (!cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(sel, "matchLabels")) &&
+		   !cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(sel, "matchExpressions"))) {
+		cause(r, "FieldValueInvalid", "spec.selector", "Invalid value: \"{}\": empty selector is invalid for daemonset");
+	} else if (!selector_matches(sel, labels)) {
+		char *ls = labels ? cJSON_PrintUnformatted(labels) : NULL;
+		cause(r, "FieldValueInvalid", "spec.template.metadata.labels",
+		      "Invalid value: %s: `selector` does not match template `labels`", ls ? ls : "null");
+		cJSON_free(ls);
+	}
+	containers(cJSON_GetObjectItemCaseSensitive(tmpl, "spec"), "spec.template.spec", r);
+}
+
+int ks_builtin_validate(const ks_rtype *t, const cJSON *obj, ks_schema_result *r)
+{
+	memset(r, 0, sizeof(*r));
+	if (!(r->causes = cJSON_CreateArray()))
+		return -1;
+	if (t->is_crd)
+		return 0;
+	const cJSON *spec = cJSON_GetObjectItemCaseSensitive(obj, "spec");
+	if (!t->group[0] && strcmp(t->kind, "Node") == 0)
+		taints(cJSON_GetObjectItemCaseSensitive(spec, "taints"), "spec.taints", r);
+	else if (!t->group[0] && strcmp(t->kind, "Pod") == 0)
+		containers(spec, "spec", r);
+	else if (strcmp(t->group, "apps") == 0 && strcmp(t->kind, "DaemonSet") == 0)
+		daemonset(obj, r);
+	return r->ncauses;
+}

@@ -1,0 +1,13 @@
+/* kubesim — validation of built-in kinds (pure): Node taints, DaemonSet
+ * selector/template, Pod containers (see builtin.c). */
+#ifndef KUBESIM_BUILTIN_H
+#define KUBESIM_BUILTIN_H
+
+#include "kubesim.h"
+#include "schema.h"
+
+/* Fills r (causes must be freed by the caller) and returns the number of errors
+ * (0 valid, -1 out of memory). */
+int ks_builtin_validate(const ks_rtype *t, const cJSON *obj, ks_schema_result *r);
+
+#endif
