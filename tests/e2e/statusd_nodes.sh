@@ -161,6 +161,8 @@ check "no problem nodes: Ready True, Degraded False" wait_for ready 10 st_has '(
 # ---- kubectl shows it ----------------------------------------------------------------------------------
 kubectl_cols() { local o; o=$(k get clusterpolicy gpu --no-headers -o 'custom-columns=KMM:.status.kmmStatus,READY:.status.conditions[?(@.type=="Ready")].status,REASON:.status.conditions[?(@.type=="Ready")].reason,GPU:.status.nodes.gpuNodes,OOT:.status.nodes.ootLoaded' 2>&1); echo "# kubectl: $o" >&2; [[ $o =~ ^2/2\ +True\ +Ready\ +1\ +1$ ]]; }
 check "kubectl custom-columns (the CRD's printer-column paths): KMM 2/2 True Ready 1 1" kubectl_cols
+kubectl_wide() { local o; o=$(k get clusterpolicy gpu -o wide --no-headers 2>&1); echo "# kubectl -o wide: $o" >&2; [[ $o =~ ^gpu\ +2/2\ +N/A\ +N/A\ +2/2\ +True\ +Ready\ +1\ +1\ +0\  ]]; }
+check "kubectl get clusterpolicy -o wide (printer columns): DP KMM Ready Reason GPU-Nodes OoT Problem-Nodes" kubectl_wide
 check "statusd still alive" kill -0 "$SD_PID"
 sd_stop TERM
 check "statusd exits 0" test $? = 0
