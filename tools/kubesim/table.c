@@ -159,6 +159,8 @@ const cJSON *ks_jsonpath_first(const cJSON *obj, const char *path)
 {
 	const cJSON *cur = obj;
 	const char *p = path;
+	if (!p)
+		return NULL;
 	if (*p == '{') /* {.a.b} */
 		p++;
 	while (cur && *p && *p != '}') {
