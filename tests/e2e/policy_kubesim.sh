@@ -29,7 +29,7 @@ if grep -qE '^NAME +AGE' <<<"$out"; then
 	TABLE=0
 else
 	TABLE=1
-	check "printer columns DP DRA XPU KMM READY AGE" grep -qE 'NAME +DP +DRA +XPU +KMM +READY +AGE' <<<"$out"
+	check "printer columns DP DRA XPU KMM READY REASON AGE" grep -qE 'NAME +DP +DRA +XPU +KMM +READY +REASON +AGE' <<<"$out"
 fi
 check "four policies listed" test "$(k get clusterpolicies -o name | wc -l)" = 4
 
