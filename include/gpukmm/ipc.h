@@ -169,6 +169,9 @@ int gk_ipc_pub_peers(const gk_ipc_pub *p);          /* subscribers connected now
  * number used, 0 when refused (bad topic, too many topics). Never blocks. */
 uint64_t gk_ipc_pub_send(gk_ipc_pub *p, const char *topic, const ProtobufCMessage *msg);
 uint64_t gk_ipc_pub_seq(const gk_ipc_pub *p, const char *topic); /* current number, 0 if none */
+/* This publisher's epoch (random, never 0): a snapshot reply carries it with
+ * its numbers so a subscriber can tell them from a restarted publisher's. */
+uint32_t gk_ipc_pub_epoch(const gk_ipc_pub *p);
 /* Publish ticks for every topic; call from a timer (the library keeps no
  * thread). Also re-creates a stuck listener (see gk_ipc_server_dispatch). */
 void gk_ipc_pub_tick(gk_ipc_pub *p);
@@ -187,8 +190,13 @@ int gk_ipc_sub_open(gk_ipc_sub **out, const char *url, const gk_ipc_opts *opts,
 /* Subscribe to a topic ("" = all topics, then desc decodes every topic). */
 int gk_ipc_sub_topic(gk_ipc_sub *s, const char *topic, const ProtobufCMessageDescriptor *desc,
 		     gk_err *err);
-/* After a snapshot: drop deliveries with seq <= `seq` and expect seq+1 next. */
-void gk_ipc_sub_set_seq(gk_ipc_sub *s, const char *topic, uint64_t seq);
+/* After a snapshot: drop deliveries with seq <= `seq` and expect seq+1 next.
+ * `epoch` is the publisher's epoch the snapshot's numbers belong to
+ * (gk_ipc_pub_epoch, sent in the snapshot reply); with it, a publisher that
+ * restarted between the snapshot and its next message is seen as a gap. 0 =
+ * unknown: the next message's epoch is taken as the snapshot's (a restart in
+ * that window then goes unnoticed: its low numbers look already seen). */
+void gk_ipc_sub_set_seq(gk_ipc_sub *s, const char *topic, uint64_t seq, uint32_t epoch);
 int gk_ipc_sub_fd(gk_ipc_sub *s);
 int gk_ipc_sub_dispatch(gk_ipc_sub *s);
 void gk_ipc_sub_close(gk_ipc_sub *s);

@@ -53,6 +53,8 @@ int gk_ipc_pub_open(gk_ipc_pub **out, const char *url, const gk_ipc_opts *opts, 
 	atomic_init(&p->pipes, 0);
 	if (getrandom(&p->epoch, sizeof(p->epoch), 0) != sizeof(p->epoch))
 		p->epoch = (uint32_t)getpid() ^ (uint32_t)gk_mono_ms();
+	if (p->epoch == 0) /* 0 means "unknown" to gk_ipc_sub_set_seq */
+		p->epoch = 1;
 	int rv = nng_pub0_open(&p->sock), code;
 	if (rv != 0) {
 		free(p);
@@ -133,6 +135,11 @@ uint64_t gk_ipc_pub_seq(const gk_ipc_pub *p, const char *topic)
 		return 0;
 	topic_seq *t = find_topic((gk_ipc_pub *)p, topic, 0);
 	return t ? t->seq : 0;
+}
+
+uint32_t gk_ipc_pub_epoch(const gk_ipc_pub *p)
+{
+	return p->epoch;
 }
 
 void gk_ipc_pub_tick(gk_ipc_pub *p)
@@ -265,7 +272,7 @@ static seq_entry *find_seq(gk_ipc_sub *s, const char *topic)
 	return e;
 }
 
-void gk_ipc_sub_set_seq(gk_ipc_sub *s, const char *topic, uint64_t seq)
+void gk_ipc_sub_set_seq(gk_ipc_sub *s, const char *topic, uint64_t seq, uint32_t epoch)
 {
 	if (!topic_ok(topic))
 		return;
@@ -274,7 +281,8 @@ void gk_ipc_sub_set_seq(gk_ipc_sub *s, const char *topic, uint64_t seq)
 		return;
 	e->st.last = seq;
 	e->st.known = true;
-	e->st.epoch_known = false;
+	e->st.epoch_known = epoch != 0;
+	e->st.epoch = epoch;
 }
 
 int gk_ipc_sub_fd(gk_ipc_sub *s)

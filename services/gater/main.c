@@ -314,7 +314,7 @@ static void on_snapshot(void *user, int code, ProtobufCMessage *reply, const cha
 	if (gk_gtv_load_snapshot(g->view, s, &e) != GK_OK)
 		GK_WARN("snapshot: %s", e.msg);
 	for (size_t i = 0; i < N_TOPICS; i++)
-		gk_ipc_sub_set_seq(g->sub, TOPICS[i], seq_of(s, TOPICS[i]));
+		gk_ipc_sub_set_seq(g->sub, TOPICS[i], seq_of(s, TOPICS[i]), s->epoch);
 	for (size_t i = 0; i < g->n_buf; i++)
 		if (g->buf[i].seq > seq_of(s, g->buf[i].topic))
 			apply_event(g, g->buf[i].topic, g->buf[i].msg);

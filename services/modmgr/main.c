@@ -366,7 +366,7 @@ static void on_snapshot(void *user, int code, ProtobufCMessage *reply, const cha
 	if (gk_mmv_load_snapshot(m->view, s, &e) != GK_OK)
 		GK_WARN("snapshot: %s", e.msg);
 	for (size_t i = 0; i < N_TOPICS; i++)
-		gk_ipc_sub_set_seq(m->sub, TOPICS[i], seq_of(s, TOPICS[i]));
+		gk_ipc_sub_set_seq(m->sub, TOPICS[i], seq_of(s, TOPICS[i]), s->epoch);
 	/* replay what arrived meanwhile and is newer than the snapshot */
 	for (size_t i = 0; i < m->n_buf; i++) {
 		if (m->buf[i].seq > seq_of(s, m->buf[i].topic))

@@ -125,7 +125,7 @@ static void on_snapshot(void *user, int code, ProtobufCMessage *reply, const cha
 	if (gk_sd_view_load_snapshot(w->view, s, &e) != GK_OK)
 		GK_WARN("snapshot: %s", e.msg);
 	for (size_t i = 0; i < N_TOPICS; i++)
-		gk_ipc_sub_set_seq(w->sub, TOPICS[i], seq_of(s, TOPICS[i]));
+		gk_ipc_sub_set_seq(w->sub, TOPICS[i], seq_of(s, TOPICS[i]), s->epoch);
 	for (size_t i = 0; i < w->n_buf; i++)
 		if (w->buf[i].seq > seq_of(s, w->buf[i].topic))
 			apply(w, w->buf[i].topic, w->buf[i].msg);

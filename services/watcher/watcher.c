@@ -565,6 +565,10 @@ void wr_snapshot_fill(wr *w, const Gpukmm__SnapshotRequest *req, Gpukmm__Snapsho
 			total += w->store[t].n;
 	raw_ctx r = {calloc(total + 1, sizeof *r.f), 0, total, 0};
 	rep->seqs = calloc(WT_N + 2, sizeof *rep->seqs);
+	if (w->pub) {
+		rep->has_epoch = 1;
+		rep->epoch = gk_ipc_pub_epoch(w->pub);
+	}
 	for (int t = 0; rep->seqs && t < WT_N + 2; t++) {
 		const char *name = t < WT_N ? wr_topic_names[t] : extra[t - WT_N];
 		if (!wants(req, name))

@@ -78,6 +78,8 @@ static void w_snapshot(Gpukmm__Watcher_Service *s, const Gpukmm__SnapshotRequest
 	r.seqs = tp;
 	r.has_synced = 1;
 	r.synced = 1;
+	r.has_epoch = 1;
+	r.epoch = gk_ipc_pub_epoch(p->pub);
 	cl(&r, cd);
 }
 static void w_get(Gpukmm__Watcher_Service *s, const Gpukmm__GetRequest *in, Gpukmm__Event_Closure cl, void *cd)

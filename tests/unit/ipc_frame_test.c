@@ -242,4 +242,12 @@ Test(bus, sequence_decisions)
 	cr_assert_eq(gk_seq_decide(&s2, GK_BUS_EVENT, 3, 101, &exp), GK_SEQ_DELIVER);
 	gk_seq_state s3 = { 0 };
 	cr_assert_eq(gk_seq_decide(&s3, GK_BUS_TICK, 1, 4, &exp), GK_SEQ_TICK_OK, "a first tick only records");
+	/* a snapshot with its publisher's epoch: a restarted publisher's low
+	 * numbers are a gap, not "covered by the snapshot" */
+	gk_seq_state s4 = { .last = 100, .known = true, .epoch_known = true, .epoch = 3 };
+	cr_assert_eq(gk_seq_decide(&s4, GK_BUS_TICK, 4, 2, &exp), GK_SEQ_TICK_GAP, "tick of a new epoch");
+	cr_assert_eq(exp, 1);
+	gk_seq_state s5 = { .last = 100, .known = true, .epoch_known = true, .epoch = 3 };
+	cr_assert_eq(gk_seq_decide(&s5, GK_BUS_EVENT, 4, 1, &exp), GK_SEQ_GAP_DELIVER, "event of a new epoch");
+	cr_assert_eq(gk_seq_decide(&s5, GK_BUS_EVENT, 3, 101, &exp), GK_SEQ_GAP_DELIVER, "and back");
 }
