@@ -2,6 +2,7 @@
  *
  * Files of supervisor/, one job each:
  *   conf.c     the service table: profile defaults, JSON config file, validation
+ *   pflags.c   profile options (webhook TLS/listen, leader election) -> service args
  *   fsm.c      the state × event table of one service (s6-supervise style)
  *   policy.c   pure restart policy: backoff, healthy reset, intensity window, exit decision
  *   spawn.c    fork + immediate exec of one child with its fds, env and privileges
@@ -76,6 +77,18 @@ int gk_sup_conf_load(gk_sup_conf *c, const char *profile, const char *file, gk_e
  * then in $PATH. Error names the field. */
 int gk_sup_conf_resolve(gk_sup_conf *c, const char *self_dir, const char *path_env, gk_err *err);
 void gk_sup_conf_free(gk_sup_conf *c);
+
+/* Profile options (pflags.c): flags/env of the supervisor appended to the args of
+ * the service of that name ("webhook": --tls-cert, --tls-key, --listen; "watcher":
+ * --leader-elect, --lease-name). NULL/"" = not given. A flag whose service is not
+ * in the table, a cert without a key (or the reverse), or --lease-name without
+ * --leader-elect is GK_INVALID_ARGUMENT. */
+typedef struct gk_sup_pflags {
+	const char *webhook_tls_cert, *webhook_tls_key, *webhook_listen;
+	bool leader_elect;
+	const char *lease_name;
+} gk_sup_pflags;
+int gk_sup_conf_apply_pflags(gk_sup_conf *c, const gk_sup_pflags *f, gk_err *err);
 const char *gk_sup_restart_name(enum gk_sup_restart r);
 /* "SIGTERM", "TERM", "15" -> 15; -1 if unknown. */
 int gk_sup_signal_parse(const char *s);
