@@ -217,6 +217,12 @@ int main(int argc, char **argv)
 		gk_sup_conf_free(&conf);
 		return 2;
 	}
+	long ouid, ogid;
+	if (gk_sup_rundir_owner(&conf, &ouid, &ogid, &err)) {
+		fprintf(stderr, "gpukmm: %s\n", err.msg);
+		gk_sup_conf_free(&conf);
+		return 2;
+	}
 	if (check) {
 		print_table(&conf);
 		gk_sup_conf_free(&conf);
@@ -224,7 +230,7 @@ int main(int argc, char **argv)
 	}
 	char *rd = rundir ? strdup(rundir) : gk_sup_rundir_default();
 	int lock_fd = -1;
-	if (!rd || gk_sup_rundir_prepare(rd, &lock_fd, &err)) {
+	if (!rd || gk_sup_rundir_prepare(rd, ouid, ogid, &lock_fd, &err)) {
 		fprintf(stderr, "gpukmm: %s\n", rd ? err.msg : "out of memory");
 		free(rd);
 		gk_sup_conf_free(&conf);
@@ -234,7 +240,7 @@ int main(int argc, char **argv)
 	gk_sup sup;
 	gk_sup_opts opts = { .runtime_dir = rd, .token_file = token, .kubeconfig = kubeconfig,
 			     .log_json = fmt == GK_LOG_JSON, .http_listen = http, .environ_base = environ,
-			     .out_fd = STDOUT_FILENO };
+			     .out_fd = STDOUT_FILENO, .control_socket_mode = ouid >= 0 ? 0666 : 0 };
 	if ((rc = gk_sup_init(&sup, &conf, &opts, &err))) {
 		GK_ERROR("%s", err.msg);
 		rc = err.code == GK_INVALID_ARGUMENT ? 2 : 1;

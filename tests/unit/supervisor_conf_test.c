@@ -288,3 +288,37 @@ Test(sup_conf, profile_options_errors)
 	cr_assert(has_args(&c.svcs[0], want));
 	gk_sup_conf_free(&c);
 }
+
+Test(sup_conf, runtime_dir_owner_is_the_one_service_user)
+{
+	gk_sup_conf c;
+	gk_err err;
+	long uid = 0, gid = 0;
+	cr_assert_eq(gk_sup_conf_profile(&c, "controller", &err), 0);
+	cr_assert_eq(gk_sup_rundir_owner(&c, &uid, &gid, &err), 0);
+	cr_assert(uid == -1 && gid == -1, "nobody drops privileges: the dir stays ours");
+	gk_sup_conf_free(&c);
+
+	const char *same = "{\"services\":[{\"name\":\"a\",\"user\":65532},{\"name\":\"b\"},"
+			   "{\"name\":\"c\",\"user\":65532,\"group\":65532}]}";
+	cr_assert_eq(gk_sup_conf_parse(&c, NULL, same, strlen(same), &err), 0, "%s", err.msg);
+	cr_assert_eq(gk_sup_rundir_owner(&c, &uid, &gid, &err), 0, "%s", err.msg);
+	cr_assert(uid == 65532 && gid == 65532, "%ld:%ld", uid, gid);
+	gk_sup_conf_free(&c);
+
+	const char *grp = "{\"services\":[{\"name\":\"a\",\"user\":7,\"group\":9}]}";
+	cr_assert_eq(gk_sup_conf_parse(&c, NULL, grp, strlen(grp), &err), 0, "%s", err.msg);
+	cr_assert_eq(gk_sup_rundir_owner(&c, &uid, &gid, &err), 0, "%s", err.msg);
+	cr_assert(uid == 7 && gid == 9, "%ld:%ld", uid, gid);
+	gk_sup_conf_free(&c);
+
+	/* two users cannot both own a 0700 dir: refused before anything starts */
+	const char *two[] = { "{\"services\":[{\"name\":\"a\",\"user\":1},{\"name\":\"b\",\"user\":2}]}",
+			      "{\"services\":[{\"name\":\"a\",\"user\":1},{\"name\":\"b\",\"user\":1,\"group\":2}]}" };
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(gk_sup_conf_parse(&c, NULL, two[i], strlen(two[i]), &err), 0, "%s", err.msg);
+		cr_assert_eq(gk_sup_rundir_owner(&c, &uid, &gid, &err), GK_INVALID_ARGUMENT, "case %d", i);
+		cr_assert(strstr(err.msg, "services[1].user") && strstr(err.msg, "'b'"), "%s", err.msg);
+		gk_sup_conf_free(&c);
+	}
+}
