@@ -153,7 +153,7 @@ int gk_sup_control_open(gk_sup *s, gk_err *err)
 	c->svc = init;
 	c->sup = s;
 	gk_ipc_server *srv = NULL;
-	gk_ipc_opts o = { 0 };
+	gk_ipc_opts o = { .socket_mode = s->opts.control_socket_mode };
 	int rc = gk_ipc_server_open(&srv, s->control_url, &o, err);
 	if (!rc)
 		rc = gk_ipc_server_add(srv, &c->svc.base, s, NULL, err);

@@ -41,6 +41,16 @@ static const char usage_text[] =
 "  --check              validate the configuration, print the service table, exit\n"
 "  -h, --help           this text\n"
 "\n"
+"Profile options (appended to the args of the service of that name; an option whose\n"
+"service is not configured is an error). Each has an environment equivalent, used\n"
+"when the option is not given:\n"
+"  --webhook-tls-cert F  webhook serving certificate (PEM)      $GPUKMM_WEBHOOK_TLS_CERT\n"
+"  --webhook-tls-key F   its private key (PEM); both or neither $GPUKMM_WEBHOOK_TLS_KEY\n"
+"  --webhook-listen A:P  webhook HTTPS address (default :9443)  $GPUKMM_WEBHOOK_LISTEN\n"
+"  --leader-elect        watcher elects a leader through a Lease $GPUKMM_LEADER_ELECT=1\n"
+"                        in the operator namespace ($OPERATOR_NAMESPACE)\n"
+"  --lease-name N        that Lease (default gpukmm-controller) $GPUKMM_LEASE_NAME\n"
+"\n"
 "Config file (every field optional except services[].name; unknown fields are errors):\n"
 "  {\n"
 "    \"intensity\": {\"max_restarts\": 5, \"window_ms\": 60000},\n"
@@ -77,7 +87,7 @@ static const char usage_text[] =
 "some service had to be killed or did not exit cleanly.\n";
 
 enum { OPT_PROFILE = 1, OPT_CONFIG, OPT_RUNDIR, OPT_HTTP, OPT_TOKEN, OPT_KUBECONFIG, OPT_LOGFMT,
-       OPT_LOGLVL, OPT_CHECK };
+       OPT_LOGLVL, OPT_CHECK, OPT_WH_CERT, OPT_WH_KEY, OPT_WH_LISTEN, OPT_LEADER, OPT_LEASE };
 
 static int fail_usage(const char *msg)
 {
@@ -112,11 +122,17 @@ int main(int argc, char **argv)
 		{ "log-format", required_argument, NULL, OPT_LOGFMT },
 		{ "log-level", required_argument, NULL, OPT_LOGLVL },
 		{ "check", no_argument, NULL, OPT_CHECK },
+		{ "webhook-tls-cert", required_argument, NULL, OPT_WH_CERT },
+		{ "webhook-tls-key", required_argument, NULL, OPT_WH_KEY },
+		{ "webhook-listen", required_argument, NULL, OPT_WH_LISTEN },
+		{ "leader-elect", no_argument, NULL, OPT_LEADER },
+		{ "lease-name", required_argument, NULL, OPT_LEASE },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *profile = NULL, *config = NULL, *rundir = NULL, *http = NULL, *token = NULL, *kubeconfig = NULL;
-	int fmt = -1, lvl = -1, check = 0, o;
+	gk_sup_pflags pf = { 0 };
+	int fmt = -1, lvl = -1, check = 0, leader = -1, o;
 	gk_log_init_env("gpukmm");
 	opterr = 0;
 	while ((o = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -136,6 +152,11 @@ int main(int argc, char **argv)
 				return fail_usage("--log-level: debug, info, warn or error");
 			break;
 		case OPT_CHECK: check = 1; break;
+		case OPT_WH_CERT: pf.webhook_tls_cert = optarg; break;
+		case OPT_WH_KEY: pf.webhook_tls_key = optarg; break;
+		case OPT_WH_LISTEN: pf.webhook_listen = optarg; break;
+		case OPT_LEADER: leader = 1; break;
+		case OPT_LEASE: pf.lease_name = optarg; break;
 		case 'h': fputs(usage_text, stdout); return 0;
 		default: {
 			char m[128];
@@ -163,12 +184,41 @@ int main(int argc, char **argv)
 		fprintf(stderr, "gpukmm: %s\n", err.msg);
 		return 2;
 	}
+	/* profile options: the flag wins, else its environment variable */
+	if (!pf.webhook_tls_cert)
+		pf.webhook_tls_cert = getenv("GPUKMM_WEBHOOK_TLS_CERT");
+	if (!pf.webhook_tls_key)
+		pf.webhook_tls_key = getenv("GPUKMM_WEBHOOK_TLS_KEY");
+	if (!pf.webhook_listen)
+		pf.webhook_listen = getenv("GPUKMM_WEBHOOK_LISTEN");
+	if (!pf.lease_name)
+		pf.lease_name = getenv("GPUKMM_LEASE_NAME");
+	if (leader < 0) {
+		const char *e = getenv("GPUKMM_LEADER_ELECT");
+		if (e && *e && strcmp(e, "0") && strcmp(e, "1") && strcmp(e, "true") && strcmp(e, "false")) {
+			gk_sup_conf_free(&conf);
+			return fail_usage("GPUKMM_LEADER_ELECT: 1, true, 0 or false");
+		}
+		leader = e && (!strcmp(e, "1") || !strcmp(e, "true"));
+	}
+	pf.leader_elect = leader;
+	if ((rc = gk_sup_conf_apply_pflags(&conf, &pf, &err))) {
+		fprintf(stderr, "gpukmm: %s\n", err.msg);
+		gk_sup_conf_free(&conf);
+		return 2;
+	}
 	char self[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	self[n > 0 ? n : 0] = '\0';
 	if ((rc = gk_sup_conf_resolve(&conf, n > 0 ? dirname(self) : NULL, getenv("PATH"), &err))) {
 		fprintf(stderr, "gpukmm: %s%s%s\n", config ? "config " : "", config ? config : "",
 			config ? ": " : "");
+		fprintf(stderr, "gpukmm: %s\n", err.msg);
+		gk_sup_conf_free(&conf);
+		return 2;
+	}
+	long ouid, ogid;
+	if (gk_sup_rundir_owner(&conf, &ouid, &ogid, &err)) {
 		fprintf(stderr, "gpukmm: %s\n", err.msg);
 		gk_sup_conf_free(&conf);
 		return 2;
@@ -180,7 +230,7 @@ int main(int argc, char **argv)
 	}
 	char *rd = rundir ? strdup(rundir) : gk_sup_rundir_default();
 	int lock_fd = -1;
-	if (!rd || gk_sup_rundir_prepare(rd, &lock_fd, &err)) {
+	if (!rd || gk_sup_rundir_prepare(rd, ouid, ogid, &lock_fd, &err)) {
 		fprintf(stderr, "gpukmm: %s\n", rd ? err.msg : "out of memory");
 		free(rd);
 		gk_sup_conf_free(&conf);
@@ -190,7 +240,7 @@ int main(int argc, char **argv)
 	gk_sup sup;
 	gk_sup_opts opts = { .runtime_dir = rd, .token_file = token, .kubeconfig = kubeconfig,
 			     .log_json = fmt == GK_LOG_JSON, .http_listen = http, .environ_base = environ,
-			     .out_fd = STDOUT_FILENO };
+			     .out_fd = STDOUT_FILENO, .control_socket_mode = ouid >= 0 ? 0666 : 0 };
 	if ((rc = gk_sup_init(&sup, &conf, &opts, &err))) {
 		GK_ERROR("%s", err.msg);
 		rc = err.code == GK_INVALID_ARGUMENT ? 2 : 1;

@@ -1,4 +1,5 @@
-/* The runtime directory: where every service's socket lives. 0700 and ours,
+/* The runtime directory: where every service's socket lives. 0700, ours or
+ * handed to the one service user (see gk_sup_rundir_owner in sup.h for why),
  * locked against a second supervisor, emptied of stale sockets before any
  * service starts (a socket file left by a crash would make bind fail). */
 #include <dirent.h>
@@ -37,7 +38,30 @@ void gk_sup_rundir_clean(const char *dir)
 	closedir(d);
 }
 
-int gk_sup_rundir_prepare(const char *dir, int *lock_fd, gk_err *err)
+int gk_sup_rundir_owner(const gk_sup_conf *c, long *uid, long *gid, gk_err *err)
+{
+	*uid = *gid = -1;
+	const char *first = NULL;
+	for (size_t i = 0; i < c->n_svcs; i++) {
+		const gk_sup_svc_conf *s = &c->svcs[i];
+		if (s->uid < 0)
+			continue;   /* keeps the supervisor's uid: reaches the dir anyway */
+		long g = s->gid >= 0 ? s->gid : s->uid;   /* as the spawn drops it */
+		if (!first) {
+			first = s->name;
+			*uid = s->uid;
+			*gid = g;
+		} else if (s->uid != *uid || g != *gid) {
+			return gk_err_set(err, GK_INVALID_ARGUMENT,
+					  "services[%zu].user: service '%s' runs as %ld:%ld but '%s' as %ld:%ld; "
+					  "services that drop privileges must share one uid:gid (the runtime "
+					  "dir is handed to it)", i, s->name, s->uid, g, first, *uid, *gid);
+		}
+	}
+	return 0;
+}
+
+int gk_sup_rundir_prepare(const char *dir, long owner_uid, long owner_gid, int *lock_fd, gk_err *err)
 {
 	*lock_fd = -1;
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
@@ -47,9 +71,13 @@ int gk_sup_rundir_prepare(const char *dir, int *lock_fd, gk_err *err)
 		return gk_err_set(err, GK_INTERNAL, "runtime dir %s: %s", dir, strerror(errno));
 	if (!S_ISDIR(st.st_mode))
 		return gk_err_set(err, GK_FAILED_PRECONDITION, "runtime dir %s: not a directory", dir);
-	if (st.st_uid != geteuid())
-		return gk_err_set(err, GK_PERMISSION_DENIED, "runtime dir %s: owned by uid %u, not by us",
-				  dir, (unsigned)st.st_uid);
+	if (st.st_uid != geteuid() && (owner_uid < 0 || st.st_uid != (uid_t)owner_uid))
+		return gk_err_set(err, GK_PERMISSION_DENIED, "runtime dir %s: owned by uid %u, not by us%s",
+				  dir, (unsigned)st.st_uid, owner_uid >= 0 ? " nor by the services' user" : "");
+	if (owner_uid >= 0 && (st.st_uid != (uid_t)owner_uid || st.st_gid != (gid_t)owner_gid) &&
+	    lchown(dir, (uid_t)owner_uid, (gid_t)owner_gid) < 0)
+		return gk_err_set(err, GK_PERMISSION_DENIED, "runtime dir %s: chown %ld:%ld (services' user): %s",
+				  dir, owner_uid, owner_gid, strerror(errno));
 	if ((st.st_mode & 07777) != 0700 && chmod(dir, 0700) < 0)
 		return gk_err_set(err, GK_PERMISSION_DENIED, "runtime dir %s: chmod 0700: %s", dir,
 				  strerror(errno));

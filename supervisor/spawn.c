@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -66,11 +67,17 @@ static _Noreturn void child(const gk_sup_spawn *sp, int errfd, pid_t parent)
 	/* every other descriptor disappears at exec (the error pipe must live until then) */
 	close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
 	/* a user without a group gets the group of the same number, and never
-	 * keeps the supervisor's (root's) supplementary groups */
+	 * keeps the supervisor's (root's) supplementary groups.
+	 * Raw system calls, not glibc's setgroups/setgid/setuid: those broadcast
+	 * the change to every thread of the process (__nptl_setxid), and in a
+	 * child forked from our multithreaded supervisor (nng, libmicrohttpd)
+	 * they can wait forever for a thread that only existed in the parent
+	 * (seen: the child stuck in setxid_mark_thread). After fork this thread
+	 * is the whole process, so the raw calls are exactly right. */
 	long gid = sp->gid >= 0 ? sp->gid : sp->uid;
-	if (gid >= 0 && (setgroups(0, NULL) < 0 || setgid((gid_t)gid) < 0))
+	if (gid >= 0 && (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setgid, (gid_t)gid) < 0))
 		child_fail(errfd, ST_GID);
-	if (sp->uid >= 0 && setuid((uid_t)sp->uid) < 0)
+	if (sp->uid >= 0 && syscall(SYS_setuid, (uid_t)sp->uid) < 0)
 		child_fail(errfd, ST_UID);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		child_fail(errfd, ST_NNP);

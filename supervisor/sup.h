@@ -2,6 +2,7 @@
  *
  * Files of supervisor/, one job each:
  *   conf.c     the service table: profile defaults, JSON config file, validation
+ *   pflags.c   profile options (webhook TLS/listen, leader election) -> service args
  *   fsm.c      the state × event table of one service (s6-supervise style)
  *   policy.c   pure restart policy: backoff, healthy reset, intensity window, exit decision
  *   spawn.c    fork + immediate exec of one child with its fds, env and privileges
@@ -76,6 +77,18 @@ int gk_sup_conf_load(gk_sup_conf *c, const char *profile, const char *file, gk_e
  * then in $PATH. Error names the field. */
 int gk_sup_conf_resolve(gk_sup_conf *c, const char *self_dir, const char *path_env, gk_err *err);
 void gk_sup_conf_free(gk_sup_conf *c);
+
+/* Profile options (pflags.c): flags/env of the supervisor appended to the args of
+ * the service of that name ("webhook": --tls-cert, --tls-key, --listen; "watcher":
+ * --leader-elect, --lease-name). NULL/"" = not given. A flag whose service is not
+ * in the table, a cert without a key (or the reverse), or --lease-name without
+ * --leader-elect is GK_INVALID_ARGUMENT. */
+typedef struct gk_sup_pflags {
+	const char *webhook_tls_cert, *webhook_tls_key, *webhook_listen;
+	bool leader_elect;
+	const char *lease_name;
+} gk_sup_pflags;
+int gk_sup_conf_apply_pflags(gk_sup_conf *c, const gk_sup_pflags *f, gk_err *err);
 const char *gk_sup_restart_name(enum gk_sup_restart r);
 /* "SIGTERM", "TERM", "15" -> 15; -1 if unknown. */
 int gk_sup_signal_parse(const char *s);
@@ -236,10 +249,24 @@ int64_t gk_sup_watchdog_ms(const char *usec, const char *wpid, pid_t self);
 
 /* ---- runtime directory (rundir.c) ------------------------------------------ */
 
-/* Create dir 0700 (or check an existing one: a directory, not a symlink, ours,
- * then chmod 0700), take its lock (a second supervisor on it fails with
+/* Who owns the runtime dir. Services only reach the supervisor and each other
+ * through sockets in it, so a service dropped to another uid must be able to
+ * create its socket there and connect to the others. The rule: every service
+ * that drops privileges ("user") drops to the same uid:gid, and the dir (0700)
+ * is handed to that uid:gid; root (the supervisor, services that keep its uid)
+ * still reaches everything. The dir is then the only access boundary, so the
+ * supervisor's control.sock is made 0666 inside it (services' own sockets keep
+ * 0600: root and the owner). A group-shared 0750/0660 layout would work for
+ * several uids too, but needs a umask/mode in every service and a socket mode
+ * per listener; one service user is what the Deployments use. Sets *uid and *gid to
+ * -1 when no service drops privileges; two different uid:gid pairs are an
+ * INVALID_ARGUMENT naming the service. */
+int gk_sup_rundir_owner(const gk_sup_conf *c, long *uid, long *gid, gk_err *err);
+/* Create dir 0700 (or check an existing one: a directory, not a symlink, ours
+ * or owner_uid's, then chmod 0700), hand it to owner_uid:owner_gid when >= 0
+ * (gk_sup_rundir_owner), take its lock (a second supervisor on it fails with
  * ALREADY_EXISTS) and remove stale *.sock files. Returns the lock fd in *lock_fd. */
-int gk_sup_rundir_prepare(const char *dir, int *lock_fd, gk_err *err);
+int gk_sup_rundir_prepare(const char *dir, long owner_uid, long owner_gid, int *lock_fd, gk_err *err);
 /* Remove our socket files (at exit). */
 void gk_sup_rundir_clean(const char *dir);
 /* Default: $RUNTIME_DIRECTORY, else /run/gpukmm as root, else $XDG_RUNTIME_DIR/gpukmm,
@@ -292,6 +319,8 @@ typedef struct gk_sup_opts {
 	const char *http_listen;      /* "ADDR:PORT", NULL = no HTTP */
 	char *const *environ_base;
 	int out_fd;                   /* where forwarded lines go (1) */
+	int control_socket_mode;      /* control.sock mode; 0 = 0600 (0666 when the
+				       * runtime dir is handed to a service user) */
 } gk_sup_opts;
 
 typedef struct gk_sup {

@@ -6,6 +6,7 @@ Prints TAP-ish ok / not ok lines. Run from the repository root.
 """
 import glob
 import json
+import os
 import re
 import sys
 
@@ -179,12 +180,15 @@ def pod_checks(variant, objs):
 
 
 def config_checks():
-    conf = json.load(open("deploy/controller/config.json"))
-    names = [s["name"] for s in conf["services"]]
-    ok(names == ["watcher", "modmgr", "gater", "statusd", "webhook"],
-       "controller config.json runs the controller profile's services", names)
-    cred = {s["name"] for s in conf["services"] if s.get("credentials")}
-    ok("webhook" not in cred and "watcher" in cred, "controller config.json: no credentials for the webhook")
+    # the controller runs the default profile, configured by flags only (no config file)
+    objs = [o for o in yaml.safe_load_all(open("deploy/controller/deployment.yaml")) if o]
+    args = objs[0]["spec"]["template"]["spec"]["containers"][0]["args"]
+    ok("--profile=controller" in args and not any(a.startswith("--config") for a in args),
+       "controller: --profile controller, no config file", args)
+    ok("--leader-elect" in args, "controller: the watcher elects a leader", args)
+    ok(any(a.startswith("--webhook-tls-cert=") for a in args)
+       and any(a.startswith("--webhook-tls-key=") for a in args), "controller: webhook TLS files", args)
+    ok(not os.path.exists("deploy/controller/config.json"), "controller: no stale config.json")
 
 
 def main():

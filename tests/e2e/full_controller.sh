@@ -1,8 +1,8 @@
 #!/bin/bash
 # The full pass through real processes: the gpukmm supervisor with the shipped
-# controller configuration (deploy/controller/config.json = the controller
-# profile's services: watcher with leader election, modmgr, gater, statusd,
-# webhook over HTTPS with a test CA), kubesim as the API server (calling the
+# controller arguments (deploy/controller/deployment.yaml: --profile controller,
+# watcher with leader election, modmgr, gater, statusd, webhook over HTTPS with a
+# test CA), kubesim as the API server (calling the
 # webhook with the caBundle, as cert-manager would inject it), fake-kmm as KMM.
 # A cluster admin applies deploy/examples/clusterpolicy-kmm.yaml with kubectl;
 # KMM loads the module on the two matching nodes, the three DaemonSets are
@@ -98,17 +98,36 @@ mk_ds() {
 }
 for d in device-plugin gpu-dra xpu-manager; do mk_ds "$CP-$d"; done
 
-# ---- the controller, as shipped (only the webhook's certificate paths and port differ) --
-jq --arg d "$D" '.services |= map(if .name == "webhook"
-	then .args = ["--tls-cert", ($d + "/tls.crt"), "--tls-key", ($d + "/tls.key"),
-		      "--listen", "127.0.0.1:0", "--port-file", ($d + "/wport")] else . end)' \
-	deploy/controller/config.json >"$D/config.json"
-"$GPUKMM_BIN/gpukmm" --config "$D/config.json" --runtime-dir "$D/run" --kubeconfig "$D/kubeconfig" \
-	--http-listen 127.0.0.1:0 >"$D/gpukmm.log" 2>&1 &
+# ---- the controller, as shipped (only paths and ports differ) -------------------------
+mapfile -t ARGS < <(python3 - "$D" <<'EOF'
+import sys, yaml
+d = sys.argv[1]
+o = next(x for x in yaml.safe_load_all(open("deploy/controller/deployment.yaml")) if x)
+for a in o["spec"]["template"]["spec"]["containers"][0]["args"]:
+    k = a.split("=", 1)[0]
+    a = {"--webhook-tls-cert": f"{k}={d}/tls.crt", "--webhook-tls-key": f"{k}={d}/tls.key",
+         "--webhook-listen": f"{k}=127.0.0.1:0", "--runtime-dir": f"{k}={d}/run",
+         "--http-listen": f"{k}=127.0.0.1:0", "--log-format": None}.get(k, a)
+    if a:
+        print(a)
+EOF
+)
+echo "# gpukmm ${ARGS[*]}"
+check "the shipped Deployment runs --profile controller with --leader-elect" \
+	grep -qx -- --leader-elect <(printf '%s\n' "${ARGS[@]}")
+"$GPUKMM_BIN/gpukmm" "${ARGS[@]}" --kubeconfig "$D/kubeconfig" >"$D/gpukmm.log" 2>&1 &
 SUP_PID=$!
 check "controller ready: every service reported Ready" wait_for "5/5 ready" 60 \
 	grep -q 'ready: 5/5 required services ready' "$D/gpukmm.log"
-check "webhook listening (https)" wait_for wport 10 test -s "$D/wport"
+# the webhook's port (it listens on port 0): the TCP listener of the supervisor's
+# gpukmm-webhook child
+webhook_port() {
+	local p
+	p=$(pgrep -P "$SUP_PID" -x gpukmm-webhook) || return 1
+	ss -Htlnp | awk -v p="pid=$p," 'index($0, p) { n = split($4, a, ":"); print a[n]; exit }' >"$D/wport"
+	test -s "$D/wport"
+}
+check "webhook listening (https)" wait_for wport 10 webhook_port
 # the webhook configurations as shipped, with the caBundle injected (cert-manager's
 # job) and the Service resolved to the webhook's address
 CAB=$(base64 -w0 "$D/ca.crt")

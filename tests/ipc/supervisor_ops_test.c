@@ -2,6 +2,7 @@
  * status, sd_notify, log forwarding (order, prefix, JSON, a slow sink), a
  * SIGKILLed service while the others keep serving RPCs, bad configurations. */
 #include <cJSON.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 
 #include "echo.pb-c.h"
@@ -337,7 +338,8 @@ Test(supervisor_ops, bad_configuration_exits_2_and_starts_nothing)
 	static sh_sup s;
 	sh_mkdir(&s);
 	sh_current = &s;
-	s.exited = true;
+	s.exited = true;    /* nothing to stop: gpukmm runs through run_capture */
+	s.out_pipe = -1;
 	char cfg[300], *out;
 	sh_path(&s, "c.json", cfg, sizeof(cfg));
 	sh_write_file(cfg, "{\"services\":[{\"name\":\"a\",\"stop\":{\"signal\":\"SIGNOPE\"}}]}");
@@ -444,4 +446,130 @@ Test(supervisor_ops, http_listen_rejects_bad_ipv6)
 		cr_assert_eq(sh_wait_exit(&s, 5000), 2, "%s must be a usage error", bad[i]);
 		sh_cleanup();
 	}
+}
+
+/* Can uid 65534 execute this program (every directory on the way searchable)? */
+static bool nobody_can_exec(const char *path)
+{
+	pid_t p = fork();
+	if (p == 0) {
+		if (setgid(65534) < 0 || setuid(65534) < 0)
+			_exit(2);
+		_exit(access(path, X_OK) == 0 ? 0 : 1);
+	}
+	int st;
+	return p > 0 && waitpid(p, &st, 0) == p && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+static long proc_uid(pid_t pid)
+{
+	char path[64], *txt, *u;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (!(txt = sh_slurp(path)))
+		return -1;
+	long uid = (u = strstr(txt, "\nUid:")) ? strtol(u + 5, NULL, 10) : -1;
+	free(txt);
+	return uid;
+}
+
+static void echo_once(const char *url)
+{
+	gk_ipc_client *c;
+	gk_err err;
+	cr_assert_eq(gk_ipc_client_open(&c, url, NULL, &err), 0, "%s", err.msg);
+	Gpukmm__EchoRequest rq = GPUKMM__ECHO_REQUEST__INIT;
+	rq.text = "ping";
+	ProtobufCMessage *rep = NULL;
+	cr_assert_eq(gk_ipc_call(c, &gpukmm__echo__descriptor, "Echo", &rq.base, &rep, 2000 * sh_slow(), &err), 0,
+		     "%s: %s", url, err.msg);
+	cr_assert_str_eq(((Gpukmm__EchoReply *)rep)->text, "ping");
+	gk_ipc_free(rep);
+	gk_ipc_client_close(c);
+}
+
+/* A service dropped to another uid still reaches control.sock (Ready,
+ * heartbeats) and creates its own socket in the runtime dir: the dir is handed
+ * to the services' user, control.sock is 0666 inside it. Root only. */
+Test(supervisor_ops, services_dropped_to_another_uid_reach_the_runtime_dir)
+{
+	if (geteuid() != 0)
+		cr_skip_test("needs root (to drop a service to uid 65534)");
+	if (!nobody_can_exec(sh_bin("gpukmm-echo")))
+		cr_skip_test("uid 65534 cannot reach %s", sh_bin("gpukmm-echo"));
+	/* the runtime dir's parent must be searchable by the service user (as /run
+	 * is); the harness's temp dir is 0700, so the dir goes elsewhere */
+	static char top[256], rd[300];
+	const char *t = getenv("TMPDIR");
+	snprintf(top, sizeof(top), "%s/gk-uid-XXXXXX", t && *t ? t : P_tmpdir);
+	cr_assert_not_null(mkdtemp(top));
+	cr_assert_eq(chmod(top, 0711), 0);
+	snprintf(rd, sizeof(rd), "%s/run", top);
+	static sh_sup s;
+	sh_start(&s, "{\"services\":["
+		     "{\"name\":\"low\",\"binary\":\"@BIN@/gpukmm-echo\",\"user\":65534,"
+		     "\"args\":[\"--listen\",\"ipc://{runtime_dir}/{name}.sock\"],"
+		     "\"heartbeat\":{\"interval_ms\":50,\"timeout_ms\":3000}},"
+		     "{\"name\":\"high\",\"binary\":\"@BIN@/gpukmm-echo\","
+		     "\"args\":[\"--listen\",\"ipc://{runtime_dir}/{name}.sock\"]}]}",
+		 false, NULL, "--runtime-dir", rd, NULL);
+	/* the harness's client dials its own rundir: point it at ours */
+	snprintf(s.rundir, sizeof(s.rundir), "%s", rd);
+	snprintf(s.control, sizeof(s.control), "ipc://%s/control.sock", rd);
+	gk_ipc_client_close(s.cli);
+	gk_err err;
+	gk_ipc_opts o = { .reconnect_min_ms = 10, .reconnect_max_ms = 100 };
+	cr_assert_eq(gk_ipc_client_open(&s.cli, s.control, &o, &err), 0, "%s", err.msg);
+	cr_assert(sh_wait_state(&s, "low", "ready", -1, 5000), "the uid-65534 service reported Ready");
+	cr_assert(sh_wait_state(&s, "high", "ready", -1, 5000));
+	Gpukmm__ServiceTable *tb = sh_list(&s);
+	cr_assert_not_null(tb);
+	pid_t low = sh_svc(tb, "low")->pid, high = sh_svc(tb, "high")->pid;
+	gk_ipc_free(&tb->base);
+	cr_assert_eq(proc_uid(low), 65534);
+	cr_assert_eq(proc_uid(high), 0);
+
+	struct stat st;
+	cr_assert_eq(lstat(s.rundir, &st), 0);
+	cr_assert(S_ISDIR(st.st_mode) && (st.st_mode & 07777) == 0700, "mode %o", st.st_mode & 07777);
+	cr_assert(st.st_uid == 65534 && st.st_gid == 65534, "owner %u:%u", st.st_uid, st.st_gid);
+	char p[400];
+	snprintf(p, sizeof(p), "%s/control.sock", s.rundir);
+	cr_assert_eq(lstat(p, &st), 0);
+	cr_assert_eq(st.st_mode & 0777, 0666, "control.sock %o", st.st_mode & 0777);
+	snprintf(p, sizeof(p), "%s/low.sock", s.rundir);
+	cr_assert_eq(lstat(p, &st), 0, "the uid-65534 service created its socket");
+	cr_assert(S_ISSOCK(st.st_mode) && st.st_uid == 65534);
+
+	/* both serve, and heartbeats keep arriving (no liveness kill) */
+	char url[420];
+	snprintf(url, sizeof(url), "ipc://%s/low.sock", s.rundir);
+	echo_once(url);
+	snprintf(url, sizeof(url), "ipc://%s/high.sock", s.rundir);
+	echo_once(url);
+	/* a restart as 65534 finds its way again (stale socket, same dir) */
+	cr_assert_eq(kill(low, SIGKILL), 0);
+	cr_assert(sh_wait_state(&s, "low", "ready", 1, 5000), "restarted and ready again");
+	snprintf(url, sizeof(url), "ipc://%s/low.sock", s.rundir);
+	echo_once(url);
+	cr_assert_eq(sh_stop(&s, 5000), 0);
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", top);
+	cr_assert_eq(system(cmd), 0);
+}
+
+Test(supervisor_ops, services_of_two_different_uids_are_refused)
+{
+	static sh_sup s;
+	sh_mkdir(&s);
+	sh_current = &s;
+	s.exited = true;
+	char cfg[300], *out;
+	sh_path(&s, "c.json", cfg, sizeof(cfg));
+	sh_write_file(cfg, "{\"services\":[{\"name\":\"a\",\"binary\":\"/bin/true\",\"user\":65534},"
+			   "{\"name\":\"b\",\"binary\":\"/bin/true\",\"user\":65533}]}");
+	char *argv[] = { (char *)sh_bin("gpukmm"), "--config", cfg, "--runtime-dir", s.rundir, NULL };
+	cr_assert_eq(run_capture(argv, &out), 2, "%s", out);
+	cr_assert(strstr(out, "services[1].user") && strstr(out, "share one uid"), "%s", out);
+	free(out);
+	cr_assert_eq(access(s.rundir, F_OK), -1, "nothing created");
 }

@@ -214,3 +214,111 @@ Test(sup_conf, signals)
 	cr_assert_eq(gk_sup_signal_parse(""), -1);
 	cr_assert_eq(gk_sup_signal_parse(NULL), -1);
 }
+
+static bool has_args(const gk_sup_svc_conf *s, const char *const *want)
+{
+	size_t n = 0;
+	while (want[n])
+		n++;
+	if (s->n_args != n || s->args[n] != NULL)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(s->args[i], want[i]) != 0)
+			return false;
+	return true;
+}
+
+Test(sup_conf, profile_options_reach_their_services)
+{
+	gk_sup_conf c;
+	gk_err err;
+	cr_assert_eq(gk_sup_conf_profile(&c, "controller", &err), 0);
+	gk_sup_pflags f = { .webhook_tls_cert = "/c/tls.crt", .webhook_tls_key = "/c/tls.key",
+			    .webhook_listen = "127.0.0.1:0", .leader_elect = true, .lease_name = "lz" };
+	cr_assert_eq(gk_sup_conf_apply_pflags(&c, &f, &err), 0, "%s", err.msg);
+	static const char *const wh[] = { "--tls-cert", "/c/tls.crt", "--tls-key", "/c/tls.key",
+					  "--listen", "127.0.0.1:0", NULL };
+	static const char *const wa[] = { "--leader-elect", "--lease-name", "lz", NULL };
+	static const char *const none[] = { NULL };
+	cr_assert(has_args(&c.svcs[4], wh), "webhook args");
+	cr_assert(has_args(&c.svcs[0], wa), "watcher args");
+	for (int i = 1; i < 4; i++)
+		cr_assert(has_args(&c.svcs[i], none), "%s untouched", c.svcs[i].name);
+	gk_sup_conf_free(&c);
+
+	/* only what is given; "" counts as not given (an empty env variable) */
+	cr_assert_eq(gk_sup_conf_profile(&c, "controller", &err), 0);
+	gk_sup_pflags g = { .webhook_listen = ":8443", .webhook_tls_cert = "", .lease_name = "" };
+	cr_assert_eq(gk_sup_conf_apply_pflags(&c, &g, &err), 0, "%s", err.msg);
+	static const char *const wl[] = { "--listen", ":8443", NULL };
+	cr_assert(has_args(&c.svcs[4], wl));
+	cr_assert(has_args(&c.svcs[0], none), "no leader election unless asked");
+	gk_sup_conf_free(&c);
+
+	/* nothing given: nothing changes, also for a profile without those services */
+	cr_assert_eq(gk_sup_conf_profile(&c, "node", &err), 0);
+	gk_sup_pflags z = { 0 };
+	cr_assert_eq(gk_sup_conf_apply_pflags(&c, &z, &err), 0, "%s", err.msg);
+	gk_sup_conf_free(&c);
+}
+
+Test(sup_conf, profile_options_errors)
+{
+	gk_sup_conf c;
+	gk_err err;
+	struct { gk_sup_pflags f; const char *profile, *msg; } bad[] = {
+		{ { .webhook_tls_cert = "/c" }, "controller", "go together" },
+		{ { .webhook_tls_key = "/k" }, "controller", "go together" },
+		{ { .lease_name = "x" }, "controller", "needs --leader-elect" },
+		{ { .webhook_listen = ":1" }, "node", "'webhook'" },
+		{ { .leader_elect = true }, "node", "'watcher'" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cr_assert_eq(gk_sup_conf_profile(&c, bad[i].profile, &err), 0);
+		cr_assert_eq(gk_sup_conf_apply_pflags(&c, &bad[i].f, &err), GK_INVALID_ARGUMENT, "case %zu", i);
+		cr_assert(strstr(err.msg, bad[i].msg), "case %zu: %s", i, err.msg);
+		gk_sup_conf_free(&c);
+	}
+	/* a config file's services take them by name, after their own args */
+	const char *json = "{\"services\":[{\"name\":\"webhook\",\"args\":[\"--port-file\",\"/p\"]}]}";
+	cr_assert_eq(gk_sup_conf_parse(&c, NULL, json, strlen(json), &err), 0, "%s", err.msg);
+	gk_sup_pflags f = { .webhook_tls_cert = "/c", .webhook_tls_key = "/k" };
+	cr_assert_eq(gk_sup_conf_apply_pflags(&c, &f, &err), 0, "%s", err.msg);
+	static const char *const want[] = { "--port-file", "/p", "--tls-cert", "/c", "--tls-key", "/k", NULL };
+	cr_assert(has_args(&c.svcs[0], want));
+	gk_sup_conf_free(&c);
+}
+
+Test(sup_conf, runtime_dir_owner_is_the_one_service_user)
+{
+	gk_sup_conf c;
+	gk_err err;
+	long uid = 0, gid = 0;
+	cr_assert_eq(gk_sup_conf_profile(&c, "controller", &err), 0);
+	cr_assert_eq(gk_sup_rundir_owner(&c, &uid, &gid, &err), 0);
+	cr_assert(uid == -1 && gid == -1, "nobody drops privileges: the dir stays ours");
+	gk_sup_conf_free(&c);
+
+	const char *same = "{\"services\":[{\"name\":\"a\",\"user\":65532},{\"name\":\"b\"},"
+			   "{\"name\":\"c\",\"user\":65532,\"group\":65532}]}";
+	cr_assert_eq(gk_sup_conf_parse(&c, NULL, same, strlen(same), &err), 0, "%s", err.msg);
+	cr_assert_eq(gk_sup_rundir_owner(&c, &uid, &gid, &err), 0, "%s", err.msg);
+	cr_assert(uid == 65532 && gid == 65532, "%ld:%ld", uid, gid);
+	gk_sup_conf_free(&c);
+
+	const char *grp = "{\"services\":[{\"name\":\"a\",\"user\":7,\"group\":9}]}";
+	cr_assert_eq(gk_sup_conf_parse(&c, NULL, grp, strlen(grp), &err), 0, "%s", err.msg);
+	cr_assert_eq(gk_sup_rundir_owner(&c, &uid, &gid, &err), 0, "%s", err.msg);
+	cr_assert(uid == 7 && gid == 9, "%ld:%ld", uid, gid);
+	gk_sup_conf_free(&c);
+
+	/* two users cannot both own a 0700 dir: refused before anything starts */
+	const char *two[] = { "{\"services\":[{\"name\":\"a\",\"user\":1},{\"name\":\"b\",\"user\":2}]}",
+			      "{\"services\":[{\"name\":\"a\",\"user\":1},{\"name\":\"b\",\"user\":1,\"group\":2}]}" };
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(gk_sup_conf_parse(&c, NULL, two[i], strlen(two[i]), &err), 0, "%s", err.msg);
+		cr_assert_eq(gk_sup_rundir_owner(&c, &uid, &gid, &err), GK_INVALID_ARGUMENT, "case %d", i);
+		cr_assert(strstr(err.msg, "services[1].user") && strstr(err.msg, "'b'"), "%s", err.msg);
+		gk_sup_conf_free(&c);
+	}
+}

@@ -304,13 +304,13 @@ Test(sup_rundir, private_locked_and_cleaned)
 	snprintf(rd, sizeof(rd), "%s/run", dir);
 	int lock;
 	gk_err err;
-	cr_assert_eq(gk_sup_rundir_prepare(rd, &lock, &err), 0, "%s", err.msg);
+	cr_assert_eq(gk_sup_rundir_prepare(rd, -1, -1, &lock, &err), 0, "%s", err.msg);
 	struct stat st;
 	cr_assert_eq(stat(rd, &st), 0);
 	cr_assert_eq(st.st_mode & 07777, 0700);
 	/* a second supervisor on the same dir is refused */
 	int lock2;
-	cr_assert_eq(gk_sup_rundir_prepare(rd, &lock2, &err), GK_ALREADY_EXISTS);
+	cr_assert_eq(gk_sup_rundir_prepare(rd, -1, -1, &lock2, &err), GK_ALREADY_EXISTS);
 	cr_assert(strstr(err.msg, "in use"), "%s", err.msg);
 	close(lock);
 	/* stale sockets go, other files stay, mode repaired */
@@ -319,7 +319,7 @@ Test(sup_rundir, private_locked_and_cleaned)
 	snprintf(f, sizeof(f), "%s/keep.txt", rd);
 	close(open(f, O_CREAT | O_WRONLY, 0600));
 	chmod(rd, 0755);
-	cr_assert_eq(gk_sup_rundir_prepare(rd, &lock, &err), 0, "%s", err.msg);
+	cr_assert_eq(gk_sup_rundir_prepare(rd, -1, -1, &lock, &err), 0, "%s", err.msg);
 	stat(rd, &st);
 	cr_assert_eq(st.st_mode & 07777, 0700);
 	snprintf(f, sizeof(f), "%s/old.sock", rd);
@@ -331,7 +331,7 @@ Test(sup_rundir, private_locked_and_cleaned)
 	/* a symlink or a file is not a runtime dir */
 	snprintf(f, sizeof(f), "%s/link", dir);
 	cr_assert_eq(symlink(rd, f), 0);
-	cr_assert_eq(gk_sup_rundir_prepare(f, &lock, &err), GK_FAILED_PRECONDITION);
+	cr_assert_eq(gk_sup_rundir_prepare(f, -1, -1, &lock, &err), GK_FAILED_PRECONDITION);
 	unlink(f);
 	snprintf(f, sizeof(f), "%s/run/gpukmm.lock", dir);
 	unlink(f);
@@ -340,4 +340,34 @@ Test(sup_rundir, private_locked_and_cleaned)
 	char *d = gk_sup_rundir_default();
 	cr_assert_not_null(d);
 	free(d);
+}
+
+/* Handed to the services' user (root only): chowned, accepted again when it is
+ * already theirs, refused when it belongs to someone else. */
+Test(sup_rundir, handed_to_the_service_user)
+{
+	if (geteuid() != 0)
+		cr_skip_test("needs root (chown)");
+	char dir[256], rd[300], f[400];
+	tmpdir(dir, sizeof(dir));
+	snprintf(rd, sizeof(rd), "%s/run", dir);
+	int lock;
+	gk_err err;
+	struct stat st;
+	cr_assert_eq(gk_sup_rundir_prepare(rd, 65534, 65533, &lock, &err), 0, "%s", err.msg);
+	cr_assert_eq(stat(rd, &st), 0);
+	cr_assert(st.st_uid == 65534 && st.st_gid == 65533 && (st.st_mode & 07777) == 0700,
+		  "%u:%u %o", st.st_uid, st.st_gid, st.st_mode & 07777);
+	close(lock);
+	/* the next start: the dir is the service user's now, still accepted */
+	cr_assert_eq(gk_sup_rundir_prepare(rd, 65534, 65533, &lock, &err), 0, "%s", err.msg);
+	close(lock);
+	/* without services of that user it is someone else's dir: refused */
+	cr_assert_eq(gk_sup_rundir_prepare(rd, -1, -1, &lock, &err), GK_PERMISSION_DENIED);
+	cr_assert(strstr(err.msg, "owned by uid 65534"), "%s", err.msg);
+	cr_assert_eq(gk_sup_rundir_prepare(rd, 1234, 1234, &lock, &err), GK_PERMISSION_DENIED);
+	snprintf(f, sizeof(f), "%s/gpukmm.lock", rd);
+	unlink(f);
+	rmdir(rd);
+	rmdir(dir);
 }

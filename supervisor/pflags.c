@@ -1,0 +1,73 @@
+/* Profile options: the few service flags a real Deployment needs (webhook TLS
+ * files and listen address, the watcher's leader election), given to the
+ * supervisor as flags or env and appended to the args of the service of that
+ * name. A flag whose service is not in the table is an error, never ignored. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sup.h"
+
+static gk_sup_svc_conf *find(gk_sup_conf *c, const char *name)
+{
+	for (size_t i = 0; i < c->n_svcs; i++)
+		if (strcmp(c->svcs[i].name, name) == 0)
+			return &c->svcs[i];
+	return NULL;
+}
+
+/* Append the given (flag, value) pairs (value NULL = a flag alone) to s->args. */
+static int append(gk_sup_svc_conf *s, const char *const *kv, size_t n, gk_err *err)
+{
+	char **a = realloc(s->args, (s->n_args + 2 * n + 1) * sizeof(char *));
+	if (!a)
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+	s->args = a;
+	for (size_t i = 0; i < 2 * n; i++) {
+		if (!kv[i])
+			continue;
+		if (!(a[s->n_args] = strdup(kv[i]))) {
+			a[s->n_args] = NULL;
+			return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+		}
+		s->n_args++;
+	}
+	a[s->n_args] = NULL;
+	return 0;
+}
+
+static bool set(const char *v) { return v && *v; }
+
+int gk_sup_conf_apply_pflags(gk_sup_conf *c, const gk_sup_pflags *f, gk_err *err)
+{
+	bool wh = set(f->webhook_tls_cert) || set(f->webhook_tls_key) || set(f->webhook_listen);
+	bool le = f->leader_elect || set(f->lease_name);
+	if (set(f->webhook_tls_cert) != set(f->webhook_tls_key))
+		return gk_err_set(err, GK_INVALID_ARGUMENT,
+				  "--webhook-tls-cert and --webhook-tls-key go together");
+	if (set(f->lease_name) && !f->leader_elect)
+		return gk_err_set(err, GK_INVALID_ARGUMENT, "--lease-name needs --leader-elect");
+	gk_sup_svc_conf *w = wh ? find(c, "webhook") : NULL, *r = le ? find(c, "watcher") : NULL;
+	if (wh && !w)
+		return gk_err_set(err, GK_INVALID_ARGUMENT,
+				  "--webhook-*: no service named 'webhook' in this profile/config");
+	if (le && !r)
+		return gk_err_set(err, GK_INVALID_ARGUMENT,
+				  "--leader-elect: no service named 'watcher' in this profile/config");
+	int rc = 0;
+	if (w) {
+		const char *kv[] = {
+			set(f->webhook_tls_cert) ? "--tls-cert" : NULL, set(f->webhook_tls_cert) ? f->webhook_tls_cert : NULL,
+			set(f->webhook_tls_key) ? "--tls-key" : NULL, set(f->webhook_tls_key) ? f->webhook_tls_key : NULL,
+			set(f->webhook_listen) ? "--listen" : NULL, set(f->webhook_listen) ? f->webhook_listen : NULL,
+		};
+		if ((rc = append(w, kv, 3, err)))
+			return rc;
+	}
+	if (r) {
+		const char *kv[] = { "--leader-elect", NULL,
+				     set(f->lease_name) ? "--lease-name" : NULL, set(f->lease_name) ? f->lease_name : NULL };
+		if ((rc = append(r, kv, 2, err)))
+			return rc;
+	}
+	return 0;
+}
