@@ -45,6 +45,7 @@ struct gk_sd_ctrl {
 	entry *e;
 	size_t n;
 	size_t inflight;
+	bool starved;          /* a run left dirty policies for want of a slot */
 	gk_timer_id timer, grace_timer;
 	int64_t timer_at;
 	int64_t start_ms;
@@ -247,6 +248,10 @@ static void on_call(void *user, int rc, cJSON *out, const gk_kube_status *st, co
 	entry *e = find(c, x->name);
 	free(x);
 	c->inflight--;
+	if (c->starved) {
+		c->starved = false;
+		arm(c, 1);
+	}
 	if (!e) { /* cannot happen: drop cancels the call */
 		cJSON_Delete(out);
 		return;
@@ -315,7 +320,7 @@ static void on_timer(gk_loop *l, gk_timer_id id, void *user)
 			continue;
 		}
 		if (c->inflight >= MAX_INFLIGHT) {
-			next = now + RETRY_MS; /* a completion re-arms sooner */
+			c->starved = true; /* the next completion runs us again */
 			break;
 		}
 		e->dirty = false;
