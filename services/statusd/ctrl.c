@@ -17,26 +17,37 @@
 #include "merge.h"
 #include "nodes.h"
 
-#define ATTEMPTS 5
-#define RETRY_MS 1000
-/* API calls block the loop: after this much work no new attempt (or policy)
- * starts in this timer run; the rest waits for the next run, so RPCs and
- * heartbeats are served in between (main.c: each call is bounded too) */
-#define BUDGET_MS 1000
+#define ATTEMPTS 5       /* 409s in a row before the policy waits for RETRY_MS */
+#define RETRY_MS 1000    /* after an API error */
+#define CONFLICT_MS 20   /* first re-read after a 409, doubled per attempt */
+#define MAX_INFLIGHT 16  /* policies with an API call in flight */
+
+/* API calls run on a lib/kube mux attached to the service loop: a policy's
+ * read → merge → patch chain advances from the completion callbacks, so the
+ * loop keeps serving RPCs and heartbeats however slow the API server is.
+ * One chain per policy at a time (entry.call); a report that arrives while
+ * it runs marks the policy dirty again and it is evaluated once more after. */
 
 typedef struct entry {
 	char name[GK_SD_NAME_MAX];
 	Gpukmm__StatusReport *rep[2]; /* 0 modmgr, 1 gater */
 	bool dirty;
+	gk_kube_call *call;    /* in flight (its ctx is freed on drop) */
+	int conflicts;         /* 409s in a row */
+	int64_t not_before;    /* mono ms: no new attempt before */
 } entry;
 
 struct gk_sd_ctrl {
 	gk_loop *loop;
 	gk_kube_client *kc;
+	gk_kube_mux *mux;
 	gk_sd_ctrl_opts o;
 	entry *e;
 	size_t n;
+	size_t inflight;
+	bool starved;          /* a run left dirty policies for want of a slot */
 	gk_timer_id timer, grace_timer;
+	int64_t timer_at;
 	int64_t start_ms;
 	bool grace_over;
 	gk_sd_stats st;
@@ -44,13 +55,22 @@ struct gk_sd_ctrl {
 	gk_sd_nodes sum; /* scratch */
 };
 
+/* the context of one call: the policy is looked up by name at completion
+ * (entries move in the table) */
+enum step { STEP_GET, STEP_PATCH };
+typedef struct call_ctx {
+	gk_sd_ctrl *c;
+	enum step step;
+	char name[GK_SD_NAME_MAX];
+} call_ctx;
+
 static void arm(gk_sd_ctrl *c, int ms);
 
 static void count_pending(gk_sd_ctrl *c)
 {
 	uint64_t n = 0;
 	for (size_t i = 0; i < c->n; i++)
-		n += c->e[i].dirty;
+		n += c->e[i].dirty || c->e[i].call;
 	c->st.pending = n;
 }
 
@@ -85,103 +105,194 @@ static entry *find(gk_sd_ctrl *c, const char *name)
 
 static void drop(gk_sd_ctrl *c, entry *e)
 {
+	if (e->call) {
+		gk_kube_call_cancel(e->call); /* frees its ctx */
+		c->inflight--;
+	}
 	for (int k = 0; k < 2; k++)
 		if (e->rep[k])
 			gpukmm__status_report__free_unpacked(e->rep[k], NULL);
 	*e = c->e[--c->n];
 }
 
-/* One policy: read, merge, write if different. 0 done, 1 retry later. */
-static int write_one(gk_sd_ctrl *c, entry *e)
+static bool leading(const gk_sd_ctrl *c)
+{
+	return !c->view || gk_sd_view_leader(c->view);
+}
+
+/* The status.nodes summary for a policy from the view: *nodes NULL without a
+ * view (or policy). 0, or 1 on failure (retry later). */
+static int summarize(gk_sd_ctrl *c, const entry *e, const gk_sd_nodes **nodes)
+{
+	*nodes = NULL;
+	if (!c->view)
+		return 0;
+	const Gpukmm__ClusterPolicy *cp = gk_sd_view_policy(c->view, e->name);
+	if (!cp)
+		return 0;
+	size_t n;
+	const gk_sd_node *const *v = gk_sd_view_nodes(c->view, &n);
+	gk_err err;
+	if (gk_sd_nodes_summarize(cp, v, n, &c->sum, &err) != GK_OK)
+		return 1;
+	*nodes = &c->sum;
+	return 0;
+}
+
+static void on_call(void *user, int rc, cJSON *out, const gk_kube_status *st, const gk_err *err);
+
+/* Start a call for e (GET of the policy, or the status PATCH with `body`).
+ * 0 started, else the error (nothing in flight). */
+static int start(gk_sd_ctrl *c, entry *e, enum step step, const char *body)
 {
 	gk_kube_ref ref = { .group = "intel.com", .version = "v1alpha1", .resource = "clusterpolicies",
-			    .name = e->name };
-	const gk_sd_nodes *nodes = NULL;
-	if (c->view) {
-		const Gpukmm__ClusterPolicy *cp = gk_sd_view_policy(c->view, e->name);
-		size_t n;
-		const gk_sd_node *const *v = gk_sd_view_nodes(c->view, &n);
-		gk_err err;
-		if (cp) {
-			if (gk_sd_nodes_summarize(cp, v, n, &c->sum, &err) != GK_OK)
-				return 1;
-			nodes = &c->sum;
-		}
+			    .name = e->name, .subresource = step == STEP_PATCH ? "status" : NULL };
+	call_ctx *x = calloc(1, sizeof(*x));
+	if (!x)
+		return GK_RESOURCE_EXHAUSTED;
+	x->c = c;
+	x->step = step;
+	snprintf(x->name, sizeof(x->name), "%s", e->name);
+	gk_err err = { 0 };
+	gk_kube_call *call = NULL;
+	int rc = step == STEP_GET
+			 ? gk_kube_call_get(c->mux, &ref, NULL, on_call, x, &call, &err)
+			 : gk_kube_call_patch(c->mux, &ref, GK_PATCH_MERGE, body, NULL, false, NULL, on_call, x,
+					      &call, &err);
+	if (rc != GK_OK) {
+		GK_WARN("ClusterPolicy %s: %s", e->name, err.msg);
+		free(x);
+		return rc;
 	}
-	/* nothing reported since our start: before the grace period ends the
-	 * current status is the best there is (a restart writes nothing) */
-	if (!e->rep[0] && !e->rep[1] && (!c->grace_over || !nodes))
-		return 0;
-	int64_t t0 = gk_mono_ms();
-	for (int attempt = 0; attempt < ATTEMPTS && (attempt == 0 || gk_mono_ms() - t0 <= BUDGET_MS); attempt++) {
-		cJSON *obj = NULL;
-		gk_kube_status ks;
-		gk_err err;
-		int rc = gk_kube_get(c->kc, &ref, &obj, &ks, &err);
+	gk_kube_call_free_on_drop(call, x);
+	e->call = call;
+	c->inflight++;
+	return GK_OK;
+}
+
+/* The chain of e ended: done (pass counted) or retry after `retry_ms`. */
+static void finish(gk_sd_ctrl *c, entry *e, bool done, int retry_ms)
+{
+	if (done) {
+		c->st.passes++;
+		e->conflicts = 0;
+	} else {
+		e->dirty = true;
+		e->not_before = gk_mono_ms() + retry_ms;
+	}
+	if (e->dirty)
+		arm(c, done ? c->o.debounce_ms : retry_ms);
+	count_pending(c);
+}
+
+/* The policy as read: merge, and patch when different (leader checked now,
+ * not when the chain started). Returns true when the chain goes on. */
+static bool after_get(gk_sd_ctrl *c, entry *e, cJSON *obj)
+{
+	if (!leading(c)) {
+		c->st.not_leader++;
+		finish(c, e, true, 0);
+		return false;
+	}
+	const gk_sd_nodes *nodes;
+	if (summarize(c, e, &nodes)) {
+		finish(c, e, false, RETRY_MS);
+		return false;
+	}
+	if (!e->rep[0] && !e->rep[1] && (!c->grace_over || !nodes)) {
+		finish(c, e, true, 0);
+		return false;
+	}
+	const cJSON *meta = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
+	const cJSON *rv = cJSON_GetObjectItemCaseSensitive(meta, "resourceVersion");
+	const cJSON *cur = cJSON_GetObjectItemCaseSensitive(obj, "status");
+	char now[40];
+	rfc3339(now, sizeof(now));
+	gk_sd_inputs in = { .modmgr = e->rep[0], .gater = e->rep[1], .missing_is_empty = c->grace_over,
+			    .now = now, .nodes = nodes };
+	bool oom = false;
+	cJSON *want = gk_sd_merge(cur, &in, &oom);
+	cJSON *patch = want ? gk_sd_status_patch(cur, want, &oom) : NULL;
+	cJSON_Delete(want);
+	if (oom) {
+		cJSON_Delete(patch);
+		finish(c, e, false, RETRY_MS);
+		return false;
+	}
+	if (!patch) {
+		GK_DEBUG("ClusterPolicy %s: status unchanged", e->name);
+		c->st.unchanged++;
+		finish(c, e, true, 0);
+		return false;
+	}
+	cJSON *pm = cJSON_AddObjectToObject(patch, "metadata");
+	char *body = NULL;
+	if (pm && cJSON_IsString(rv) && cJSON_AddStringToObject(pm, "resourceVersion", rv->valuestring))
+		body = cJSON_PrintUnformatted(patch);
+	cJSON_Delete(patch);
+	int rc = body ? start(c, e, STEP_PATCH, body) : GK_RESOURCE_EXHAUSTED;
+	free(body);
+	if (rc != GK_OK) {
+		c->st.write_errors++;
+		finish(c, e, false, RETRY_MS);
+		return false;
+	}
+	return true;
+}
+
+static void on_call(void *user, int rc, cJSON *out, const gk_kube_status *st, const gk_err *err)
+{
+	call_ctx *x = user;
+	gk_sd_ctrl *c = x->c;
+	enum step step = x->step;
+	entry *e = find(c, x->name);
+	free(x);
+	c->inflight--;
+	if (c->starved) {
+		c->starved = false;
+		arm(c, 1);
+	}
+	if (!e) { /* cannot happen: drop cancels the call */
+		cJSON_Delete(out);
+		return;
+	}
+	e->call = NULL;
+	const char *msg = st && st->message[0] ? st->message : err ? err->msg : gk_code_name(rc);
+	if (step == STEP_GET) {
 		if (rc == GK_NOT_FOUND) {
 			GK_DEBUG("ClusterPolicy %s is gone: nothing to write", e->name);
-			return 0;
-		}
-		if (rc != GK_OK) {
-			GK_WARN("read ClusterPolicy %s: %s", e->name, err.msg);
+			finish(c, e, true, 0);
+		} else if (rc != GK_OK) {
+			GK_WARN("read ClusterPolicy %s: %s", e->name, msg);
 			c->st.write_errors++;
-			return 1;
+			finish(c, e, false, RETRY_MS);
+		} else {
+			after_get(c, e, out);
 		}
-		const cJSON *meta = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
-		const cJSON *rv = cJSON_GetObjectItemCaseSensitive(meta, "resourceVersion");
-		const cJSON *cur = cJSON_GetObjectItemCaseSensitive(obj, "status");
-		char now[40];
-		rfc3339(now, sizeof(now));
-		gk_sd_inputs in = { .modmgr = e->rep[0], .gater = e->rep[1], .missing_is_empty = c->grace_over,
-				    .now = now, .nodes = nodes };
-		bool oom = false;
-		cJSON *want = gk_sd_merge(cur, &in, &oom);
-		cJSON *patch = want ? gk_sd_status_patch(cur, want, &oom) : NULL;
-		if (want && !patch && !oom)
-			GK_DEBUG("ClusterPolicy %s: status unchanged", e->name);
-		cJSON_Delete(want);
-		if (oom) {
-			cJSON_Delete(obj);
-			cJSON_Delete(patch);
-			return 1;
-		}
-		if (!patch) {
-			c->st.unchanged++;
-			cJSON_Delete(obj);
-			return 0;
-		}
-		cJSON *pm = cJSON_AddObjectToObject(patch, "metadata");
-		if (!pm || !cJSON_IsString(rv) || !cJSON_AddStringToObject(pm, "resourceVersion", rv->valuestring)) {
-			cJSON_Delete(obj);
-			cJSON_Delete(patch);
-			return 1;
-		}
-		cJSON_Delete(obj);
-		char *body = cJSON_PrintUnformatted(patch);
-		cJSON_Delete(patch);
-		if (!body)
-			return 1;
-		ref.subresource = "status";
-		rc = gk_kube_patch(c->kc, &ref, GK_PATCH_MERGE, body, NULL, false, NULL, &ks, &err);
-		ref.subresource = NULL;
-		free(body);
-		if (rc == GK_OK) {
-			c->st.writes++;
-			GK_INFO("ClusterPolicy %s: status written", e->name);
-			return 0;
-		}
-		if (rc == GK_ABORTED || rc == GK_ALREADY_EXISTS) {
-			c->st.write_conflicts++;
-			GK_DEBUG("ClusterPolicy %s: conflict, re-reading", e->name);
-			continue;
-		}
-		if (rc == GK_NOT_FOUND)
-			return 0;
-		c->st.write_errors++;
-		GK_WARN("write status of ClusterPolicy %s: %s", e->name, err.msg);
-		return 1;
+		cJSON_Delete(out);
+		return;
 	}
-	return 1;
+	cJSON_Delete(out);
+	if (rc == GK_OK) {
+		c->st.writes++;
+		GK_INFO("ClusterPolicy %s: status written", e->name);
+		finish(c, e, true, 0);
+	} else if (rc == GK_ABORTED || rc == GK_ALREADY_EXISTS) {
+		/* re-read and recompute, backing off; leadership is checked again
+		 * when the read completes */
+		c->st.write_conflicts++;
+		int n = e->conflicts++;
+		GK_DEBUG("ClusterPolicy %s: conflict, re-reading", e->name);
+		finish(c, e, false, n < ATTEMPTS ? CONFLICT_MS << n : RETRY_MS);
+		if (n >= ATTEMPTS)
+			e->conflicts = 0;
+	} else if (rc == GK_NOT_FOUND) {
+		finish(c, e, true, 0);
+	} else {
+		c->st.write_errors++;
+		GK_WARN("write status of ClusterPolicy %s: %s", e->name, msg);
+		finish(c, e, false, RETRY_MS);
+	}
 }
 
 static void on_timer(gk_loop *l, gk_timer_id id, void *user)
@@ -190,43 +301,54 @@ static void on_timer(gk_loop *l, gk_timer_id id, void *user)
 	c->timer = 0;
 	if (c->view && !gk_sd_view_synced(c->view))
 		return; /* the first snapshot marks everything dirty again */
-	bool leader = !c->view || gk_sd_view_leader(c->view);
-	bool again = false, more = false;
-	int64_t start = gk_mono_ms();
+	bool leader = leading(c);
+	int64_t now = gk_mono_ms(), next = -1;
 	for (size_t i = 0; i < c->n; i++) {
 		entry *e = &c->e[i];
-		if (!e->dirty)
-			continue;
-		if (gk_mono_ms() - start > BUDGET_MS) {
-			more = true;
-			break;
-		}
-		e->dirty = false;
+		if (!e->dirty || e->call)
+			continue; /* a dirty one in flight is run again when its chain ends */
 		if (!leader) {
 			/* gaining leadership marks everything dirty again */
+			e->dirty = false;
 			c->st.not_leader++;
 			c->st.passes++;
 			continue;
 		}
-		if (write_one(c, e)) {
-			e->dirty = true;
-			again = true;
-		} else {
+		if (e->not_before > now) {
+			if (next < 0 || e->not_before < next)
+				next = e->not_before;
+			continue;
+		}
+		if (c->inflight >= MAX_INFLIGHT) {
+			c->starved = true; /* the next completion runs us again */
+			break;
+		}
+		e->dirty = false;
+		/* nothing reported since our start: before the grace period ends the
+		 * current status is the best there is (a restart writes nothing) */
+		if (!e->rep[0] && !e->rep[1] &&
+		    (!c->grace_over || !c->view || !gk_sd_view_policy(c->view, e->name))) {
 			c->st.passes++;
+			continue;
+		}
+		if (start(c, e, STEP_GET, NULL) != GK_OK) {
+			c->st.write_errors++;
+			e->dirty = true;
+			e->not_before = now + RETRY_MS;
+			if (next < 0 || e->not_before < next)
+				next = e->not_before;
 		}
 	}
 	/* policies gone from the view and from the reports */
 	for (size_t i = 0; c->view && i < c->n;) {
 		entry *e = &c->e[i];
-		if (!e->dirty && !e->rep[0] && !e->rep[1] && !gk_sd_view_policy(c->view, e->name))
+		if (!e->dirty && !e->call && !e->rep[0] && !e->rep[1] && !gk_sd_view_policy(c->view, e->name))
 			drop(c, e);
 		else
 			i++;
 	}
-	if (more)
-		arm(c, 1);
-	else if (again)
-		arm(c, RETRY_MS);
+	if (next >= 0)
+		arm(c, (int)(next - now > 0 ? next - now : 1));
 	count_pending(c);
 }
 
@@ -269,9 +391,14 @@ void gk_sd_ctrl_set_view(gk_sd_ctrl *c, const gk_sd_view *v)
 
 static void arm(gk_sd_ctrl *c, int ms)
 {
-	if (c->timer)
-		return; /* coalesced into the pending write */
+	int64_t at = gk_mono_ms() + ms;
+	if (c->timer) {
+		if (c->timer_at <= at)
+			return; /* coalesced into the pending run */
+		gk_loop_cancel(c->loop, c->timer);
+	}
 	c->timer = gk_loop_timer(c->loop, ms, on_timer, c);
+	c->timer_at = at;
 }
 
 static void on_grace(gk_loop *l, gk_timer_id id, void *user)
@@ -300,6 +427,14 @@ int gk_sd_ctrl_new(gk_sd_ctrl **out, gk_loop *loop, gk_kube_client *kc, const gk
 	c->kc = kc;
 	c->o.debounce_ms = o && o->debounce_ms > 0 ? o->debounce_ms : 100;
 	c->o.grace_ms = o && o->grace_ms > 0 ? o->grace_ms : 15000;
+	int rc = gk_kube_mux_new(&c->mux, kc, err);
+	if (rc == GK_OK && (rc = gk_kube_mux_attach(c->mux, loop, err)) != GK_OK)
+		gk_kube_mux_free(c->mux);
+	if (rc != GK_OK) {
+		free(c->e);
+		free(c);
+		return rc;
+	}
 	c->grace_timer = gk_loop_timer(loop, c->o.grace_ms, on_grace, c);
 	*out = c;
 	return GK_OK;
@@ -314,7 +449,8 @@ void gk_sd_ctrl_free(gk_sd_ctrl *c)
 	if (c->grace_timer)
 		gk_loop_cancel(c->loop, c->grace_timer);
 	while (c->n)
-		drop(c, &c->e[0]);
+		drop(c, &c->e[0]); /* cancels the calls in flight */
+	gk_kube_mux_free(c->mux);
 	free(c->e);
 	free(c);
 }
@@ -343,7 +479,7 @@ int gk_sd_ctrl_report(gk_sd_ctrl *c, const Gpukmm__StatusReport *r, gk_err *err)
 			if (e->rep[k])
 				gpukmm__status_report__free_unpacked(e->rep[k], NULL);
 			e->rep[k] = NULL;
-			if (!e->rep[0] && !e->rep[1])
+			if (!e->rep[0] && !e->rep[1] && !e->call)
 				drop(c, e);
 		}
 		return GK_OK;
@@ -357,7 +493,7 @@ int gk_sd_ctrl_report(gk_sd_ctrl *c, const Gpukmm__StatusReport *r, gk_err *err)
 	}
 	Gpukmm__StatusReport *d = dup_report(r);
 	if (!d) {
-		if (!e->rep[0] && !e->rep[1])
+		if (!e->rep[0] && !e->rep[1] && !e->call)
 			drop(c, e);
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "statusd: out of memory");
 	}

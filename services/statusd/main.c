@@ -13,12 +13,10 @@
  *                      and the gpukmm.io/node-report annotation (node.c), a
  *                      merge patch with a resourceVersion precondition (409 →
  *                      re-read), nothing written when unchanged.
- * API calls are blocking (lib/kube's client): each is bounded (4 s, connect
- * 2 s) and a timer run starts no new attempt after 1 s, so the loop is back
- * within about 9 s even against an API server that does not answer (under the
- * supervisor's 10 s heartbeat timeout) and serves queued RPCs and heartbeats
- * between runs; normally a call takes milliseconds. Fully asynchronous calls
- * need lib/kube's async API (not in this branch).
+ * API calls run asynchronously on a lib/kube mux attached to the service
+ * loop (ctrl.c, nodew.c): however slow the API server, the loop keeps
+ * answering Report/ReportNode and heartbeats; each call is bounded (4 s,
+ * connect 2 s) and failed ones are retried from timers.
  * RBAC (controller): clusterpolicies get, clusterpolicies/status patch (Nodes
  * are read by the watcher, not by statusd).
  * RBAC (node): nodes get, patch. Kubernetes RBAC cannot restrict that to the
@@ -31,7 +29,7 @@
 #include <sys/epoll.h>
 
 #include "ctrl.h"
-#include "node.h"
+#include "nodew.h"
 #include "view.h"
 #include "watch.h"
 #include "gpukmm/ipc.h"
@@ -52,14 +50,8 @@ typedef struct app {
 	gk_sd_watch *watch;
 	const char *mode;
 	const char *node_name;
-	Gpukmm__NodeReport *node_rep;
-	gk_timer_id node_timer;
-	uint64_t node_writes, node_conflicts, node_errors, node_passes, node_pending;
-	uint64_t reports;
+	gk_sd_nodew *nodew;
 } app;
-
-#define NODE_ATTEMPTS 5
-#define NODE_BUDGET_MS 1000
 
 static void sd_report(Gpukmm__Status_Service *svc, const Gpukmm__StatusReport *in, Gpukmm__Empty_Closure closure,
 		      void *cd)
@@ -78,87 +70,6 @@ static void sd_report(Gpukmm__Status_Service *svc, const Gpukmm__StatusReport *i
 	closure(&e, cd);
 }
 
-/* ---- node mode ---------------------------------------------------------------- */
-
-static void node_arm(app *a, int ms);
-
-/* 0 done, 1 retry later */
-static int node_write(app *a)
-{
-	gk_kube_ref ref = { .version = "v1", .resource = "nodes", .name = a->node_name };
-	char *json = gk_pb_to_json(&a->node_rep->base);
-	if (!json)
-		return 1;
-	if (strlen(json) > GK_SD_NODE_ANNOTATION_MAX) {
-		/* bounded: keep the essentials only */
-		free(json);
-		if (asprintf(&json, "{\"node_name\":\"%.253s\",\"truncated\":true}",
-			     a->node_rep->node_name ? a->node_rep->node_name : "") < 0)
-			return 1;
-	}
-	int ret = 1;
-	int64_t start = gk_mono_ms();
-	for (int attempt = 0; attempt < NODE_ATTEMPTS && gk_mono_ms() - start <= NODE_BUDGET_MS; attempt++) {
-		cJSON *node = NULL;
-		gk_kube_status ks;
-		gk_err err;
-		int rc = gk_kube_get(a->kc, &ref, &node, &ks, &err);
-		if (rc != GK_OK) {
-			a->node_errors++;
-			GK_WARN("read Node %s: %s", a->node_name, err.msg);
-			break;
-		}
-		bool oom;
-		cJSON *p = gk_sd_node_patch(node, a->node_rep, json, &oom);
-		cJSON_Delete(node);
-		if (oom)
-			break;
-		if (!p) {
-			ret = 0;
-			break;
-		}
-		char *body = cJSON_PrintUnformatted(p);
-		cJSON_Delete(p);
-		if (!body)
-			break;
-		rc = gk_kube_patch(a->kc, &ref, GK_PATCH_MERGE, body, NULL, false, NULL, &ks, &err);
-		free(body);
-		if (rc == GK_OK) {
-			a->node_writes++;
-			GK_INFO("Node %s: labels/annotation written", a->node_name);
-			ret = 0;
-			break;
-		}
-		if (rc == GK_ABORTED) {
-			a->node_conflicts++;
-			continue;
-		}
-		a->node_errors++;
-		GK_WARN("write Node %s: %s", a->node_name, err.msg);
-		break;
-	}
-	free(json);
-	if (ret == 0)
-		a->node_passes++;
-	return ret;
-}
-
-static void on_node_timer(gk_loop *l, gk_timer_id id, void *user)
-{
-	app *a = user;
-	a->node_timer = 0;
-	a->node_pending = 0;
-	if (a->node_rep && node_write(a))
-		node_arm(a, 1000);
-}
-
-static void node_arm(app *a, int ms)
-{
-	if (!a->node_timer)
-		a->node_timer = gk_loop_timer(a->svc.loop, ms, on_node_timer, a);
-	a->node_pending = a->node_timer != 0;
-}
-
 static void sd_report_node(Gpukmm__Status_Service *svc, const Gpukmm__NodeReport *in, Gpukmm__Empty_Closure closure,
 			   void *cd)
 {
@@ -167,23 +78,11 @@ static void sd_report_node(Gpukmm__Status_Service *svc, const Gpukmm__NodeReport
 		gk_ipc_fail(cd, GK_FAILED_PRECONDITION, "statusd runs in controller mode: ReportNode is for node mode");
 		return;
 	}
-	size_t len = protobuf_c_message_get_packed_size(&in->base);
-	uint8_t *buf = malloc(len ? len : 1);
-	Gpukmm__NodeReport *d = NULL;
-	if (buf) {
-		protobuf_c_message_pack(&in->base, buf);
-		d = gpukmm__node_report__unpack(NULL, len, buf);
-		free(buf);
-	}
-	if (!d) {
-		gk_ipc_fail(cd, GK_RESOURCE_EXHAUSTED, "statusd: out of memory");
+	gk_err err;
+	if (gk_sd_nodew_report(a->nodew, in, &err) != GK_OK) {
+		gk_ipc_fail(cd, err.code, "%s", err.msg);
 		return;
 	}
-	if (a->node_rep)
-		gpukmm__node_report__free_unpacked(a->node_rep, NULL);
-	a->node_rep = d;
-	a->reports++;
-	node_arm(a, a->copts.debounce_ms > 0 ? a->copts.debounce_ms : 100);
 	Gpukmm__Empty e = GPUKMM__EMPTY__INIT;
 	closure(&e, cd);
 }
@@ -292,12 +191,17 @@ int main(int argc, char **argv)
 		COUNTER("statusd_events", "bus events received", &ws->events);
 		COUNTER("statusd_pending", "policies waiting for an evaluation (0: idle)", &st->pending);
 	} else {
-		COUNTER("statusd_reports", "node reports accepted", &a.reports);
-		COUNTER("statusd_passes", "node report evaluations finished (written or unchanged)", &a.node_passes);
-		COUNTER("statusd_writes", "Node writes", &a.node_writes);
-		COUNTER("statusd_conflicts", "writes that met a 409 and were recomputed", &a.node_conflicts);
-		COUNTER("statusd_write_errors", "failed reads/writes (retried)", &a.node_errors);
-		COUNTER("statusd_pending", "a node report waiting to be written (0: idle)", &a.node_pending);
+		if (gk_sd_nodew_new(&a.nodew, a.svc.loop, a.kc, a.node_name, a.copts.debounce_ms, &err)) {
+			GK_ERROR("%s", err.msg);
+			goto out;
+		}
+		const gk_sd_nodew_stats *st = gk_sd_nodew_stats_get(a.nodew);
+		COUNTER("statusd_reports", "node reports accepted", &st->reports);
+		COUNTER("statusd_passes", "node report evaluations finished (written or unchanged)", &st->passes);
+		COUNTER("statusd_writes", "Node writes", &st->writes);
+		COUNTER("statusd_conflicts", "writes that met a 409 and were recomputed", &st->conflicts);
+		COUNTER("statusd_write_errors", "failed reads/writes (retried)", &st->errors);
+		COUNTER("statusd_pending", "a node report waiting to be written (0: idle)", &st->pending);
 	}
 	gk_svc_set_counters(&a.svc, counters, n_counters);
 	if (gk_ipc_server_open(&a.server, listen, NULL, &err) || gk_ipc_server_add(a.server, &a.service.base, &a, NULL, &err) ||
@@ -312,10 +216,7 @@ int main(int argc, char **argv)
 	gk_loop_del_fd(a.svc.loop, gk_ipc_server_fd(a.server));
 out:
 	gk_ipc_server_close(a.server);
-	if (a.node_timer)
-		gk_loop_cancel(a.svc.loop, a.node_timer);
-	if (a.node_rep)
-		gpukmm__node_report__free_unpacked(a.node_rep, NULL);
+	gk_sd_nodew_free(a.nodew);
 	gk_sd_watch_close(a.watch);
 	gk_sd_ctrl_free(a.ctrl);
 	gk_sd_view_free(a.view);

@@ -1,0 +1,117 @@
+#!/bin/bash
+# gpukmm-statusd while the API server is slow on writes (kubesim latency
+# injection of several seconds on status / Node patches): the service loop
+# never waits for the API — Report/ReportNode are answered at once, heartbeats
+# keep coming (their counters move while the write is in flight) — the final
+# state converges to the last report, 409s are re-read and retried, an equal
+# status writes nothing, and SIGTERM with a write in flight exits 0 at once.
+set -u
+cd "${GPUKMM_SRC:-.}" || exit 1
+. tests/lib/kubesim.sh
+. tests/lib/modmgr.sh
+. tests/lib/statusd.sh
+
+MM_NO_START=1 MM_NO_KMM=1 mm_setup || { echo "not ok - setup"; exit 1; }
+sd_control_start
+CTL="$GPUKMM_BIN/gpukmmctl"
+SLOW_MS=3500 # under statusd's 4 s per-call bound: the write completes
+SD_PID= NSD_PID=
+stop() { # VAR SIGNAL: stop the process whose pid is in VAR, return its exit code
+	local p=${!1}
+	[ -n "$p" ] || return 0
+	kill "-$2" "$p" 2>/dev/null
+	wait "$p" 2>/dev/null
+	local rc=$?
+	printf -v "$1" ''
+	return $rc
+}
+trap 'stop SD_PID KILL; stop NSD_PID KILL; sd_control_stop; mm_teardown' EXIT
+faults() { kraw PUT /kubesim/faults "{\"rules\":[$1]}" >/dev/null; }
+slow_patch() { faults "{\"verb\":\"patch\",\"resource\":\"$1\",\"rate\":1,\"latencyMs\":$SLOW_MS}"; }
+# fast: answered within 1.5 s (a loop blocked on a 3.5 s write would not)
+report() { "$CTL" ipc call "ipc://$MM_DIR/sd.sock" gpukmm.Status.Report "$1" --timeout-ms "${2:-1500}" >/dev/null 2>&1; }
+report_node() { "$CTL" ipc call "ipc://$MM_DIR/nsd.sock" gpukmm.Status.ReportNode "$1" --timeout-ms "${2:-1500}" >/dev/null 2>&1; }
+kmm() { printf '{"component":"modmgr","policy":"gpu","generation":1,"kmm_status":"%s"}' "$1"; }
+st_has() { cp_json | jq -e ".status | $1" >/dev/null; }
+# a heartbeat taken while the write is in flight: reports counted, no write finished yet
+in_flight_hb() { sd_counters "$1" | jq -e --argjson r "$2" --argjson w "$3" \
+	'.statusd_reports >= $r and .statusd_writes == $w and .statusd_pending > 0' >/dev/null; }
+ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
+
+# ---- controller mode ------------------------------------------------------------------------
+apply_cp gpu dra "$KM_BASIC"
+"$GPUKMM_BIN/gpukmm-statusd" --mode controller --kubeconfig "$MM_DIR/kubeconfig" --listen "ipc://$MM_DIR/sd.sock" \
+	--debounce-ms 100 --grace-ms 1500 --control "$SD_CONTROL" --heartbeat-ms 200 >>"$MM_DIR/statusd-slow.log" 2>&1 &
+SD_PID=$!
+check "statusd answers Report" wait_for "statusd up" 10 report "$(kmm 0/2)" 3000
+check "status written (fast API)" wait_for first 10 st_has '.kmmStatus == "0/2"'
+check "idle" sd_idle_after "$SD_PID" statusd_writes 0
+w0=$(sd_counter "$SD_PID" statusd_writes)
+r0=$(sd_counter "$SD_PID" statusd_reports)
+slow_patch clusterpolicies
+t0=$(date +%s%N)
+report "$(kmm 1/2)"
+slow=0
+for v in 1/2 2/2 2/2; do report "$(kmm "$v")" || slow=1; done
+dt=$(ms_since "$t0")
+echo "# 4 Reports answered in $dt ms while the status write takes $SLOW_MS ms"
+check "Reports answered while a status write hangs" test "$slow" = 0
+check "heartbeats while the write is in flight (reports counted, write pending)" \
+	wait_for heartbeat 3 in_flight_hb "$SD_PID" $((r0 + 4)) "$w0"
+check "status converges to the last report with the API still slow" wait_for converge 25 st_has '.kmmStatus == "2/2"'
+check "and statusd goes idle" sd_idle_after "$SD_PID" statusd_writes "$w0" 15
+faults ""
+w1=$(sd_counter "$SD_PID" statusd_writes)
+p1=$(sd_counter "$SD_PID" statusd_passes)
+report "$(kmm 2/2)"
+check "an equal report is evaluated" sd_idle_after "$SD_PID" statusd_passes "$p1"
+check "and writes nothing" test "$(sd_counter "$SD_PID" statusd_writes)" = "$w1"
+# 409 on every status patch: re-read and retried (with backoff) until the API lets it through
+faults '{"verb":"patch","resource":"clusterpolicies","rate":1,"code":409}'
+report "$(kmm 1/2)"
+conflicted() { [ "$(sd_counter "$SD_PID" statusd_conflicts)" -ge 3 ]; }
+check "409s are retried" wait_for conflicts 10 conflicted
+check "status not written during the 409s" st_has '.kmmStatus == "2/2"'
+faults ""
+check "written once the conflicts stop" wait_for after409 10 st_has '.kmmStatus == "1/2"'
+slow_patch clusterpolicies
+report "$(kmm 0/2)"
+wp=$(sd_counter "$SD_PID" statusd_writes)
+check "a write in flight" wait_for inflight 3 in_flight_hb "$SD_PID" 0 "$wp"
+t0=$(date +%s%N)
+stop SD_PID TERM
+rc=$?
+dt=$(ms_since "$t0")
+echo "# statusd stopped in $dt ms with a $SLOW_MS ms write in flight"
+check "SIGTERM with a write in flight: exit 0 ($rc)" test "$rc" = 0
+check "and at once (under 2 s, not after the write)" test "$dt" -lt 2000
+faults ""
+
+# ---- node mode ------------------------------------------------------------------------------
+kraw POST /api/v1/nodes '{"apiVersion":"v1","kind":"Node","metadata":{"name":"n1","labels":{"team":"a"}}}' >/dev/null
+NODE_NAME=n1 "$GPUKMM_BIN/gpukmm-statusd" --mode node --kubeconfig "$MM_DIR/kubeconfig" --listen "ipc://$MM_DIR/nsd.sock" \
+	--debounce-ms 50 --control "$SD_CONTROL" --heartbeat-ms 200 >>"$MM_DIR/statusd-node-slow.log" 2>&1 &
+NSD_PID=$!
+nrep() { printf '{"node_name":"n1","kernel_version":"%s","module_name":"xe","gpus":[{"address":"0000:03:00.0"}]}' "$1"; }
+node_kver() { kraw GET /api/v1/nodes/n1 | jq -e --arg v "$1" '(.metadata.annotations["gpukmm.io/node-report"] | fromjson | .kernel_version) == $v' >/dev/null; }
+check "node statusd answers ReportNode" wait_for "node statusd up" 10 report_node "$(nrep 6.1)" 3000
+check "Node written (fast API)" wait_for nfirst 10 node_kver 6.1
+check "node statusd idle" sd_idle_after "$NSD_PID" statusd_writes 0
+w0=$(sd_counter "$NSD_PID" statusd_writes)
+r0=$(sd_counter "$NSD_PID" statusd_reports)
+slow_patch nodes
+slow=0
+for v in 6.2 6.3 6.4 6.8; do report_node "$(nrep "$v")" || slow=1; done
+check "ReportNode answered while a Node write hangs" test "$slow" = 0
+check "heartbeats while the Node write is in flight" wait_for nheartbeat 3 in_flight_hb "$NSD_PID" $((r0 + 4)) "$w0"
+check "Node converges to the last report with the API still slow" wait_for nconverge 25 node_kver 6.8
+check "node statusd goes idle" sd_idle_after "$NSD_PID" statusd_writes "$w0" 15
+report_node "$(nrep 6.9)"
+wp=$(sd_counter "$NSD_PID" statusd_writes)
+check "a Node write in flight" wait_for ninflight 3 in_flight_hb "$NSD_PID" 0 "$wp"
+t0=$(date +%s%N)
+stop NSD_PID TERM
+rc=$?
+dt=$(ms_since "$t0")
+check "node mode: SIGTERM with a write in flight: exit 0 ($rc) under 2 s ($dt ms)" test "$rc" = 0 -a "$dt" -lt 2000
+exit ${MM_FAILED:-0}
