@@ -440,23 +440,20 @@ void gk_ipc_client_close(gk_ipc_client *c)
 	if (!c)
 		return;
 	nng_close(c->sock); /* every outstanding aio completes with NNG_ECLOSED */
-	/* wait for every in-flight callback; completed calls are queued */
-	for (;;) {
-		pthread_mutex_lock(&c->mu);
-		acall *a = c->calls;
-		while (a && a->state == A_DONE)
-			a = a->next;
-		pthread_mutex_unlock(&c->mu);
-		if (!a)
-			break;
-		nng_aio_wait(a->aio);
-		/* a callback that moved SEND->RECV started a new op on a closed
-		 * socket: it completes at once; loop until all are done */
-	}
+	/* Stop every call's aio before anything its callback touches is freed.
+	 * Marking a call A_DONE is not "the callback has returned": complete()
+	 * still signals the eventfd after that, and a callback that moves
+	 * SEND->RECV starts a new operation. nng_aio_stop() waits for the
+	 * callback to return and refuses any new operation on the aio. The list
+	 * only changes on this (the owner's) thread: no lock needed to walk it,
+	 * and none may be held here (the callbacks take c->mu). */
+	for (acall *a = c->calls; a; a = a->next)
+		nng_aio_stop(a->aio);
 	run_completions(c, 1);
 	while (c->pool) {
 		slot *s = c->pool;
 		c->pool = s->next;
+		nng_aio_stop(s->aio);
 		nng_aio_free(s->aio);
 		free(s);
 	}
