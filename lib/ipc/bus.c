@@ -154,8 +154,8 @@ void gk_ipc_pub_close(gk_ipc_pub *p)
 {
 	if (!p)
 		return;
+	nng_close(p->sock); /* first: its pipe callbacks point at p and the guard */
 	gk_ipc_guard_close(p->guard);
-	nng_close(p->sock);
 	free(p->topics);
 	free(p);
 }

@@ -439,24 +439,40 @@ void gk_ipc_client_close(gk_ipc_client *c)
 {
 	if (!c)
 		return;
-	nng_close(c->sock); /* every outstanding aio completes with NNG_ECLOSED */
-	/* wait for every in-flight callback; completed calls are queued */
-	for (;;) {
-		pthread_mutex_lock(&c->mu);
-		acall *a = c->calls;
-		while (a && a->state == A_DONE)
-			a = a->next;
-		pthread_mutex_unlock(&c->mu);
-		if (!a)
-			break;
-		nng_aio_wait(a->aio);
-		/* a callback that moved SEND->RECV started a new op on a closed
-		 * socket: it completes at once; loop until all are done */
-	}
+	/* Stop every call's aio first, then close the socket. nng_aio_stop()
+	 * cancels the operation, waits for the callback to return and refuses
+	 * any new operation on the aio (a callback moving SEND->RECV gets
+	 * NNG_ECANCELED at once), so afterwards nothing of ours is pending inside
+	 * nng and no callback can touch the client. Waiting for calls "marked
+	 * done" was not enough: complete() still signals the eventfd after that,
+	 * and nng_close() with our operations in flight hung in nng 1.5.2 (the
+	 * reaper waited on an aio task, nng#1543). The list only changes on this
+	 * (the owner's) thread: no lock needed to walk it, and none may be held
+	 * here (the callbacks take c->mu). */
+	for (acall *a = c->calls; a; a = a->next)
+		nng_aio_stop(a->aio);
+	/* A callback that moved SEND->RECV as the aio was stopped had its
+	 * receive refused without another callback (nng 1.5.2 does not run it
+	 * again on a stopped aio): queue such calls here, they end CANCELLED. */
+	pthread_mutex_lock(&c->mu);
+	for (acall *a = c->calls; a; a = a->next)
+		if (a->state != A_DONE) {
+			a->state = A_DONE;
+			a->rv = NNG_ECANCELED;
+			a->qnext = NULL;
+			if (c->qtail)
+				c->qtail->qnext = a;
+			else
+				c->qhead = a;
+			c->qtail = a;
+		}
+	pthread_mutex_unlock(&c->mu);
+	nng_close(c->sock);
 	run_completions(c, 1);
 	while (c->pool) {
 		slot *s = c->pool;
 		c->pool = s->next;
+		nng_aio_stop(s->aio);
 		nng_aio_free(s->aio);
 		free(s);
 	}

@@ -382,8 +382,10 @@ void gk_ipc_server_close(gk_ipc_server *s)
 {
 	if (!s)
 		return;
-	gk_ipc_guard_close(s->guard);
+	/* socket first: its pipe callbacks point at the guard, and nng_close
+	 * returns only when no pipe callback can run any more */
 	nng_close(s->sock); /* completes every pending aio with NNG_ECLOSED */
+	gk_ipc_guard_close(s->guard);
 	for (int i = 0; i < s->n_workers; i++)
 		nng_aio_stop(s->workers[i].aio);
 	for (int i = 0; i < s->n_workers; i++) {
