@@ -72,8 +72,12 @@ report "$(kmm 1/2)"
 conflicted() { [ "$(sd_counter "$SD_PID" statusd_conflicts)" -ge 3 ]; }
 check "409s are retried" wait_for conflicts 10 conflicted
 check "status not written during the 409s" st_has '.kmmStatus == "2/2"'
+w409=$(sd_counter "$SD_PID" statusd_writes)
 faults ""
 check "written once the conflicts stop" wait_for after409 10 st_has '.kmmStatus == "1/2"'
+# the write is on the API before statusd's heartbeat counts it: wait for the count
+# (and idle) so the next check's baseline is not one behind
+sd_idle_after "$SD_PID" statusd_writes "$w409" 10 >/dev/null
 slow_patch clusterpolicies
 report "$(kmm 0/2)"
 wp=$(sd_counter "$SD_PID" statusd_writes)
