@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "events.pb-c.h"
+#include "gpukmm/wsub.h"
 #include "gpukmm/ipc.h"
 #include "gpukmm/log.h"
 #include "gpukmm/loop.h"
@@ -282,14 +283,6 @@ static void drop_buffer(gt *g)
 	g->buf_overflow = false;
 }
 
-static uint64_t seq_of(const Gpukmm__SnapshotReply *s, const char *topic)
-{
-	for (size_t i = 0; i < s->n_seqs; i++)
-		if (s->seqs[i]->topic && strcmp(s->seqs[i]->topic, topic) == 0)
-			return s->seqs[i]->seq;
-	return 0;
-}
-
 static void on_snapshot(void *user, int code, ProtobufCMessage *reply, const char *errmsg)
 {
 	gt *g = user;
@@ -313,10 +306,9 @@ static void on_snapshot(void *user, int code, ProtobufCMessage *reply, const cha
 	gk_err e;
 	if (gk_gtv_load_snapshot(g->view, s, &e) != GK_OK)
 		GK_WARN("snapshot: %s", e.msg);
-	for (size_t i = 0; i < N_TOPICS; i++)
-		gk_ipc_sub_set_seq(g->sub, TOPICS[i], seq_of(s, TOPICS[i]), s->epoch);
+	gk_wsub_resume(g->sub, TOPICS, N_TOPICS, s);
 	for (size_t i = 0; i < g->n_buf; i++)
-		if (g->buf[i].seq > seq_of(s, g->buf[i].topic))
+		if (g->buf[i].seq > gk_wsub_snapshot_seq(s, g->buf[i].topic))
 			apply_event(g, g->buf[i].topic, g->buf[i].msg);
 	drop_buffer(g);
 	gk_ipc_free(reply);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "events.pb-c.h"
+#include "gpukmm/wsub.h"
 #include "gpukmm/ipc.h"
 #include "gpukmm/log.h"
 #include "gpukmm/loop.h"
@@ -334,14 +335,6 @@ static void drop_buffer(mm *m)
 	m->buf_overflow = false;
 }
 
-static uint64_t seq_of(const Gpukmm__SnapshotReply *s, const char *topic)
-{
-	for (size_t i = 0; i < s->n_seqs; i++)
-		if (s->seqs[i]->topic && strcmp(s->seqs[i]->topic, topic) == 0)
-			return s->seqs[i]->seq;
-	return 0;
-}
-
 static void on_snapshot(void *user, int code, ProtobufCMessage *reply, const char *errmsg)
 {
 	mm *m = user;
@@ -365,11 +358,10 @@ static void on_snapshot(void *user, int code, ProtobufCMessage *reply, const cha
 	gk_err e;
 	if (gk_mmv_load_snapshot(m->view, s, &e) != GK_OK)
 		GK_WARN("snapshot: %s", e.msg);
-	for (size_t i = 0; i < N_TOPICS; i++)
-		gk_ipc_sub_set_seq(m->sub, TOPICS[i], seq_of(s, TOPICS[i]), s->epoch);
+	gk_wsub_resume(m->sub, TOPICS, N_TOPICS, s);
 	/* replay what arrived meanwhile and is newer than the snapshot */
 	for (size_t i = 0; i < m->n_buf; i++) {
-		if (m->buf[i].seq > seq_of(s, m->buf[i].topic))
+		if (m->buf[i].seq > gk_wsub_snapshot_seq(s, m->buf[i].topic))
 			apply_event(m, m->buf[i].topic, m->buf[i].msg);
 	}
 	drop_buffer(m);

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 
+#include "gpukmm/wsub.h"
 #include "gpukmm/ipc.h"
 #include "gpukmm/log.h"
 #include "watch.h"
@@ -86,14 +87,6 @@ static void drop_buffer(gk_sd_watch *w)
 	w->overflow = false;
 }
 
-static uint64_t seq_of(const Gpukmm__SnapshotReply *s, const char *topic)
-{
-	for (size_t i = 0; i < s->n_seqs; i++)
-		if (s->seqs[i]->topic && strcmp(s->seqs[i]->topic, topic) == 0)
-			return s->seqs[i]->seq;
-	return 0;
-}
-
 static void on_retry(gk_loop *l, gk_timer_id id, void *user)
 {
 	gk_sd_watch *w = user;
@@ -124,10 +117,9 @@ static void on_snapshot(void *user, int code, ProtobufCMessage *reply, const cha
 	gk_err e;
 	if (gk_sd_view_load_snapshot(w->view, s, &e) != GK_OK)
 		GK_WARN("snapshot: %s", e.msg);
-	for (size_t i = 0; i < N_TOPICS; i++)
-		gk_ipc_sub_set_seq(w->sub, TOPICS[i], seq_of(s, TOPICS[i]), s->epoch);
+	gk_wsub_resume(w->sub, TOPICS, N_TOPICS, s);
 	for (size_t i = 0; i < w->n_buf; i++)
-		if (w->buf[i].seq > seq_of(s, w->buf[i].topic))
+		if (w->buf[i].seq > gk_wsub_snapshot_seq(s, w->buf[i].topic))
 			apply(w, w->buf[i].topic, w->buf[i].msg);
 	drop_buffer(w);
 	gk_ipc_free(reply);
