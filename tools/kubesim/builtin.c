@@ -2,34 +2,10 @@
  * kubectl user makes by hand (pure): Node taints (key and effect), DaemonSet
  * selector/template agreement, Pod and pod-template containers (name, image,
  * unique names). Messages and cause fields are the API server's. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "builtin.h"
-
-static void cause(ks_schema_result *r, const char *reason, const char *field, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static void cause(ks_schema_result *r, const char *reason, const char *field, const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	cJSON *c = cJSON_CreateObject();
-	if (c) {
-		cJSON_AddStringToObject(c, "reason", reason);
-		cJSON_AddStringToObject(c, "message", msg);
-		cJSON_AddStringToObject(c, "field", field);
-		cJSON_AddItemToArray(r->causes, c);
-	}
-	size_t used = strlen(r->summary);
-	if (used < sizeof(r->summary) - 1)
-		snprintf(r->summary + used, sizeof(r->summary) - used, "%s%s: %s", r->ncauses ? ", " : "", field, msg);
-	r->ncauses++;
-}
 
 static const char *sget(const cJSON *o, const char *k)
 {
@@ -46,13 +22,13 @@ static void taints(const cJSON *list, const char *path, ks_schema_result *r)
 		const char *key = sget(t, "key"), *eff = sget(t, "effect");
 		if (!key || !*key) {
 			snprintf(f, sizeof(f), "%s[%d].key", path, i);
-			cause(r, "FieldValueRequired", f, "Required value");
+			ks_schema_add_cause(r, "FieldValueRequired", f, "Required value");
 		}
 		snprintf(f, sizeof(f), "%s[%d].effect", path, i);
 		if (!eff || !*eff)
-			cause(r, "FieldValueRequired", f, "Required value");
+			ks_schema_add_cause(r, "FieldValueRequired", f, "Required value");
 		else if (strcmp(eff, "NoSchedule") && strcmp(eff, "PreferNoSchedule") && strcmp(eff, "NoExecute"))
-			cause(r, "FieldValueNotSupported", f,
+			ks_schema_add_cause(r, "FieldValueNotSupported", f,
 			      "Unsupported value: \"%s\": supported values: \"NoExecute\", \"NoSchedule\", \"PreferNoSchedule\"",
 			      eff);
 		/* the same key and effect twice */
@@ -64,7 +40,7 @@ static void taints(const cJSON *list, const char *path, ks_schema_result *r)
 			const char *k2 = sget(u, "key"), *e2 = sget(u, "effect");
 			if (key && eff && k2 && e2 && strcmp(key, k2) == 0 && strcmp(eff, e2) == 0) {
 				snprintf(f, sizeof(f), "%s[%d]", path, i);
-				cause(r, "FieldValueDuplicate", f,
+				ks_schema_add_cause(r, "FieldValueDuplicate", f,
 				      "Duplicate value: \"%s\": taints must be unique by key and effect pair", key);
 				break;
 			}
@@ -79,7 +55,7 @@ static void containers(const cJSON *pod_spec, const char *path, ks_schema_result
 	const cJSON *cs = cJSON_GetObjectItemCaseSensitive(pod_spec, "containers");
 	if (cJSON_GetArraySize(cs) == 0) {
 		snprintf(f, sizeof(f), "%s.containers", path);
-		cause(r, "FieldValueRequired", f, "Required value");
+		ks_schema_add_cause(r, "FieldValueRequired", f, "Required value");
 		return;
 	}
 	int i = 0;
@@ -88,7 +64,7 @@ static void containers(const cJSON *pod_spec, const char *path, ks_schema_result
 		const char *name = sget(c, "name"), *image = sget(c, "image");
 		if (!name || !*name) {
 			snprintf(f, sizeof(f), "%s.containers[%d].name", path, i);
-			cause(r, "FieldValueRequired", f, "Required value");
+			ks_schema_add_cause(r, "FieldValueRequired", f, "Required value");
 		} else {
 			const cJSON *d;
 			int j = 0;
@@ -98,14 +74,14 @@ static void containers(const cJSON *pod_spec, const char *path, ks_schema_result
 				const char *n2 = sget(d, "name");
 				if (n2 && strcmp(n2, name) == 0) {
 					snprintf(f, sizeof(f), "%s.containers[%d].name", path, i);
-					cause(r, "FieldValueDuplicate", f, "Duplicate value: \"%s\"", name);
+					ks_schema_add_cause(r, "FieldValueDuplicate", f, "Duplicate value: \"%s\"", name);
 					break;
 				}
 			}
 		}
 		if (!image || !*image) {
 			snprintf(f, sizeof(f), "%s.containers[%d].image", path, i);
-			cause(r, "FieldValueRequired", f, "Required value");
+			ks_schema_add_cause(r, "FieldValueRequired", f, "Required value");
 		}
 		i++;
 	}
@@ -145,13 +121,13 @@ static void daemonset(const cJSON *o, ks_schema_result *r)
 	const cJSON *labels =
 		cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(tmpl, "metadata"), "labels");
 	if (!cJSON_IsObject(sel)) {
-		cause(r, "FieldValueRequired", "spec.selector", "Required value");
+		ks_schema_add_cause(r, "FieldValueRequired", "spec.selector", "Required value");
 	} else if (!cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(sel, "matchLabels")) &&
 		   !cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(sel, "matchExpressions"))) {
-		cause(r, "FieldValueInvalid", "spec.selector", "Invalid value: \"{}\": empty selector is invalid for daemonset");
+		ks_schema_add_cause(r, "FieldValueInvalid", "spec.selector", "Invalid value: \"{}\": empty selector is invalid for daemonset");
 	} else if (!selector_matches(sel, labels)) {
 		char *ls = labels ? cJSON_PrintUnformatted(labels) : NULL;
-		cause(r, "FieldValueInvalid", "spec.template.metadata.labels",
+		ks_schema_add_cause(r, "FieldValueInvalid", "spec.template.metadata.labels",
 		      "Invalid value: %s: `selector` does not match template `labels`", ls ? ls : "null");
 		cJSON_free(ls);
 	}

@@ -30,10 +30,7 @@ static void join(char *dst, size_t cap, const char *parent, const char *key)
 		snprintf(dst, cap, "%s", key);
 }
 
-static void add_cause(ks_schema_result *r, const char *reason, const char *field, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static void add_cause(ks_schema_result *r, const char *reason, const char *field, const char *fmt, ...)
+void ks_schema_add_cause(ks_schema_result *r, const char *reason, const char *field, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
@@ -225,13 +222,13 @@ static void validate(const cJSON *s, const cJSON *v, const char *path, int depth
 	int ios = flag(s, "x-kubernetes-int-or-string");
 	if (cJSON_IsNull(v)) {
 		if (!flag(s, "nullable") && type)
-			add_cause(r, "FieldValueTypeInvalid", path, "Invalid value: \"null\": %s in body must be of type %s: \"null\"",
+			ks_schema_add_cause(r, "FieldValueTypeInvalid", path, "Invalid value: \"null\": %s in body must be of type %s: \"null\"",
 				  path, type);
 		return;
 	}
 	if (!type_ok(type, v, ios)) {
 		value_str(v, vs, sizeof(vs));
-		add_cause(r, "FieldValueTypeInvalid", path, "Invalid value: \"%s\": %s in body must be of type %s: \"%s\"",
+		ks_schema_add_cause(r, "FieldValueTypeInvalid", path, "Invalid value: \"%s\": %s in body must be of type %s: \"%s\"",
 			  type_name(v), path, ios ? "integer,string" : type, type_name(v));
 		return;
 	}
@@ -256,7 +253,7 @@ static void validate(const cJSON *s, const cJSON *v, const char *path, int depth
 					used += (size_t)snprintf(sup + used, sizeof(sup) - used, "%s%s", used ? ", " : "", a);
 			}
 			value_str(v, vs, sizeof(vs));
-			add_cause(r, "FieldValueNotSupported", path, "Unsupported value: %s: supported values: %s", vs, sup);
+			ks_schema_add_cause(r, "FieldValueNotSupported", path, "Unsupported value: %s: supported values: %s", vs, sup);
 		}
 	}
 	if (cJSON_IsNumber(v)) {
@@ -264,29 +261,29 @@ static void validate(const cJSON *s, const cJSON *v, const char *path, int depth
 		int exmax = flag(s, "exclusiveMaximum"), exmin = flag(s, "exclusiveMinimum");
 		double d = v->valuedouble;
 		if (cJSON_IsNumber(mx) && (exmax ? d >= mx->valuedouble : d > mx->valuedouble))
-			add_cause(r, "FieldValueInvalid", path, "Invalid value: %.15g: %s in body should be less than %s%.15g",
+			ks_schema_add_cause(r, "FieldValueInvalid", path, "Invalid value: %.15g: %s in body should be less than %s%.15g",
 				  d, path, exmax ? "" : "or equal to ", mx->valuedouble);
 		if (cJSON_IsNumber(mn) && (exmin ? d <= mn->valuedouble : d < mn->valuedouble))
-			add_cause(r, "FieldValueInvalid", path,
+			ks_schema_add_cause(r, "FieldValueInvalid", path,
 				  "Invalid value: %.15g: %s in body should be greater than %s%.15g", d, path,
 				  exmin ? "" : "or equal to ", mn->valuedouble);
 		const cJSON *mo = get(s, "multipleOf");
 		if (cJSON_IsNumber(mo) && mo->valuedouble > 0 && fmod(d, mo->valuedouble) != 0)
-			add_cause(r, "FieldValueInvalid", path, "Invalid value: %.15g: %s in body should be a multiple of %.15g",
+			ks_schema_add_cause(r, "FieldValueInvalid", path, "Invalid value: %.15g: %s in body should be a multiple of %.15g",
 				  d, path, mo->valuedouble);
 	}
 	if (cJSON_IsString(v)) {
 		size_t len = strlen(v->valuestring);
 		const cJSON *mx = get(s, "maxLength"), *mn = get(s, "minLength"), *pat = get(s, "pattern");
 		if (cJSON_IsNumber(mx) && (double)len > mx->valuedouble)
-			add_cause(r, "FieldValueTooLong", path, "Too long: may not be more than %.0f bytes", mx->valuedouble);
+			ks_schema_add_cause(r, "FieldValueTooLong", path, "Too long: may not be more than %.0f bytes", mx->valuedouble);
 		if (cJSON_IsNumber(mn) && (double)len < mn->valuedouble)
-			add_cause(r, "FieldValueInvalid", path, "Invalid value: \"%s\": %s in body should be at least %.0f chars long",
+			ks_schema_add_cause(r, "FieldValueInvalid", path, "Invalid value: \"%s\": %s in body should be at least %.0f chars long",
 				  v->valuestring, path, mn->valuedouble);
 		if (cJSON_IsString(pat)) {
 			int bad = 0;
 			if (!regex_match(pat->valuestring, v->valuestring, &bad))
-				add_cause(r, "FieldValueInvalid", path, "Invalid value: \"%s\": %s in body should match '%s'",
+				ks_schema_add_cause(r, "FieldValueInvalid", path, "Invalid value: \"%s\": %s in body should match '%s'",
 					  v->valuestring, path, pat->valuestring);
 		}
 	}
@@ -294,9 +291,9 @@ static void validate(const cJSON *s, const cJSON *v, const char *path, int depth
 		int n = cJSON_GetArraySize(v);
 		const cJSON *mx = get(s, "maxItems"), *mn = get(s, "minItems");
 		if (cJSON_IsNumber(mx) && n > mx->valuedouble)
-			add_cause(r, "FieldValueTooMany", path, "Too many: %d: must have at most %.0f items", n, mx->valuedouble);
+			ks_schema_add_cause(r, "FieldValueTooMany", path, "Too many: %d: must have at most %.0f items", n, mx->valuedouble);
 		if (cJSON_IsNumber(mn) && n < mn->valuedouble)
-			add_cause(r, "FieldValueInvalid", path, "Invalid value: %d: %s in body should have at least %.0f items",
+			ks_schema_add_cause(r, "FieldValueInvalid", path, "Invalid value: %d: %s in body should have at least %.0f items",
 				  n, path, mn->valuedouble);
 		const cJSON *items = get(s, "items");
 		const cJSON *it;
@@ -316,15 +313,15 @@ static void validate(const cJSON *s, const cJSON *v, const char *path, int depth
 			if (cJSON_IsString(q) && !cJSON_HasObjectItem(v, q->valuestring)) {
 				char p[1024];
 				join(p, sizeof(p), path, q->valuestring);
-				add_cause(r, "FieldValueRequired", p, "Required value");
+				ks_schema_add_cause(r, "FieldValueRequired", p, "Required value");
 			}
 		}
 		int n = cJSON_GetArraySize(v);
 		const cJSON *mxp = get(s, "maxProperties"), *mnp = get(s, "minProperties");
 		if (cJSON_IsNumber(mxp) && n > mxp->valuedouble)
-			add_cause(r, "FieldValueTooMany", path, "Too many: %d: must have at most %.0f items", n, mxp->valuedouble);
+			ks_schema_add_cause(r, "FieldValueTooMany", path, "Too many: %d: must have at most %.0f items", n, mxp->valuedouble);
 		if (cJSON_IsNumber(mnp) && n < mnp->valuedouble)
-			add_cause(r, "FieldValueInvalid", path, "Invalid value: %d: %s in body should have at least %.0f properties",
+			ks_schema_add_cause(r, "FieldValueInvalid", path, "Invalid value: %d: %s in body should have at least %.0f properties",
 				  n, path, mnp->valuedouble);
 		const cJSON *it;
 		cJSON_ArrayForEach(it, v) {
@@ -342,12 +339,12 @@ static void validate(const cJSON *s, const cJSON *v, const char *path, int depth
 			if (!cJSON_IsString(get(v, "apiVersion"))) {
 				char p[1024];
 				join(p, sizeof(p), path, "apiVersion");
-				add_cause(r, "FieldValueRequired", p, "Required value: must not be empty");
+				ks_schema_add_cause(r, "FieldValueRequired", p, "Required value: must not be empty");
 			}
 			if (!cJSON_IsString(get(v, "kind"))) {
 				char p[1024];
 				join(p, sizeof(p), path, "kind");
-				add_cause(r, "FieldValueRequired", p, "Required value: must not be empty");
+				ks_schema_add_cause(r, "FieldValueRequired", p, "Required value: must not be empty");
 			}
 		}
 	}

@@ -20,5 +20,9 @@ typedef struct ks_schema_result {
  * obj against the CRD version's openAPIV3Schema. Returns the number of validation
  * errors (0 = valid). r->causes must be freed by the caller (cJSON_Delete). */
 int ks_schema_apply(const cJSON *schema, cJSON *obj, ks_schema_result *r);
+/* Adds one validation error (the API server's StatusCause: reason, field,
+ * message) to r and to its summary; also used by builtin.c. */
+void ks_schema_add_cause(ks_schema_result *r, const char *reason, const char *field, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
 #endif
