@@ -432,17 +432,6 @@ int gk_kube_delete(gk_kube_client *c, const gk_kube_ref *r, const gk_kube_delete
 
 #define PATH_CAP GK_KUBE__PATH_CAP
 
-static int path_of(const gk_kube_ref *r, char *buf, size_t cap, gk_err *err)
-{
-	if (gk_kube_path(buf, cap, r) < 0)
-		return gk_err_set(err, GK_INVALID_ARGUMENT,
-				  "invalid resource reference (%s/%s %s %s/%s)",
-				  r->group ? r->group : "", r->version ? r->version : "?",
-				  r->resource ? r->resource : "?", r->ns ? r->ns : "",
-				  r->name ? r->name : "");
-	return 0;
-}
-
 int gk_kube_list(gk_kube_client *c, const gk_kube_ref *r, const gk_kube_list_opts *lo,
 		 gk_kube_item_fn fn, void *user, char *rv, size_t rv_cap, gk_kube_status *st,
 		 gk_err *err)
@@ -451,7 +440,7 @@ int gk_kube_list(gk_kube_client *c, const gk_kube_ref *r, const gk_kube_list_opt
 	gk_kube_ref coll = *r;
 	coll.name = NULL;
 	coll.subresource = NULL;
-	if (path_of(&coll, base, sizeof base, err))
+	if (gk_kube__path_of(&coll, base, sizeof base, err))
 		return err ? err->code : GK_INVALID_ARGUMENT;
 	char *cont = NULL;
 	char lim[16];

@@ -60,6 +60,8 @@ int gk_kube__rq_patch(gk_kube__rq *q, const gk_kube_ref *r, enum gk_kube_patch_t
 int gk_kube__rq_delete(gk_kube__rq *q, const gk_kube_ref *r, const gk_kube_delete_opts *d,
 		       gk_err *err);
 void gk_kube__rq_free(gk_kube__rq *q);
+/* The API path of r into buf, or INVALID_ARGUMENT naming the bad reference. */
+int gk_kube__path_of(const gk_kube_ref *r, char *buf, size_t cap, gk_err *err);
 /* Discovery cache update from a finished GET of a group-version (discovery.c):
  * rc = the request's code, j = its body (borrowed). */
 int gk_kube__disc_store(gk_kube_client *c, const char *group, const char *version, int rc,

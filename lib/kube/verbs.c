@@ -14,7 +14,7 @@ void gk_kube__rq_free(gk_kube__rq *q)
 	q->body_len = 0;
 }
 
-static int path_of(const gk_kube_ref *r, char *buf, size_t cap, gk_err *err)
+int gk_kube__path_of(const gk_kube_ref *r, char *buf, size_t cap, gk_err *err)
 {
 	if (gk_kube_path(buf, cap, r) < 0)
 		return gk_err_set(err, GK_INVALID_ARGUMENT,
@@ -34,7 +34,7 @@ static void rq_init(gk_kube__rq *q, const char *method)
 int gk_kube__rq_get(gk_kube__rq *q, const gk_kube_ref *r, gk_err *err)
 {
 	rq_init(q, "GET");
-	return path_of(r, q->path, sizeof q->path, err);
+	return gk_kube__path_of(r, q->path, sizeof q->path, err);
 }
 
 static int set_body(gk_kube__rq *q, const cJSON *obj, gk_err *err)
@@ -53,7 +53,7 @@ int gk_kube__rq_create(gk_kube__rq *q, const gk_kube_ref *r, const cJSON *obj, g
 	gk_kube_ref coll = *r;
 	coll.name = NULL;
 	coll.subresource = NULL;
-	int rc = path_of(&coll, q->path, sizeof q->path, err);
+	int rc = gk_kube__path_of(&coll, q->path, sizeof q->path, err);
 	return rc ? rc : set_body(q, obj, err);
 }
 
@@ -62,7 +62,7 @@ int gk_kube__rq_update(gk_kube__rq *q, const gk_kube_ref *r, const cJSON *obj, g
 	rq_init(q, "PUT");
 	if (!r->name)
 		return gk_err_set(err, GK_INVALID_ARGUMENT, "update needs a name");
-	int rc = path_of(r, q->path, sizeof q->path, err);
+	int rc = gk_kube__path_of(r, q->path, sizeof q->path, err);
 	return rc ? rc : set_body(q, obj, err);
 }
 
@@ -72,7 +72,7 @@ int gk_kube__rq_patch(gk_kube__rq *q, const gk_kube_ref *r, enum gk_kube_patch_t
 	rq_init(q, "PATCH");
 	if (!r->name || !body)
 		return gk_err_set(err, GK_INVALID_ARGUMENT, "patch needs a name and a body");
-	int rc = path_of(r, q->path, sizeof q->path, err);
+	int rc = gk_kube__path_of(r, q->path, sizeof q->path, err);
 	if (rc)
 		return rc;
 	switch (type) {
@@ -102,7 +102,7 @@ int gk_kube__rq_delete(gk_kube__rq *q, const gk_kube_ref *r, const gk_kube_delet
 	rq_init(q, "DELETE");
 	if (!r->name)
 		return gk_err_set(err, GK_INVALID_ARGUMENT, "delete needs a name");
-	int rc = path_of(r, q->path, sizeof q->path, err);
+	int rc = gk_kube__path_of(r, q->path, sizeof q->path, err);
 	if (rc || !d || (!d->uid && !d->resource_version && !d->propagation))
 		return rc;
 	cJSON *o = cJSON_CreateObject();
