@@ -43,7 +43,8 @@ check "a restart writes nothing (writes $w0 -> $(writes))" test "$(writes)" = "$
 mw=$(module_writes)
 cp_patch '{"spec":{"nodeSelector":{"gpu":"yes"}}}'
 check "spec change patches the Module" wait_for selector 10 module_jq '.spec.selector.gpu == "yes"' 
-check "one Module write per real change" wait_for count 5 test "$(module_writes)" = $((mw + 1))
+module_writes_are() { test "$(module_writes)" = "$1"; } # re-evaluated on each poll
+check "one Module write per real change" wait_for count 5 module_writes_are $((mw + 1))
 cp_patch '{"spec":{"nodeSelector":null}}'
 check "removed selector key really disappears" wait_for "selector key removed" 10 module_jq '.spec.selector | has("gpu") | not' 
 
