@@ -1,6 +1,6 @@
 #!/bin/sh
-# Installs (as root) or lists (otherwise) the Debian 12 packages gpukmm needs to
-# build, test and run its demo. kubectl is not a Debian 12 package: the machines
+# Installs the Debian 12 packages gpukmm needs to build, test and run its demo:
+# as root directly, otherwise through sudo when sudo is there (else it lists them). kubectl is not a Debian 12 package: the machines
 # this project targets ship it; we only check that it is there.
 set -e
 PKGS="build-essential pkg-config protobuf-c-compiler libprotobuf-c-dev libnng-dev
@@ -12,6 +12,9 @@ for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
 if [ -n "$missing" ]; then
+	if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then
+		exec sudo "$0" "$@"
+	fi
 	if [ "$(id -u)" != 0 ]; then
 		echo "deps: missing Debian packages:$missing" >&2
 		echo "deps: run as root: apt-get install -y$missing" >&2
