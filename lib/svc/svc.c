@@ -2,7 +2,9 @@
  * signals, Control.Ready and heartbeats. */
 #include <getopt.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,10 @@
 #include "gpukmm/svc.h"
 
 #define CONTROL_TIMEOUT_MS 5000
+/* From the stop request (SIGTERM/SIGINT, or the supervisor asking) to the
+ * process exit: well inside the supervisor's default stop timeout (5 s), so a
+ * hung teardown ends as a clean exit, not as a SIGKILL. */
+#define STOP_BOUND_MS 3000
 
 enum {
 	O_HELP = 'h', O_LOG_FORMAT = 256, O_LOG_LEVEL, O_RUNTIME_DIR, O_CONTROL, O_LISTEN, O_WATCHER,
@@ -76,8 +82,116 @@ static const char *dflt(gk_svc *svc, const char *flag, const char *env, const ch
 	return own(svc, s);
 }
 
+static int parse_ms(const char *s, int *out)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+	if (!*s || *end || v < 10 || v > 3600000)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+static int stop_bound_ms(void)
+{
+	const char *e = getenv("GPUKMM_STOP_BOUND_MS");
+	int ms;
+	return e && parse_ms(e, &ms) == 0 ? ms : STOP_BOUND_MS;
+}
+
+/* ---- bounded stop -------------------------------------------------------------
+ * nng 1.5.2 can hang in nng_close / nng_fini (its reaper waits forever for a
+ * pipe, nng#1543; no fix in Debian's 1.5.2), and a service stuck there would
+ * only end by the supervisor's SIGKILL after its stop timeout: an unclean stop.
+ * So once a stop is requested, a watchdog thread waits STOP_BOUND_MS and then
+ * logs one line and _exits with the status a clean stop returns (0). A stop
+ * that completes disarms it from an atexit handler, registered after the
+ * sanitizers' own, so it runs first: LeakSanitizer's exit-time check still
+ * runs as usual and is never cut short. The bound can be lowered (tests) with
+ * $GPUKMM_STOP_BOUND_MS. */
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	pthread_t th;
+	bool armed, done;
+	int64_t deadline_ms;
+	char name[64];
+} wd = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void *watchdog_main(void *arg)
+{
+	pthread_mutex_lock(&wd.mu);
+	while (!wd.done) {
+		int64_t left = wd.deadline_ms - mono_ms();
+		if (left <= 0)
+			break;
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += left / 1000;
+		ts.tv_nsec += (left % 1000) * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&wd.cv, &wd.mu, &ts);
+	}
+	bool done = wd.done;
+	pthread_mutex_unlock(&wd.mu);
+	if (done)
+		return NULL;
+	GK_ERROR("%s: stop did not finish within %d ms (teardown hung, nng#1543?): exiting 0 now", wd.name,
+		 stop_bound_ms());
+	_exit(0);
+}
+
+static void watchdog_disarm(void)
+{
+	pthread_mutex_lock(&wd.mu);
+	bool armed = wd.armed;
+	wd.done = true;
+	pthread_cond_signal(&wd.cv);
+	pthread_mutex_unlock(&wd.mu);
+	if (armed)
+		pthread_join(wd.th, NULL);
+	pthread_mutex_lock(&wd.mu);
+	wd.armed = false;
+	pthread_mutex_unlock(&wd.mu);
+}
+
+static void watchdog_arm(const char *name)
+{
+	pthread_mutex_lock(&wd.mu);
+	if (wd.armed || wd.done) {
+		pthread_mutex_unlock(&wd.mu);
+		return;
+	}
+	snprintf(wd.name, sizeof(wd.name), "%s", name);
+	wd.deadline_ms = mono_ms() + stop_bound_ms();
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&wd.cv, &ca);
+	pthread_condattr_destroy(&ca);
+	/* the thread inherits the loop's signal mask: no signal is delivered to it */
+	wd.armed = pthread_create(&wd.th, NULL, watchdog_main, NULL) == 0;
+	bool first = wd.armed;
+	pthread_mutex_unlock(&wd.mu);
+	if (!first)
+		GK_WARN("%s: no stop watchdog (thread: out of resources)", name);
+	else
+		atexit(watchdog_disarm);
+}
+
 static void request_stop(gk_svc *svc, const char *why)
 {
+	watchdog_arm(svc->name);
 	if (svc->stopping || !svc->on_stop) {
 		if (svc->stopping)
 			GK_INFO("%s again: stopping now", why);
@@ -101,15 +215,6 @@ static void on_control_fd(gk_loop *l, int fd, uint32_t ev, void *user)
 	gk_ipc_client_dispatch(svc->control);
 }
 
-static int parse_ms(const char *s, int *out)
-{
-	char *end;
-	long v = strtol(s, &end, 10);
-	if (!*s || *end || v < 10 || v > 3600000)
-		return -1;
-	*out = (int)v;
-	return 0;
-}
 
 int gk_svc_init(gk_svc *svc, const char *name, int argc, char **argv, const gk_svc_opt *extra,
 		gk_err *err)

@@ -15,6 +15,8 @@
  *                        it can, then "flood done", then run until SIGTERM
  *   --mode crash-when-ready  as soon as the supervisor acknowledged Ready (or at
  *                        once when standalone), trace "acked" and exit 4 (benchmarks)
+ *   --mode hang-teardown ready; after SIGTERM its teardown blocks forever (like
+ *                        nng_close in nng#1543): only lib/svc's stop bound ends it
  *   --mode orphan        (internal: the grandchild) wait --after-ms, exit 0
  *   --ready-line         print "READY" on stdout when ready (readiness for runit)
  *
@@ -233,6 +235,11 @@ int main(int argc, char **argv)
 	}
 	rc = gk_loop_run(a.svc.loop);
 	trace(&a, "stop");
+	if (strcmp(a.mode, "hang-teardown") == 0) {
+		trace(&a, "teardown-hangs");
+		for (;;)
+			pause();   /* signals are blocked: nothing ends this but the bound */
+	}
 	gk_svc_fini(&a.svc);
 	gk_ipc_fini();
 	return rc;

@@ -156,6 +156,28 @@ Test(supervisor, clean_stop_in_reverse_order_exits_0_without_zombies)
 	cr_assert(sh_wait_out(&s, "all services stopped; exiting with 0", 100));
 }
 
+/* nng 1.5.2 can hang in nng_close/nng_fini at exit (nng#1543). lib/svc bounds
+ * the stop: GPUKMM_STOP_BOUND_MS after SIGTERM the service logs one line and
+ * exits 0, well before the supervisor's stop timeout would SIGKILL it (an
+ * unclean stop, exit 143). Without the bound this service never exits. */
+Test(supervisor, hung_teardown_ends_within_the_stop_bound)
+{
+	static sh_sup s;   /* outlives the test body: the teardown reads it */
+	sh_start(&s, "{\"services\":[" SVC("h", "hang-teardown", "") ",\"env\":{\"GPUKMM_STOP_BOUND_MS\":\"800\"},"
+		     "\"stop\":{\"timeout_ms\":20000}}]}",
+		 false, NULL, NULL);
+	cr_assert(sh_wait_state(&s, "h", "ready", -1, 5000));
+	int64_t t0 = sh_now();
+	int rc = sh_stop(&s, 15000);
+	int64_t took = sh_now() - t0;
+	cr_assert(sh_wait_trace(&s, "h.trace", "teardown-hangs", 1, 100), "the teardown did hang");
+	cr_assert_eq(rc, 0, "the service exited 0 on its own, no SIGKILL (exit %d after %lld ms)", rc,
+		     (long long)took);
+	cr_assert_geq(took, 790, "it hung until the bound (%lld ms)", (long long)took);
+	cr_assert(sh_wait_out(&s, "stop did not finish within 800 ms (teardown hung", 100));
+	cr_assert(sh_wait_out(&s, "service h: stopped (exited with code 0)", 100));
+}
+
 Test(supervisor, orphaned_grandchild_is_reaped)
 {
 	static sh_sup s;   /* outlives the test body: the teardown reads it */
