@@ -316,7 +316,12 @@ static void a_died(gk_sup *s, gk_sup_svc *v, bool spawn_failed)
 			v->conf->name, how, v->failures, v->restarts, (long long)v->backoff_ms);
 	else
 		GK_INFO("service %s: %s: restarting in %lld ms", v->conf->name, how, (long long)v->backoff_ms);
-	arm(v, v->backoff_ms);
+	/* no delay: the backoff's TIMEOUT now, not one loop turn (timerfd +
+	 * epoll) later; a spawn that failed goes through the loop (no recursion) */
+	if (v->backoff_ms > 0 || spawn_failed)
+		arm(v, v->backoff_ms);
+	else
+		gk_sup_event(s, v, GK_SUP_EV_TIMEOUT);
 }
 
 /* ---- the table driver -------------------------------------------------------------- */
@@ -400,13 +405,14 @@ void gk_sup_stop_all(gk_sup *s, int signo)
  * clients are our services, and a service that dies right after it dialed is
  * exactly such a peer. lib/ipc probes and re-creates a stuck listener on its
  * own; after a death we only ask it to probe now rather than within a second,
- * so the restarted service is not kept waiting. */
+ * so the restarted service is not kept waiting (the periodic probe covers the
+ * rest). */
 static void on_sigchld(gk_loop *l, int signo, void *user)
 {
 	gk_sup *s = user;
 	int st;
 	pid_t p;
-	bool service_died = false;
+	bool probe = false;
 	while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
 		gk_sup_svc *v = gk_sup_find(s, p, NULL);
 		if (!v) {
@@ -415,10 +421,13 @@ static void on_sigchld(gk_loop *l, int signo, void *user)
 			continue;
 		}
 		v->wstatus = st;
-		service_died = true;
+		/* a service that got as far as Control.Ready had finished its
+		 * handshake: its death cannot have left the listener stuck, and a
+		 * probe now would only compete with the restart for the CPU */
+		probe |= v->ready_ms == 0;
 		gk_sup_event(s, v, GK_SUP_EV_EXIT);
 	}
-	if (service_died && s->control)
+	if (probe && s->control)
 		gk_ipc_server_probe(s->control);
 }
 

@@ -69,34 +69,114 @@ static void stop(pid_t p)
 	waitpid(p, NULL, 0);
 }
 
-/* "exit"/"acked" events of a trace file, in order. */
-static int read_trace(const char *path, char (*ev)[16], int64_t *t, int cap)
+/* One instance of the crashing service, from its trace (and, for gpukmm, the
+ * supervisor's log): every time is CLOCK_MONOTONIC ms, -1 when unknown. */
+typedef struct inst {
+	int pid;
+	int64_t reaped, exec, main, start, ready, acked, exit;
+} inst;
+
+#define MAX_INST (N_GK + 64)
+
+static inst *inst_of(inst *v, int *n, int pid)
+{
+	for (int i = *n - 1; i >= 0; i--)
+		if (v[i].pid == pid)
+			return &v[i];
+	if (*n >= MAX_INST)
+		return NULL;
+	v[*n] = (inst){ pid, -1, -1, -1, -1, -1, -1, -1 };
+	return &v[(*n)++];
+}
+
+static int read_trace(const char *path, inst *v)
 {
 	FILE *f = fopen(path, "r");
 	if (!f)
 		return 0;
-	int n = 0;
+	int n = 0, pid;
 	char line[256], e[64];
-	int pid;
 	long long ms;
-	while (n < cap && fgets(line, sizeof(line), f))
-		if (sscanf(line, "%63s %d %lld", e, &pid, &ms) == 3 && (!strcmp(e, "exit") || !strcmp(e, "acked"))) {
-			snprintf(ev[n], 16, "%.15s", e);
-			t[n++] = ms;
-		}
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%63s %d %lld", e, &pid, &ms) != 3)
+			continue;
+		inst *x = inst_of(v, &n, pid);
+		if (!x)
+			break;
+		if (!strcmp(e, "main"))
+			x->main = ms;
+		else if (!strcmp(e, "start"))
+			x->start = ms;
+		else if (!strcmp(e, "ready"))
+			x->ready = ms;
+		else if (!strcmp(e, "acked"))
+			x->acked = ms;
+		else if (!strcmp(e, "exit"))
+			x->exit = ms;
+	}
 	fclose(f);
 	return n;
 }
 
-/* Restart latencies: exit(i) -> next acked. */
-static int latencies(const char *path, int64_t *lat, int cap)
+/* CLOCK_REALTIME - CLOCK_MONOTONIC in ms: turns the log's wall-clock stamps into trace time. */
+static int64_t real_minus_mono(void)
 {
-	static char ev[4 * N_GK + 64][16];
-	static int64_t t[4 * N_GK + 64];
-	int n = read_trace(path, ev, t, 4 * N_GK + 64), k = 0;
+	struct timespec r, m;
+	clock_gettime(CLOCK_REALTIME, &r);
+	clock_gettime(CLOCK_MONOTONIC, &m);
+	return ((int64_t)r.tv_sec - m.tv_sec) * 1000 + (r.tv_nsec - m.tv_nsec) / 1000000;
+}
+
+/* Times of the supervisor's log lines, in trace time (ms; -1 unparsable). */
+static int64_t log_time(const char *line, int64_t off)
+{
+	struct tm tm;
+	memset(&tm, 0, sizeof(tm));
+	int msec;
+	if (sscanf(line, "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+		   &tm.tm_sec, &msec) != 7)
+		return -1;
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	return (int64_t)timegm(&tm) * 1000 + msec - off;
+}
+
+/* From the supervisor's log (info level): "service c: started, pid N" is
+ * logged when the child's exec succeeded (spawn.c waits for it); "service c:
+ * ...: restarting in 0 ms" when the death was reaped — the k-th such line is
+ * the death of the k-th instance (one service, started in trace order). */
+static void read_log_times(const char *log, inst *v, int n)
+{
+	FILE *f = fopen(log, "r");
+	if (!f)
+		return;
+	int64_t off = real_minus_mono();
+	char line[512];
+	int deaths = 0;
+	while (fgets(line, sizeof(line), f)) {
+		int64_t t = log_time(line, off);
+		char *p = strstr(line, ": started, pid ");
+		if (t < 0 || !strstr(line, "gpukmm: service c: "))
+			continue;
+		if (p) {
+			int pid = atoi(p + strlen(": started, pid "));
+			for (int i = 0; i < n; i++)
+				if (v[i].pid == pid)
+					v[i].exec = t;
+		} else if (strstr(line, ": restarting in ") && deaths < n) {
+			v[deaths++].reaped = t;
+		}
+	}
+	fclose(f);
+}
+
+/* Restart latencies: instance i's exit -> instance i+1 acked. */
+static int latencies(const inst *v, int n, int64_t *lat, int cap)
+{
+	int k = 0;
 	for (int i = 0; i + 1 < n && k < cap; i++)
-		if (!strcmp(ev[i], "exit") && !strcmp(ev[i + 1], "acked"))
-			lat[k++] = t[i + 1] - t[i];
+		if (v[i].exit >= 0 && v[i + 1].acked >= 0)
+			lat[k++] = v[i + 1].acked - v[i].exit;
 	return k;
 }
 
@@ -115,13 +195,57 @@ static double pct(int64_t *v, int n, double p)
 	return (double)v[i];
 }
 
+static inst g_inst[MAX_INST];
+static int g_ninst;
+
 static int wait_latencies(const char *trace, int want, int64_t timeout_ms, int64_t *lat)
 {
 	int n = 0;
-	for (int64_t end = now_ms() + timeout_ms; now_ms() < end; poll(NULL, 0, 20))
-		if ((n = latencies(trace, lat, want)) >= want)
+	for (int64_t end = now_ms() + timeout_ms; now_ms() < end; poll(NULL, 0, 20)) {
+		g_ninst = read_trace(trace, g_inst);
+		if ((n = latencies(g_inst, g_ninst, lat, want)) >= want)
 			break;
+	}
 	return n;
+}
+
+/* Where one restart's time goes, p50/p99 of each step over the restarts measured. */
+typedef struct phase { const char *name; double p50, p99; int n; } phase;
+enum { PH_CRASH_REAP, PH_REAP_EXEC, PH_EXEC_MAIN, PH_MAIN_INIT, PH_INIT_ACK, PH_N };
+static phase phases[PH_N] = {
+	{ "crash -> death reaped by the supervisor", 0, 0, 0 },
+	{ "reaped -> new child exec'd (fork, exec)", 0, 0, 0 },
+	{ "exec -> main() (dynamic loader)", 0, 0, 0 },
+	{ "main() -> init done (lib/svc: loop, nng, dial)", 0, 0, 0 },
+	{ "init -> Control.Ready acked (connect + RPC)", 0, 0, 0 },
+};
+
+static double pct(int64_t *v, int n, double p);
+
+static void breakdown(int want)
+{
+	static int64_t d[PH_N][MAX_INST];
+	int k[PH_N] = { 0 };
+	for (int i = 0; i + 1 < g_ninst && i < want; i++) {
+		const inst *a = &g_inst[i], *b = &g_inst[i + 1];
+		if (a->exit < 0 || b->acked < 0)
+			continue;
+		if (a->reaped >= 0)
+			d[PH_CRASH_REAP][k[PH_CRASH_REAP]++] = a->reaped - a->exit;
+		if (a->reaped >= 0 && b->exec >= 0)
+			d[PH_REAP_EXEC][k[PH_REAP_EXEC]++] = b->exec - a->reaped;
+		if (b->exec >= 0 && b->main >= 0)
+			d[PH_EXEC_MAIN][k[PH_EXEC_MAIN]++] = b->main - b->exec;
+		if (b->main >= 0 && b->start >= 0)
+			d[PH_MAIN_INIT][k[PH_MAIN_INIT]++] = b->start - b->main;
+		if (b->start >= 0)
+			d[PH_INIT_ACK][k[PH_INIT_ACK]++] = b->acked - b->start;
+	}
+	for (int p = 0; p < PH_N; p++) {
+		phases[p].n = k[p];
+		phases[p].p50 = pct(d[p], k[p], 0.5);
+		phases[p].p99 = pct(d[p], k[p], 0.99);
+	}
 }
 
 static int bench_gpukmm(int64_t *lat)
@@ -141,10 +265,13 @@ static int bench_gpukmm(int64_t *lat)
 	fclose(f);
 	char gk[800];
 	snprintf(gk, sizeof(gk), "%s/gpukmm", bin);
-	char *argv[] = { gk, "--config", cfg, "--runtime-dir", rundir, "--log-level", "warn", NULL };
+	/* log level info (the default): "started, pid N" gives each exec time */
+	char *argv[] = { gk, "--config", cfg, "--runtime-dir", rundir, NULL };
 	pid_t p = spawn(argv, out);
 	int n = wait_latencies(trace, N_GK, 120000, lat);
 	stop(p);
+	read_log_times(out, g_inst, g_ninst);
+	breakdown(N_GK);
 	return n;
 }
 
@@ -280,6 +407,9 @@ int main(void)
 		printf("  runit runsv: not available\n");
 	if (nrv > 0 && gk50 > 0)
 		printf("  ratio runsv/gpukmm p50 = %.1fx, p99 = %.1fx\n", rv50 / gk50, rv99 / (gk99 > 0 ? gk99 : 1));
+	printf("  gpukmm breakdown of one restart (p50 / p99 ms; the p99s do not add up):\n");
+	for (int i = 0; i < PH_N; i++)
+		printf("    %-50s %4.0f / %4.0f  (n=%d)\n", phases[i].name, phases[i].p50, phases[i].p99, phases[i].n);
 	printf("supervisor idle footprint (6 idle services, %d s window extrapolated to 1 min):\n", IDLE_WINDOW_MS / 1000);
 	printf("  RSS %ld KiB, CPU %.3f s per minute\n", rss_kb, cpu_min);
 
@@ -294,8 +424,12 @@ int main(void)
 			gk50, gk99, rv50, nrv > 0 && gk50 > 0 ? rv50 / gk50 : 0.0, rss_kb, cpu_min);
 		fprintf(j, "\"restart_latency_ms\":{\"gpukmm\":{\"n\":%d,\"p50\":%.0f,\"p99\":%.0f},"
 			   "\"runsv\":{\"n\":%d,\"p50\":%.0f,\"p99\":%.0f},\"ratio_p50\":%.2f},"
+			   "\"breakdown_ms\":{\"crash_to_reaped\":[%.0f,%.0f],\"reaped_to_exec\":[%.0f,%.0f],\"exec_to_main\":[%.0f,%.0f],"
+			   "\"main_to_init\":[%.0f,%.0f],\"init_to_ready\":[%.0f,%.0f]},"
 			   "\"idle\":{\"services\":6,\"window_s\":%d,\"rss_kib\":%ld,\"cpu_s_per_min\":%.4f}}\n",
-			ngk, gk50, gk99, nrv, rv50, rv99, nrv > 0 && gk50 > 0 ? rv50 / gk50 : 0.0, IDLE_WINDOW_MS / 1000,
+			ngk, gk50, gk99, nrv, rv50, rv99, nrv > 0 && gk50 > 0 ? rv50 / gk50 : 0.0,
+			phases[0].p50, phases[0].p99, phases[1].p50, phases[1].p99, phases[2].p50, phases[2].p99,
+			phases[3].p50, phases[3].p99, phases[4].p50, phases[4].p99, IDLE_WINDOW_MS / 1000,
 			rss_kb, cpu_min);
 		fclose(j);
 	}

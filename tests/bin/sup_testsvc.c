@@ -20,7 +20,9 @@
  *   --mode orphan        (internal: the grandchild) wait --after-ms, exit 0
  *   --ready-line         print "READY" on stdout when ready (readiness for runit)
  *
- * --trace FILE appends one line per event: "<event> <pid> <monotonic ms>". */
+ * --trace FILE appends one line per event: "<event> <pid> <monotonic ms>"; the
+ * first is "main" (entered main(), i.e. exec and the dynamic loader are done),
+ * "start" follows gk_svc_init (loop, Control client dialing). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -194,6 +196,10 @@ int main(int argc, char **argv)
 		trace(&a, "orphan-exit");
 		return 0;
 	}
+	for (int i = 1; i + 1 < argc; i++)   /* "main" before anything else: --trace by hand */
+		if (strcmp(argv[i], "--trace") == 0)
+			a.trace = argv[i + 1];
+	trace(&a, "main");
 	gk_err err;
 	int rc = gk_svc_init(&a.svc, "testsvc", argc, argv, extra, &err);
 	if (rc)
