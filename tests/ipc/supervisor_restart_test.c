@@ -53,6 +53,42 @@ Test(supervisor, crash_at_once_backs_off_exponentially)
 	cr_assert(rc == 0 || rc == 128 + SIGTERM, "stops at once (exit %d)", rc);
 }
 
+/* Crash after N ms of being ready, twice side by side: "r" was healthy longer
+ * than its reset_after_ms, so every death starts a new series (always the
+ * initial delay); "d" never was, so its delays double. */
+Test(supervisor, crash_after_ready_backoff_resets_after_the_healthy_time)
+{
+	static sh_sup s;   /* outlives the test body: the teardown reads it */
+	sh_start(&s, "{\"intensity\":{\"max_restarts\":50,\"window_ms\":60000},\"services\":["
+		     SVC("r", "crash-after", ",\"--after-ms\",\"300\"")
+		     ",\"backoff\":{\"initial_ms\":100,\"max_ms\":1000,\"jitter\":0,\"reset_after_ms\":150}},"
+		     SVC("d", "crash-after", ",\"--after-ms\",\"300\"")
+		     ",\"backoff\":{\"initial_ms\":100,\"max_ms\":1000,\"jitter\":0,\"reset_after_ms\":60000}}]}",
+		 false, NULL, NULL);
+	cr_assert(sh_wait_trace(&s, "r.trace", "exit", 4, 10000), "r crashed 4 times");
+	cr_assert(sh_wait_trace(&s, "d.trace", "exit", 4, 10000), "d crashed 4 times");
+	/* each instance was ready before it crashed */
+	cr_assert_geq(sh_trace(&s, "r.trace", "ready", NULL, NULL, 100), 4);
+	cr_assert(sh_wait_out(&s, "service d: exited with code 4: restarting in 100 ms", 100));
+	cr_assert(sh_wait_out(&s, "service d: exited with code 4: restarting in 200 ms", 100));
+	cr_assert(sh_wait_out(&s, "service d: exited with code 4 (3 failures in a row, 3 restarts): restarting in 400 ms",
+			      100));
+	char *out = sh_slurp(s.out);
+	int r100 = 0;
+	for (char *p = out; (p = strstr(p, "service r: exited with code 4: restarting in 100 ms")); p++)
+		r100++;
+	cr_assert_geq(r100, 3, "r restarted after the initial delay every time:\n%s", out);
+	cr_assert_null(strstr(out, "service r: exited with code 4: restarting in 200 ms"), "r's series was reset");
+	free(out);
+	Gpukmm__ServiceTable *tb = sh_list(&s);
+	cr_assert_not_null(tb);
+	cr_assert_eq(sh_svc(tb, "r")->last_exit_code, 4);
+	cr_assert_geq(sh_svc(tb, "d")->restarts, 3);
+	gk_ipc_free(&tb->base);
+	int rc = sh_stop(&s, 5000);
+	cr_assert(rc == 0 || rc == 128 + SIGTERM, "stops at once (exit %d)", rc);
+}
+
 Test(supervisor, intensity_exceeded_stops_everything_and_exits_1)
 {
 	static sh_sup s;   /* outlives the test body: the teardown reads it */
