@@ -95,7 +95,11 @@ typedef struct gk_svc {
  * $GPUKMM_STATUSD, $GPUKMM_HEARTBEAT_MS, $KUBECONFIG, $GPUKMM_TOKEN_FILE,
  * $OPERATOR_NAMESPACE, $GPUKMM_LOG_FORMAT, $GPUKMM_LOG_LEVEL.
  * --help prints usage and exits 0. Returns 0, or 2 after printing a usage
- * error (caller exits with it); on 2 nothing needs gk_svc_fini. */
+ * error (caller exits with it); on 2 nothing needs gk_svc_fini.
+ * The stop is bounded: from the first stop request (signal, or a heartbeat
+ * reply asking to stop) the process has 3 s ($GPUKMM_STOP_BOUND_MS) to exit;
+ * then a watchdog thread logs one line and _exits 0, so a teardown hung in
+ * nng (nng#1543) ends cleanly before the supervisor's SIGKILL. */
 int gk_svc_init(gk_svc *svc, const char *name, int argc, char **argv,
 		const gk_svc_opt *extra, gk_err *err);
 /* Counters sent with every heartbeat. The array must outlive the service. */
