@@ -30,7 +30,7 @@ SLOW=1; ldd "$BIN/gpukmm" 2>/dev/null | grep -q libasan && SLOW=3
 # the supervisor's pid as seen from here: the one child of unshare
 sup_pid() { pgrep -P "$UPID" -x gpukmm; }
 # children of pid $1 in state Z
-zombies_of() { awk -v p="$1" '{ sub(/^.*\) /, ""); if ($1 == "Z" && $2 == p) n++ } END { print n + 0 }' /proc/[0-9]*/stat 2>/dev/null; }
+zombies_of() { cat /proc/[0-9]*/stat 2>/dev/null | awk -v p="$1" '{ sub(/^.*\) /, ""); if ($1 == "Z" && $2 == p) n++ } END { print n + 0 }'; }
 ready() { "$BIN/gpukmmctl" status --runtime-dir "$T/run-$1" --timeout-ms 1000 2>/dev/null | grep -q "supervisor: ready"; }
 
 start() { # NAME CONFIG: the supervisor as PID 1 of a new pid namespace
@@ -44,9 +44,13 @@ svc() { # NAME MODE [extra args json]
 	echo "{\"name\":\"$1\",\"binary\":\"$TBIN/sup_testsvc\",\"args\":[\"--mode\",\"$2\",\"--trace\",\"$T/$1.trace\"${3:-}]"
 }
 
-# 1. a service that leaves an orphaned grandchild (living 200 ms) behind at
-#    every death, next to a well-behaved one
-start a "{\"intensity\":{\"max_restarts\":100,\"window_ms\":60000},\"services\":[$(svc ok ready)},$(svc g grandchild ',"--after-ms","200"'),\"backoff\":{\"initial_ms\":50,\"max_ms\":50},\"ready\":{\"required\":false}}]}"
+# 1. three services that each leave an orphaned grandchild (living 200 ms)
+#    behind and exit 5 (temporary: not restarted), next to a well-behaved one
+G=
+for i in 1 2 3; do
+	G="$G,$(svc g$i grandchild ',"--after-ms","200"'),\"restart\":\"temporary\",\"ready\":{\"required\":false}}"
+done
+start a "{\"services\":[$(svc ok ready)}$G]}"
 if wait_for $((10 * SLOW)) sup_pid >/dev/null; then
 	SP=$(sup_pid)
 	ns=$(awk '/^NSpid:/ { print $NF }' "/proc/$SP/status")
@@ -55,7 +59,7 @@ else
 	nok "the supervisor started in a pid namespace" "$T/a.log"
 	exit 0
 fi
-orphans() { [ "$(grep -c '^orphan-exit ' "$T/g.trace" 2>/dev/null)" -ge "$1" ]; }
+orphans() { [ "$(cat "$T"/g?.trace 2>/dev/null | grep -c '^orphan-exit ')" -ge "$1" ]; }
 if wait_for $((20 * SLOW)) orphans 3; then
 	ok "three grandchildren were orphaned and ran to their end"
 else
