@@ -3,6 +3,11 @@
  * synthesised DELETEs, error storms back off (counted in /kubesim/stats). */
 #include "kubesim_proc.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
+
 #include "gpukmm/kube.h"
 #include "gpukmm/log.h"
 
@@ -313,4 +318,105 @@ Test(watch, survives_server_restart_cycle, .init = setup, .fini = teardown)
 	PUMP_UNTIL(count_key(&r, 'A', "w/y") == 1, 20000);
 	cr_assert_eq(count_key(&r, 'A', "w/x"), 1);
 	gk_kube_watch_stop(w);
+}
+
+/* ---- a canned watch stream (what kubesim never sends: a garbage line) ---- */
+
+typedef struct canned {
+	int lfd;
+	char request[4096]; /* the first request line */
+	const char *body;
+} canned;
+
+static void *serve_once(void *arg)
+{
+	canned *c = arg;
+	int fd = accept(c->lfd, NULL, NULL);
+	if (fd < 0)
+		return NULL;
+	char req[4096];
+	size_t n = 0;
+	ssize_t r;
+	while (n < sizeof req - 1 && (r = read(fd, req + n, sizeof req - 1 - n)) > 0) {
+		n += (size_t)r;
+		req[n] = 0;
+		if (strstr(req, "\r\n\r\n"))
+			break;
+	}
+	req[n] = 0;
+	char *eol = strstr(req, "\r\n");
+	if (eol)
+		*eol = 0;
+	snprintf(c->request, sizeof c->request, "%s", req);
+	const char *hdr = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n";
+	if (write(fd, hdr, strlen(hdr)) < 0 || write(fd, c->body, strlen(c->body)) < 0)
+		cr_log_warn("canned server: write failed");
+	close(fd);
+	return NULL;
+}
+
+#define CEV(t, n, rv) "{\"type\":\"" t "\",\"object\":{\"metadata\":{\"name\":\"" n "\",\"namespace\":\"w\"," \
+		      "\"resourceVersion\":\"" rv "\"},\"data\":{\"v\":\"" n "\"}}}\n"
+
+static void quiet(void) { gk_log_set_stream(fopen("/dev/null", "w")); }
+
+Test(watch, garbage_line_bookmark_and_query_from_a_canned_stream, .init = quiet)
+{
+	/* a stream with a garbage line, a BOOKMARK and a split last event: the
+	 * garbage is skipped and counted, the stream goes on, the bookmark moves
+	 * the resourceVersion without an event; the request asks for bookmarks and
+	 * a timeoutSeconds inside the configured range */
+	static canned c;
+	c.body = CEV("ADDED", "a", "11") "this is not json {\n" CEV("MODIFIED", "a", "12")
+		"{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"40\"}}}\n"
+		CEV("ADDED", "b", "41");
+	c.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t al = sizeof a;
+	cr_assert_eq(bind(c.lfd, (struct sockaddr *)&a, sizeof a), 0);
+	cr_assert_eq(listen(c.lfd, 4), 0);
+	cr_assert_eq(getsockname(c.lfd, (struct sockaddr *)&a, &al), 0);
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, serve_once, &c), 0);
+
+	char url[64];
+	snprintf(url, sizeof url, "http://127.0.0.1:%d", ntohs(a.sin_port));
+	gk_kube_config cfg = {.server = url};
+	gk_kube_opts ko = {.qps = -1};
+	gk_kube_client *cc;
+	gk_kube_mux *cm;
+	gk_err e = {0};
+	cr_assert_eq(gk_kube_client_new(&cc, &cfg, &ko, &e), 0, "%s", e.msg);
+	cr_assert_eq(gk_kube_mux_new(&cm, cc, &e), 0, "%s", e.msg);
+	static rec r;
+	gk_kube_ref ref = {"", "v1", "configmaps", "w", NULL, NULL};
+	gk_kube_watch_opts o = {.start_resource_version = "10", .min_timeout_s = 301, .max_timeout_s = 302};
+	gk_kube_watch_cbs cbs = {on_event, on_synced, on_error};
+	gk_kube_watch *w;
+	cr_assert_eq(gk_kube_watch_start(&w, cm, &ref, &o, &cbs, &r, &e), 0, "%s", e.msg);
+	int64_t dl = ksim_now_ms() + 10000;
+	while (r.n < 3 && ksim_now_ms() < dl) {
+		struct pollfd p = {gk_kube_mux_fd(cm), POLLIN, 0};
+		poll(&p, 1, 50);
+		gk_kube_mux_run(cm);
+	}
+	cr_assert_eq(r.n, 3, "events around the garbage line: %d", r.n);
+	cr_assert_str_eq(r.key[2], "w/b");
+	cr_assert_eq(r.type[1], 'M');
+	gk_kube_watch_stats st;
+	gk_kube_watch_stats_get(w, &st);
+	cr_assert_eq(st.bad_docs, 1, "the garbage line is counted: %llu", (unsigned long long)st.bad_docs);
+	cr_assert_eq(st.bookmarks, 1);
+	cr_assert_str_eq(st.rv, "41");
+	pthread_join(th, NULL);
+	cr_assert(strstr(c.request, "GET /api/v1/namespaces/w/configmaps?"), "%s", c.request);
+	cr_assert(strstr(c.request, "watch=1"), "%s", c.request);
+	cr_assert(strstr(c.request, "resourceVersion=10"), "%s", c.request);
+	cr_assert(strstr(c.request, "allowWatchBookmarks=true"), "%s", c.request);
+	cr_assert(strstr(c.request, "timeoutSeconds=301") || strstr(c.request, "timeoutSeconds=302"),
+		  "%s", c.request);
+	gk_kube_watch_stop(w);
+	gk_kube_mux_free(cm);
+	gk_kube_client_free(cc);
+	close(c.lfd);
 }
