@@ -324,16 +324,18 @@ Test(watch, survives_server_restart_cycle, .init = setup, .fini = teardown)
 
 typedef struct canned {
 	int lfd;
-	char request[4096]; /* the first request line */
 	const char *body;
+	int max_conns;       /* connections to serve (0 = 1) */
+	int hold_ms;         /* after the body: keep the connection open and silent */
+	bool keepalive;      /* answer every request of a connection (Content-Length) */
+	_Atomic int accepts;
+	_Atomic int64_t second_accept_ms;
+	char request[4096];  /* the first request line */
 } canned;
 
-static void *serve_once(void *arg)
+/* Reads one request's headers; false at EOF. Keeps the first request line. */
+static bool read_request(canned *c, int fd)
 {
-	canned *c = arg;
-	int fd = accept(c->lfd, NULL, NULL);
-	if (fd < 0)
-		return NULL;
 	char req[4096];
 	size_t n = 0;
 	ssize_t r;
@@ -343,16 +345,64 @@ static void *serve_once(void *arg)
 		if (strstr(req, "\r\n\r\n"))
 			break;
 	}
+	if (n == 0)
+		return false;
 	req[n] = 0;
 	char *eol = strstr(req, "\r\n");
 	if (eol)
 		*eol = 0;
-	snprintf(c->request, sizeof c->request, "%s", req);
-	const char *hdr = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n";
-	if (write(fd, hdr, strlen(hdr)) < 0 || write(fd, c->body, strlen(c->body)) < 0)
-		cr_log_warn("canned server: write failed");
-	close(fd);
+	if (!c->request[0])
+		memcpy(c->request, req, strlen(req) + 1);
+	return true;
+}
+
+static void *serve(void *arg)
+{
+	canned *c = arg;
+	for (int k = 0; k < (c->max_conns ? c->max_conns : 1); k++) {
+		struct pollfd lp = {c->lfd, POLLIN, 0};
+		if (poll(&lp, 1, 10000) <= 0)
+			break;
+		int fd = accept(c->lfd, NULL, NULL);
+		if (fd < 0)
+			break;
+		if (++c->accepts == 2)
+			c->second_accept_ms = ksim_now_ms();
+		char hdr[256];
+		bool ok = true;
+		while (ok && read_request(c, fd)) {
+			if (c->keepalive)
+				snprintf(hdr, sizeof hdr, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+					 "Content-Length: %zu\r\n\r\n", strlen(c->body));
+			else
+				snprintf(hdr, sizeof hdr, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+					 "Connection: close\r\n\r\n");
+			ok = write(fd, hdr, strlen(hdr)) >= 0 && write(fd, c->body, strlen(c->body)) >= 0;
+			if (!c->keepalive)
+				break;
+		}
+		if (c->hold_ms) {
+			struct pollfd p = {fd, POLLIN, 0};
+			poll(&p, 1, c->hold_ms); /* until the client gives up, or hold_ms */
+		}
+		close(fd);
+	}
 	return NULL;
+}
+
+/* A loopback listener served by a thread; *url receives its address. */
+static pthread_t canned_start(canned *c, char *url, size_t cap)
+{
+	c->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t al = sizeof a;
+	cr_assert_eq(bind(c->lfd, (struct sockaddr *)&a, sizeof a), 0);
+	cr_assert_eq(listen(c->lfd, 4), 0);
+	cr_assert_eq(getsockname(c->lfd, (struct sockaddr *)&a, &al), 0);
+	snprintf(url, cap, "http://127.0.0.1:%d", ntohs(a.sin_port));
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, serve, c), 0);
+	return th;
 }
 
 #define CEV(t, n, rv) "{\"type\":\"" t "\",\"object\":{\"metadata\":{\"name\":\"" n "\",\"namespace\":\"w\"," \
@@ -370,17 +420,8 @@ Test(watch, garbage_line_bookmark_and_query_from_a_canned_stream, .init = quiet)
 	c.body = CEV("ADDED", "a", "11") "this is not json {\n" CEV("MODIFIED", "a", "12")
 		"{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"40\"}}}\n"
 		CEV("ADDED", "b", "41");
-	c.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t al = sizeof a;
-	cr_assert_eq(bind(c.lfd, (struct sockaddr *)&a, sizeof a), 0);
-	cr_assert_eq(listen(c.lfd, 4), 0);
-	cr_assert_eq(getsockname(c.lfd, (struct sockaddr *)&a, &al), 0);
-	pthread_t th;
-	cr_assert_eq(pthread_create(&th, NULL, serve_once, &c), 0);
-
 	char url[64];
-	snprintf(url, sizeof url, "http://127.0.0.1:%d", ntohs(a.sin_port));
+	pthread_t th = canned_start(&c, url, sizeof url);
 	gk_kube_config cfg = {.server = url};
 	gk_kube_opts ko = {.qps = -1};
 	gk_kube_client *cc;
@@ -418,5 +459,74 @@ Test(watch, garbage_line_bookmark_and_query_from_a_canned_stream, .init = quiet)
 	gk_kube_watch_stop(w);
 	gk_kube_mux_free(cm);
 	gk_kube_client_free(cc);
+	close(c.lfd);
+}
+
+Test(watch, a_silent_stream_is_cut_by_the_low_speed_limit, .init = quiet)
+{
+	/* a peer that stops sending (dead node, broken NAT) without closing: the
+	 * watch gives up after low_speed_s and starts a new one, long before the
+	 * server would have closed the stream */
+	static canned c;
+	c.body = CEV("ADDED", "a", "11");
+	c.max_conns = 2;
+	c.hold_ms = 20000;
+	char url[64];
+	pthread_t th = canned_start(&c, url, sizeof url);
+	gk_kube_config cfg = {.server = url};
+	gk_kube_opts ko = {.qps = -1};
+	gk_kube_client *cc;
+	gk_kube_mux *cm;
+	gk_err e = {0};
+	cr_assert_eq(gk_kube_client_new(&cc, &cfg, &ko, &e), 0, "%s", e.msg);
+	cr_assert_eq(gk_kube_mux_new(&cm, cc, &e), 0, "%s", e.msg);
+	static rec r;
+	gk_kube_ref ref = {"", "v1", "configmaps", "w", NULL, NULL};
+	gk_kube_watch_opts o = {.start_resource_version = "10", .low_speed_s = 1, .seed = 1};
+	gk_kube_watch_cbs cbs = {on_event, on_synced, on_error};
+	gk_kube_watch *w;
+	int64_t t0 = ksim_now_ms();
+	cr_assert_eq(gk_kube_watch_start(&w, cm, &ref, &o, &cbs, &r, &e), 0, "%s", e.msg);
+	while (c.accepts < 2 && ksim_now_ms() - t0 < 25000) {
+		struct pollfd p = {gk_kube_mux_fd(cm), POLLIN, 0};
+		poll(&p, 1, 50);
+		gk_kube_mux_run(cm);
+	}
+	cr_assert_eq(c.accepts, 2, "a second watch was started");
+	cr_assert_geq(r.n, 1);
+	cr_assert_geq(r.errors, 1, "the silent stream is reported as a failure");
+	/* curl averages the speed over ~5 s: a 1 s limit cuts after ~6 s */
+	cr_assert_lt(c.second_accept_ms - t0, 15000, "restarted after %lld ms: not by the low-speed limit",
+		     (long long)(c.second_accept_ms - t0));
+	gk_kube_watch_stop(w);
+	gk_kube_mux_free(cm);
+	gk_kube_client_free(cc);
+	pthread_join(th, NULL);
+	close(c.lfd);
+}
+
+Test(client_conn, requests_reuse_one_connection, .init = quiet)
+{
+	/* the server answers on the first connection only: a client that opened
+	 * a new connection per request would wait for an answer that never comes */
+	static canned c;
+	c.body = "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"x\",\"namespace\":\"w\"}}";
+	c.keepalive = true;
+	char url[64];
+	pthread_t th = canned_start(&c, url, sizeof url);
+	gk_kube_config cfg = {.server = url};
+	gk_kube_opts ko = {.qps = -1, .timeout_ms = 3000};
+	gk_kube_client *cc;
+	gk_err e = {0};
+	cr_assert_eq(gk_kube_client_new(&cc, &cfg, &ko, &e), 0, "%s", e.msg);
+	gk_kube_ref ref = {"", "v1", "configmaps", "w", "x", NULL};
+	for (int i = 0; i < 3; i++) {
+		cJSON *out = NULL;
+		cr_assert_eq(gk_kube_get(cc, &ref, &out, NULL, &e), 0, "request %d: %s", i, e.msg);
+		cJSON_Delete(out);
+	}
+	cr_assert_eq(c.accepts, 1);
+	gk_kube_client_free(cc);
+	pthread_join(th, NULL);
 	close(c.lfd);
 }
