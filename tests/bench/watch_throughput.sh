@@ -60,6 +60,14 @@ up = urllib.parse.urlparse(sys.argv[1]); rv0 = sys.argv[2]; replay = sys.argv[3]
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def log_message(self, *a): pass
+    def chunked(self, read):  # the body as HTTP chunks, then the end of the stream
+        while True:
+            b = read(262144)
+            if not b:
+                break
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(b), b))
+        self.wfile.write(b"0\r\n\r\n")
+        self.close_connection = True
     def do_GET(self):
         path = self.path
         if re.search(r"[?&]watch=(1|true)", path):
@@ -70,13 +78,7 @@ class H(http.server.BaseHTTPRequestHandler):
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
                 with open(replay, "rb") as f:
-                    while True:
-                        b = f.read(262144)
-                        if not b:
-                            break
-                        self.wfile.write(b"%x\r\n%s\r\n" % (len(b), b))
-                self.wfile.write(b"0\r\n\r\n")
-                self.close_connection = True
+                    self.chunked(f.read)
                 return
         c = http.client.HTTPConnection(up.hostname, up.port)
         hdr = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
@@ -88,13 +90,7 @@ class H(http.server.BaseHTTPRequestHandler):
                 self.send_header(k, v)
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        while True:
-            b = r.read1(262144)
-            if not b:
-                break
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(b), b))
-        self.wfile.write(b"0\r\n\r\n")
-        self.close_connection = True
+        self.chunked(r.read1)
 srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
 print(srv.server_address[1], flush=True)
 srv.serve_forever()

@@ -377,7 +377,9 @@ static void *serve(void *arg)
 			else
 				snprintf(hdr, sizeof hdr, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
 					 "Connection: close\r\n\r\n");
-			ok = write(fd, hdr, strlen(hdr)) >= 0 && write(fd, c->body, strlen(c->body)) >= 0;
+			/* MSG_NOSIGNAL: a client already gone must not SIGPIPE the test */
+			ok = send(fd, hdr, strlen(hdr), MSG_NOSIGNAL) >= 0 &&
+			     send(fd, c->body, strlen(c->body), MSG_NOSIGNAL) >= 0;
 			if (!c->keepalive)
 				break;
 		}
@@ -405,6 +407,39 @@ static pthread_t canned_start(canned *c, char *url, size_t cap)
 	return th;
 }
 
+/* A client, a mux and a watch of w/configmaps against a canned server. */
+typedef struct canned_client {
+	gk_kube_client *kc;
+	gk_kube_mux *mux;
+	gk_kube_watch *w;
+} canned_client;
+
+static void canned_watch(canned_client *cl, const char *url, const gk_kube_watch_opts *o, rec *r)
+{
+	gk_kube_config cfg = {.server = (char *)url};
+	gk_kube_opts ko = {.qps = -1};
+	gk_err e = {0};
+	cr_assert_eq(gk_kube_client_new(&cl->kc, &cfg, &ko, &e), 0, "%s", e.msg);
+	cr_assert_eq(gk_kube_mux_new(&cl->mux, cl->kc, &e), 0, "%s", e.msg);
+	gk_kube_ref ref = {"", "v1", "configmaps", "w", NULL, NULL};
+	gk_kube_watch_cbs cbs = {on_event, on_synced, on_error};
+	cr_assert_eq(gk_kube_watch_start(&cl->w, cl->mux, &ref, o, &cbs, r, &e), 0, "%s", e.msg);
+}
+
+static void canned_pump(canned_client *cl)
+{
+	struct pollfd p = {gk_kube_mux_fd(cl->mux), POLLIN, 0};
+	poll(&p, 1, 50);
+	gk_kube_mux_run(cl->mux);
+}
+
+static void canned_client_free(canned_client *cl)
+{
+	gk_kube_watch_stop(cl->w);
+	gk_kube_mux_free(cl->mux);
+	gk_kube_client_free(cl->kc);
+}
+
 #define CEV(t, n, rv) "{\"type\":\"" t "\",\"object\":{\"metadata\":{\"name\":\"" n "\",\"namespace\":\"w\"," \
 		      "\"resourceVersion\":\"" rv "\"},\"data\":{\"v\":\"" n "\"}}}\n"
 
@@ -422,30 +457,18 @@ Test(watch, garbage_line_bookmark_and_query_from_a_canned_stream, .init = quiet)
 		CEV("ADDED", "b", "41");
 	char url[64];
 	pthread_t th = canned_start(&c, url, sizeof url);
-	gk_kube_config cfg = {.server = url};
-	gk_kube_opts ko = {.qps = -1};
-	gk_kube_client *cc;
-	gk_kube_mux *cm;
-	gk_err e = {0};
-	cr_assert_eq(gk_kube_client_new(&cc, &cfg, &ko, &e), 0, "%s", e.msg);
-	cr_assert_eq(gk_kube_mux_new(&cm, cc, &e), 0, "%s", e.msg);
 	static rec r;
-	gk_kube_ref ref = {"", "v1", "configmaps", "w", NULL, NULL};
 	gk_kube_watch_opts o = {.start_resource_version = "10", .min_timeout_s = 301, .max_timeout_s = 302};
-	gk_kube_watch_cbs cbs = {on_event, on_synced, on_error};
-	gk_kube_watch *w;
-	cr_assert_eq(gk_kube_watch_start(&w, cm, &ref, &o, &cbs, &r, &e), 0, "%s", e.msg);
+	canned_client cl;
+	canned_watch(&cl, url, &o, &r);
 	int64_t dl = ksim_now_ms() + 10000;
-	while (r.n < 3 && ksim_now_ms() < dl) {
-		struct pollfd p = {gk_kube_mux_fd(cm), POLLIN, 0};
-		poll(&p, 1, 50);
-		gk_kube_mux_run(cm);
-	}
+	while (r.n < 3 && ksim_now_ms() < dl)
+		canned_pump(&cl);
 	cr_assert_eq(r.n, 3, "events around the garbage line: %d", r.n);
 	cr_assert_str_eq(r.key[2], "w/b");
 	cr_assert_eq(r.type[1], 'M');
 	gk_kube_watch_stats st;
-	gk_kube_watch_stats_get(w, &st);
+	gk_kube_watch_stats_get(cl.w, &st);
 	cr_assert_eq(st.bad_docs, 1, "the garbage line is counted: %llu", (unsigned long long)st.bad_docs);
 	cr_assert_eq(st.bookmarks, 1);
 	cr_assert_str_eq(st.rv, "41");
@@ -456,9 +479,7 @@ Test(watch, garbage_line_bookmark_and_query_from_a_canned_stream, .init = quiet)
 	cr_assert(strstr(c.request, "allowWatchBookmarks=true"), "%s", c.request);
 	cr_assert(strstr(c.request, "timeoutSeconds=301") || strstr(c.request, "timeoutSeconds=302"),
 		  "%s", c.request);
-	gk_kube_watch_stop(w);
-	gk_kube_mux_free(cm);
-	gk_kube_client_free(cc);
+	canned_client_free(&cl);
 	close(c.lfd);
 }
 
@@ -473,34 +494,20 @@ Test(watch, a_silent_stream_is_cut_by_the_low_speed_limit, .init = quiet)
 	c.hold_ms = 20000;
 	char url[64];
 	pthread_t th = canned_start(&c, url, sizeof url);
-	gk_kube_config cfg = {.server = url};
-	gk_kube_opts ko = {.qps = -1};
-	gk_kube_client *cc;
-	gk_kube_mux *cm;
-	gk_err e = {0};
-	cr_assert_eq(gk_kube_client_new(&cc, &cfg, &ko, &e), 0, "%s", e.msg);
-	cr_assert_eq(gk_kube_mux_new(&cm, cc, &e), 0, "%s", e.msg);
 	static rec r;
-	gk_kube_ref ref = {"", "v1", "configmaps", "w", NULL, NULL};
 	gk_kube_watch_opts o = {.start_resource_version = "10", .low_speed_s = 1, .seed = 1};
-	gk_kube_watch_cbs cbs = {on_event, on_synced, on_error};
-	gk_kube_watch *w;
+	canned_client cl;
 	int64_t t0 = ksim_now_ms();
-	cr_assert_eq(gk_kube_watch_start(&w, cm, &ref, &o, &cbs, &r, &e), 0, "%s", e.msg);
-	while (c.accepts < 2 && ksim_now_ms() - t0 < 25000) {
-		struct pollfd p = {gk_kube_mux_fd(cm), POLLIN, 0};
-		poll(&p, 1, 50);
-		gk_kube_mux_run(cm);
-	}
+	canned_watch(&cl, url, &o, &r);
+	while (c.accepts < 2 && ksim_now_ms() - t0 < 25000)
+		canned_pump(&cl);
 	cr_assert_eq(c.accepts, 2, "a second watch was started");
 	cr_assert_geq(r.n, 1);
 	cr_assert_geq(r.errors, 1, "the silent stream is reported as a failure");
 	/* curl averages the speed over ~5 s: a 1 s limit cuts after ~6 s */
 	cr_assert_lt(c.second_accept_ms - t0, 15000, "restarted after %lld ms: not by the low-speed limit",
 		     (long long)(c.second_accept_ms - t0));
-	gk_kube_watch_stop(w);
-	gk_kube_mux_free(cm);
-	gk_kube_client_free(cc);
+	canned_client_free(&cl);
 	pthread_join(th, NULL);
 	close(c.lfd);
 }
