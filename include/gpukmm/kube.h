@@ -133,10 +133,12 @@ int64_t gk_kube_rand_range(gk_kube_backoff *b, int64_t lo, int64_t hi);
 /* ---- watch framing (pure) ---------------------------------------------- */
 
 typedef struct gk_kube_framer gk_kube_framer;
-/* Called once per complete, parsed document; the callee owns `doc` (cJSON_Delete).
+/* Called once per complete, parsed document. `doc` is borrowed and read-only:
+ * it lives in the framer's arena until the callback returns (never
+ * cJSON_Delete or modify it; cJSON_Duplicate what must outlive the call).
  * Return 0 to go on, non-zero to stop: feed then drops the rest of the stream
  * and returns GK_CANCELLED (e.g. an in-stream 410). */
-typedef int (*gk_kube_doc_fn)(void *user, cJSON *doc);
+typedef int (*gk_kube_doc_fn)(void *user, const cJSON *doc);
 
 /* max_doc: the largest document accepted (0 = 16 MiB). */
 gk_kube_framer *gk_kube_framer_new(size_t max_doc);

@@ -20,6 +20,7 @@ typedef struct topic_seq {
 
 struct gk_ipc_pub {
 	nng_socket sock;
+	nng_aio *aio;             /* every send (owner's thread only, like the seqs) */
 	gk_ipc_cfg cfg;
 	char url[256];
 	uint32_t epoch;
@@ -55,8 +56,13 @@ int gk_ipc_pub_open(gk_ipc_pub **out, const char *url, const gk_ipc_opts *opts, 
 		p->epoch = (uint32_t)getpid() ^ (uint32_t)gk_mono_ms();
 	if (p->epoch == 0) /* 0 means "unknown" to gk_ipc_sub_set_seq */
 		p->epoch = 1;
-	int rv = nng_pub0_open(&p->sock), code;
+	int rv = nng_aio_alloc(&p->aio, NULL, NULL), code;
 	if (rv != 0) {
+		free(p);
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "ipc: pub aio: %s", nng_strerror(rv));
+	}
+	if ((rv = nng_pub0_open(&p->sock)) != 0) {
+		nng_aio_free(p->aio);
 		free(p);
 		return gk_err_set(err, GK_INTERNAL, "ipc: pub socket: %s", nng_strerror(rv));
 	}
@@ -112,8 +118,16 @@ static void send_frame(gk_ipc_pub *p, const char *topic, int kind, uint64_t seq,
 	gk_bus_header_write(b, topic, kind, p->epoch, seq);
 	if (msg)
 		protobuf_c_message_pack(msg, b + h);
-	if (nng_sendmsg(p->sock, m, NNG_FLAG_NONBLOCK) != 0)
+	/* = nng_sendmsg(NONBLOCK) without its per-message aio: nng 1.5 picks the
+	 * expiry queue of every new aio with a getrandom() syscall. An aio without
+	 * callback completes inline (pub0 never waits), so the wait returns at once. */
+	nng_aio_set_timeout(p->aio, NNG_DURATION_ZERO);
+	nng_aio_set_msg(p->aio, m);
+	nng_send_aio(p->sock, p->aio);
+	nng_aio_wait(p->aio);
+	if (nng_aio_result(p->aio) != 0)
 		nng_msg_free(m);
+	nng_aio_set_msg(p->aio, NULL);
 }
 
 uint64_t gk_ipc_pub_send(gk_ipc_pub *p, const char *topic, const ProtobufCMessage *msg)
@@ -155,6 +169,7 @@ void gk_ipc_pub_close(gk_ipc_pub *p)
 	if (!p)
 		return;
 	nng_close(p->sock); /* first: its pipe callbacks point at p and the guard */
+	nng_aio_free(p->aio);
 	gk_ipc_guard_close(p->guard);
 	free(p->topics);
 	free(p);

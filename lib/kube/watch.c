@@ -11,6 +11,7 @@
 
 #include "gpukmm/log.h"
 #include "internal.h"
+#include "jparse.h"
 #include "kmap.h"
 
 enum phase { PH_IDLE, PH_LIST, PH_WATCH };
@@ -40,6 +41,7 @@ struct gk_kube_watch {
 	const char **listed;        /* keys seen by the current list (owned strings) */
 	size_t n_listed, cap_listed;
 	gk_kube_buf body;           /* list page / error body */
+	gk_jarena arena;            /* the parsed list page (borrowed by on_event) */
 	gk_kube_framer *framer;
 	gk_kube_status st;
 	long http;
@@ -276,7 +278,7 @@ static void fire(gk_kube__task *t)
 
 /* ---- watch stream documents ---- */
 
-static int on_doc(void *user, cJSON *doc)
+static int on_doc(void *user, const cJSON *doc)
 {
 	gk_kube_watch *w = user;
 	const cJSON *type = cJSON_GetObjectItemCaseSensitive(doc, "type");
@@ -314,7 +316,6 @@ static int on_doc(void *user, cJSON *doc)
 			apply(w, ev, obj, false);
 		}
 	}
-	cJSON_Delete(doc);
 	return stop || w->dead;
 }
 
@@ -343,7 +344,7 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *user)
 
 static void list_done(gk_kube_watch *w)
 {
-	cJSON *j = cJSON_ParseWithLength(w->body.data, w->body.len);
+	const cJSON *j = w->body.data ? gk_jparse(&w->arena, w->body.data, w->body.len, NULL) : NULL;
 	if (w->body.cap > 64 * 1024) {
 		/* a page of a big list (hundreds of KB): do not keep it for the
 		 * life of the watch, the stream itself needs no body buffer */
@@ -353,7 +354,7 @@ static void list_done(gk_kube_watch *w)
 	}
 	const cJSON *items = cJSON_GetObjectItemCaseSensitive(j, "items"), *it;
 	if (!j || (items && !cJSON_IsArray(items) && !cJSON_IsNull(items))) {
-		cJSON_Delete(j);
+		gk_jarena_reset(&w->arena);
 		report_error(w, GK_INTERNAL, "list response is not a List");
 		w->relist_needed = true;
 		free(w->cont);
@@ -365,7 +366,7 @@ static void list_done(gk_kube_watch *w)
 		char *key = gk_kube_obj_key(it);
 		if (key && listed_add(w, key)) {
 			free(key);
-			cJSON_Delete(j);
+			gk_jarena_reset(&w->arena);
 			report_error(w, GK_RESOURCE_EXHAUSTED, "out of memory");
 			backoff(w, -1);
 			return;
@@ -373,7 +374,7 @@ static void list_done(gk_kube_watch *w)
 		free(key);
 		apply(w, GK_KUBE_ADDED, it, true);
 		if (w->dead) {
-			cJSON_Delete(j);
+			gk_jarena_reset(&w->arena);
 			return;
 		}
 	}
@@ -386,7 +387,7 @@ static void list_done(gk_kube_watch *w)
 	w->cont = NULL;
 	if (cJSON_IsString(cont) && cont->valuestring[0]) {
 		w->cont = strdup(cont->valuestring);
-		cJSON_Delete(j);
+		gk_jarena_reset(&w->arena);
 		if (!w->cont) {
 			report_error(w, GK_RESOURCE_EXHAUSTED, "out of memory");
 			backoff(w, -1);
@@ -395,7 +396,7 @@ static void list_done(gk_kube_watch *w)
 		start_list(w); /* next page */
 		return;
 	}
-	cJSON_Delete(j);
+	gk_jarena_reset(&w->arena);
 	/* complete: whatever the cache knew that the list lacks is gone */
 	const char **old = gk_kmap_keys(&w->keys);
 	if (!old) {
@@ -619,6 +620,7 @@ static void watch_free(gk_kube_watch *w)
 		curl_easy_cleanup(w->easy);
 	curl_slist_free_all(w->hdrs);
 	gk_kube_framer_free(w->framer);
+	gk_jarena_free(&w->arena);
 	gk_kmap_clear(&w->keys);
 	listed_clear(w);
 	free(w->body.data);

@@ -2,7 +2,7 @@
 # Runs every benchmark: each tests/bench/*.sh script (not this one) and each
 # program in $BUILD/bench; each writes $BUILD/bench/<name>.json with at least
 #   {"name":"<name>","summary":"<one line: the numbers and ratios that matter>", ...}
-# (the summary on the first line of the file). Prints every benchmark's own
+# (any JSON layout; read with jq). Prints every benchmark's own
 # output, then a summary table built from the JSON files.
 # Usage: BUILD=build tests/bench/run.sh [PATTERN]   (PATTERN: substring of the name)
 set -u
@@ -34,7 +34,8 @@ printf '%-20s %s\n' benchmark result
 for name in "${ran[@]}"; do
 	j="$BUILD/bench/$name.json"
 	if [ -f "$j" ]; then
-		s=$(sed -n 's/.*"summary":"\([^"]*\)".*/\1/p' "$j" | head -1)
+		# any JSON formatting (json.dumps writes "summary": "…", with a space)
+		s=$(jq -r 'select(type == "object") | .summary // empty' "$j" 2>/dev/null | head -1)
 		printf '%-20s %s\n' "$name" "${s:-(no summary in $j)}"
 	else
 		printf '%-20s %s\n' "$name" "(no $j written)"

@@ -7,13 +7,15 @@
  *   watch_bench consume URL RV N          replay the Node watch from RV through lib/kube
  *                                         (framing, cJSON) → lib/kobj (typed Node) → typed
  *                                         cache → lib/ipc bus publish; stop after N events;
- *                                         print {"events":..,"seconds":..,"rss_kb":..}
+ *                                         print {"events":..,"seconds":..,"cpu_seconds":..,
+ *                                         "rss_kb":..} (CPU: user + system of the whole run)
  *   watch_bench lines SKIP N              read stdin lines; print the seconds from line
  *                                         SKIP+1 to line SKIP+N (kubectl -w output) */
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -253,9 +255,13 @@ static int consume(const char *url, const char *rv, long n)
 	double total = now_s() - t0;
 	gk_kube_watch_stats st;
 	gk_kube_watch_stats_get(w, &st);
-	printf("{\"events\":%ld,\"seconds\":%.4f,\"first_to_last\":%.4f,\"published\":%llu,"
-	       "\"cached\":%zu,\"bad_docs\":%llu,\"rss_kb\":%ld}\n",
-	       c.got, total, c.last - c.first, (unsigned long long)c.published, c.cache.n,
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+		     (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+	printf("{\"events\":%ld,\"seconds\":%.4f,\"first_to_last\":%.4f,\"cpu_seconds\":%.3f,"
+	       "\"published\":%llu,\"cached\":%zu,\"bad_docs\":%llu,\"rss_kb\":%ld}\n",
+	       c.got, total, c.last - c.first, cpu, (unsigned long long)c.published, c.cache.n,
 	       (unsigned long long)st.bad_docs, rss_kb());
 	gk_kube_watch_stop(w);
 	gk_kube_mux_free(m);

@@ -1,10 +1,11 @@
 #!/bin/bash
 # gpukmm-watcher against kubesim, observed through the IPC harness (gpukmmctl ipc):
-# initial sync + Snapshot, a subscriber sees every change in order, gated and
-# narrowed kinds, KMM CRD installed after start is picked up (and removed),
-# kill -9 mid-stream + restart converges, leader election hand-over.
+# initial sync + Snapshot, heartbeats with counters (to a fake supervisor
+# Control), a subscriber sees every change in order, gated and narrowed kinds,
+# KMM CRD installed after start is picked up (and removed), kill -9 mid-stream +
+# restart converges, leader election hand-over.
 set -u
-: "${GPUKMM_SRC:=$PWD}" "${GPUKMM_BIN:=build/bin}"
+: "${GPUKMM_SRC:=$PWD}" "${GPUKMM_BIN:=build/bin}" "${GPUKMM_TBIN:=build/tests/bin}"
 . "$GPUKMM_SRC/tests/lib/kubesim.sh"
 
 CTL="$GPUKMM_BIN/gpukmmctl"
@@ -18,6 +19,7 @@ PIDS=()
 cleanup() {
 	local p
 	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	[ -n "${CONTROL_PID:-}" ] && kill -TERM "$CONTROL_PID" 2>/dev/null && wait "$CONTROL_PID" 2>/dev/null
 	kubesim_stop
 	rm -rf "$T"
 }
@@ -81,9 +83,28 @@ status: {nodeInfo: {kernelVersion: 6.8.0-$i}}
 EON
 done
 
-start_watcher w1
+# a fake supervisor Control: keeps each process's latest heartbeat counters
+CONTROL="ipc://$T/control.sock"
+"$GPUKMM_TBIN/fake_control" --listen "$CONTROL" >>"$T/control.log" 2>&1 &
+CONTROL_PID=$!
+counters() { # PID -> {"name":value,...} of its latest heartbeat
+	"$CTL" ipc call "$CONTROL" gpukmm.Control.List '{}' --timeout-ms 2000 2>/dev/null |
+		jq -c --argjson pid "$1" '[.services[]? | select(.pid == $pid) | .counters[]? | {(.name): (.value | tonumber)}] | add // {}'
+}
+heartbeat_after_sync() { # the counters of a synced watcher of the 3 nodes
+	counters "$1" | jq -e '.cache_nodes == 3 and .watch_events >= 3 and .watch_relists >= 3 and
+		.watch_published >= 3 and .watch_errors == 0 and .watch_convert_errors == 0 and has("leader")' >/dev/null
+}
+
+start_watcher w1 --control "$CONTROL" --heartbeat-ms 200
 W1=$WPID
 check "watcher syncs and serves a snapshot" wait_for 20 synced w1
+ready_and_heartbeats() {
+	grep -q 'initial lists synced' "$T/w1.log" && ! grep -q 'ready (standalone\|Control.Ready' "$T/w1.log" &&
+		wait_for 10 heartbeat_after_sync "$W1"
+}
+check "Ready sent to Control after the initial lists; heartbeats carry events, relists, errors, cache sizes" \
+	ready_and_heartbeats
 check "snapshot has the 3 nodes" test "$(names_in_snap w1 nodes)" = "node-1 node-2 node-3"
 check "discovery: KMM absent, DRA and ClusterPolicy present" \
 	bash -c "snap w1 | grep -q '\"discovery\":{\"kmm\":false,\"dra\":true,\"cluster_policy\":true}'"

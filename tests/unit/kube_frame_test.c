@@ -7,6 +7,7 @@
 
 #include "gpukmm/kube.h"
 #include "gpukmm/log.h"
+#include "../../lib/kube/jparse.h"
 
 typedef struct sink {
 	char names[64][32];
@@ -14,14 +15,13 @@ typedef struct sink {
 	int stop_at; /* stop after this many docs (0 = never) */
 } sink;
 
-static int collect(void *user, cJSON *doc)
+static int collect(void *user, const cJSON *doc)
 {
 	sink *s = user;
 	const cJSON *o = cJSON_GetObjectItem(doc, "object");
 	const cJSON *n = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "metadata"), "name");
 	if (s->n < 64)
 		snprintf(s->names[s->n++], 32, "%s", cJSON_IsString(n) ? n->valuestring : "?");
-	cJSON_Delete(doc);
 	return s->stop_at && s->n >= s->stop_at;
 }
 
@@ -146,6 +146,133 @@ Test(framer, many_documents_linear, .init = quiet)
 	cr_assert_eq(gk_kube_framer_docs(f), 200000);
 	gk_kube_framer_free(f);
 	free(in);
+}
+
+typedef struct same_sink {
+	const char *want;
+	int n, same;
+} same_sink;
+
+static int compare_doc(void *user, const cJSON *doc)
+{
+	same_sink *s = user;
+	char *got = cJSON_PrintUnformatted(doc);
+	s->n++;
+	s->same += got && !strcmp(got, s->want);
+	free(got);
+	return 0;
+}
+
+Test(framer, a_watch_event_fed_every_way_gives_the_same_tree, .init = quiet)
+{
+	/* the fast path (whole line in the chunk), the scanner (split documents)
+	 * and a last document without its newline all hand over cJSON's tree */
+	const char *ev = "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"n\\u00e9\\ud83d\\ude00\","
+			 "\"labels\":{\"a\":\"x\\\"y\\\\z\\n}{\",\"e\":\"\"}},\"spec\":{\"taints\":[],"
+			 "\"n\":[-1.5e3,0,12345678901,true,false,null,{}]}}}";
+	cJSON *want = cJSON_Parse(ev);
+	cr_assert(want);
+	char *want_s = cJSON_PrintUnformatted(want);
+	char in[1024];
+	snprintf(in, sizeof in, "%s\n%s", ev, ev);
+	size_t len = strlen(in);
+	for (size_t cut = 0; cut <= len; cut++) {
+		gk_kube_framer *f = gk_kube_framer_new(0);
+		same_sink s = {want_s, 0, 0};
+		cr_assert_eq(gk_kube_framer_feed(f, in, cut, compare_doc, &s), 0);
+		cr_assert_eq(gk_kube_framer_feed(f, in + cut, len - cut, compare_doc, &s), 0);
+		cr_assert_eq(s.n, 2, "cut %zu: %d docs", cut, s.n);
+		cr_assert_eq(s.same, 2, "cut %zu: a different tree", cut);
+		cr_assert_eq(gk_kube_framer_bad(f), 0);
+		gk_kube_framer_free(f);
+	}
+	cJSON_Delete(want);
+	free(want_s);
+}
+
+/* jparse.c builds the same tree as cJSON_Parse, and refuses what it refuses */
+Test(jparse, same_trees_as_cjson)
+{
+	static const char *ok[] = {
+		"{}", "[]", "{\"a\":[]}", " {\"a\" : 1 , \"b\":[1,2, 3]}\t",
+		"{\"s\":\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u0041\\u00e9\\u20ac\\ud83d\\ude00\"}",
+		"{\"n\":[0,-0,1.25,-3e-2,1E+3,2147483648,-2147483649,1e308]}",
+		"{\"t\":true,\"f\":false,\"z\":null,\"o\":{\"p\":{\"q\":[{}]}}}",
+		"{\"dup\":1,\"dup\":2}", "\"just a string\"", "42", "{\"raw\":\"tab\tin string\"}",
+	};
+	gk_jarena a = {0};
+	for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+		cJSON *c = cJSON_Parse(ok[i]);
+		size_t used = 0;
+		const cJSON *j = gk_jparse(&a, ok[i], strlen(ok[i]), &used);
+		cr_assert(c, "cJSON refuses %s", ok[i]);
+		cr_assert(j, "jparse refuses %s", ok[i]);
+		char *cs = cJSON_PrintUnformatted(c), *js = cJSON_PrintUnformatted(j);
+		cr_assert_str_eq(js, cs, "%s", ok[i]);
+		cJSON *d = cJSON_Duplicate(j, true); /* an arena tree copies out fine */
+		if (!strstr(ok[i], "dup")) { /* cJSON_Compare cannot tell duplicate keys apart */
+			cr_assert(cJSON_Compare(c, j, true), "%s", ok[i]);
+			cr_assert(cJSON_Compare(c, d, true));
+		}
+		cJSON_Delete(d);
+		free(cs);
+		free(js);
+		cJSON_Delete(c);
+		gk_jarena_reset(&a);
+	}
+	static const char *bad[] = {
+		"", "{", "{\"a\":}", "{\"a\" 1}", "{\"a\":1,}", "[1,]", "{a:1}", "{\"a\":tru}",
+		"{\"a\":\"\\x\"}", "{\"a\":\"\\ud800\"}", "{\"a\":\"\\udc00\"}", "{\"a\":\"\\u12\"}",
+		"{\"a\":\"open}", "{\"a\":-}", "{\"a\":[1 2]}", "}",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		cr_assert_null(cJSON_Parse(bad[i]), "cJSON accepts %s", bad[i]);
+		cr_assert_null(gk_jparse(&a, bad[i], strlen(bad[i]), NULL), "jparse accepts %s", bad[i]);
+		gk_jarena_reset(&a);
+	}
+	/* nesting limit as cJSON's (1000) */
+	char deep[2100];
+	for (int d = 999; d <= 1001; d++) {
+		memset(deep, '[', (size_t)d);
+		memset(deep + d, ']', (size_t)d);
+		deep[2 * d] = 0;
+		cJSON *c = cJSON_Parse(deep);
+		const cJSON *j = gk_jparse(&a, deep, strlen(deep), NULL);
+		cr_assert_eq(c != NULL, j != NULL, "depth %d", d);
+		cJSON_Delete(c);
+		gk_jarena_reset(&a);
+	}
+	/* only len bytes are read; *used ends at the value */
+	size_t used;
+	cr_assert(gk_jparse(&a, "{\"a\":1}{\"b\"", 7, &used));
+	cr_assert_eq(used, 7);
+	cr_assert_null(gk_jparse(&a, "{\"a\":12}", 6, NULL));
+	gk_jarena_free(&a);
+}
+
+Test(jparse, big_documents_span_blocks)
+{
+	/* a list page: many objects, far beyond one arena block */
+	size_t n = 20000, cap = n * 40 + 64, len = 0;
+	char *s = malloc(cap);
+	cr_assert(s);
+	len += (size_t)sprintf(s + len, "{\"items\":[");
+	for (size_t i = 0; i < n; i++)
+		len += (size_t)sprintf(s + len, "%s{\"metadata\":{\"name\":\"o%zu\"}}", i ? "," : "", i);
+	len += (size_t)sprintf(s + len, "]}");
+	gk_jarena a = {0};
+	for (int round = 0; round < 2; round++) {
+		const cJSON *j = gk_jparse(&a, s, len, NULL);
+		cr_assert(j);
+		const cJSON *items = cJSON_GetObjectItem(j, "items");
+		cr_assert_eq(cJSON_GetArraySize(items), (int)n);
+		const cJSON *last = cJSON_GetArrayItem(items, (int)n - 1);
+		cr_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(last, "metadata"), "name")->valuestring,
+				 "o19999");
+		gk_jarena_reset(&a);
+	}
+	gk_jarena_free(&a);
+	free(s);
 }
 
 /* ---- relist diff ---- */

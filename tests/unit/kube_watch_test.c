@@ -3,6 +3,11 @@
  * synthesised DELETEs, error storms back off (counted in /kubesim/stats). */
 #include "kubesim_proc.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
+
 #include "gpukmm/kube.h"
 #include "gpukmm/log.h"
 
@@ -313,4 +318,222 @@ Test(watch, survives_server_restart_cycle, .init = setup, .fini = teardown)
 	PUMP_UNTIL(count_key(&r, 'A', "w/y") == 1, 20000);
 	cr_assert_eq(count_key(&r, 'A', "w/x"), 1);
 	gk_kube_watch_stop(w);
+}
+
+/* ---- a canned watch stream (what kubesim never sends: a garbage line) ---- */
+
+typedef struct canned {
+	int lfd;
+	const char *body;
+	int max_conns;       /* connections to serve (0 = 1) */
+	int hold_ms;         /* after the body: keep the connection open and silent */
+	bool keepalive;      /* answer every request of a connection (Content-Length) */
+	_Atomic int accepts;
+	_Atomic int64_t second_accept_ms;
+	char request[4096];  /* the first request line */
+} canned;
+
+/* Reads one request's headers; false at EOF. Keeps the first request line. */
+static bool read_request(canned *c, int fd)
+{
+	char req[4096];
+	size_t n = 0;
+	ssize_t r;
+	while (n < sizeof req - 1 && (r = read(fd, req + n, sizeof req - 1 - n)) > 0) {
+		n += (size_t)r;
+		req[n] = 0;
+		if (strstr(req, "\r\n\r\n"))
+			break;
+	}
+	if (n == 0)
+		return false;
+	req[n] = 0;
+	char *eol = strstr(req, "\r\n");
+	if (eol)
+		*eol = 0;
+	if (!c->request[0])
+		memcpy(c->request, req, strlen(req) + 1);
+	return true;
+}
+
+static void *serve(void *arg)
+{
+	canned *c = arg;
+	for (int k = 0; k < (c->max_conns ? c->max_conns : 1); k++) {
+		struct pollfd lp = {c->lfd, POLLIN, 0};
+		if (poll(&lp, 1, 10000) <= 0)
+			break;
+		int fd = accept(c->lfd, NULL, NULL);
+		if (fd < 0)
+			break;
+		if (++c->accepts == 2)
+			c->second_accept_ms = ksim_now_ms();
+		char hdr[256];
+		bool ok = true;
+		while (ok && read_request(c, fd)) {
+			if (c->keepalive)
+				snprintf(hdr, sizeof hdr, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+					 "Content-Length: %zu\r\n\r\n", strlen(c->body));
+			else
+				snprintf(hdr, sizeof hdr, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+					 "Connection: close\r\n\r\n");
+			/* MSG_NOSIGNAL: a client already gone must not SIGPIPE the test */
+			ok = send(fd, hdr, strlen(hdr), MSG_NOSIGNAL) >= 0 &&
+			     send(fd, c->body, strlen(c->body), MSG_NOSIGNAL) >= 0;
+			if (!c->keepalive)
+				break;
+		}
+		if (c->hold_ms) {
+			struct pollfd p = {fd, POLLIN, 0};
+			poll(&p, 1, c->hold_ms); /* until the client gives up, or hold_ms */
+		}
+		close(fd);
+	}
+	return NULL;
+}
+
+/* A loopback listener served by a thread; *url receives its address. */
+static pthread_t canned_start(canned *c, char *url, size_t cap)
+{
+	c->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t al = sizeof a;
+	cr_assert_eq(bind(c->lfd, (struct sockaddr *)&a, sizeof a), 0);
+	cr_assert_eq(listen(c->lfd, 4), 0);
+	cr_assert_eq(getsockname(c->lfd, (struct sockaddr *)&a, &al), 0);
+	snprintf(url, cap, "http://127.0.0.1:%d", ntohs(a.sin_port));
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, serve, c), 0);
+	return th;
+}
+
+/* A client, a mux and a watch of w/configmaps against a canned server. */
+typedef struct canned_client {
+	gk_kube_client *kc;
+	gk_kube_mux *mux;
+	gk_kube_watch *w;
+} canned_client;
+
+static void canned_watch(canned_client *cl, const char *url, const gk_kube_watch_opts *o, rec *r)
+{
+	gk_kube_config cfg = {.server = (char *)url};
+	gk_kube_opts ko = {.qps = -1};
+	gk_err e = {0};
+	cr_assert_eq(gk_kube_client_new(&cl->kc, &cfg, &ko, &e), 0, "%s", e.msg);
+	cr_assert_eq(gk_kube_mux_new(&cl->mux, cl->kc, &e), 0, "%s", e.msg);
+	gk_kube_ref ref = {"", "v1", "configmaps", "w", NULL, NULL};
+	gk_kube_watch_cbs cbs = {on_event, on_synced, on_error};
+	cr_assert_eq(gk_kube_watch_start(&cl->w, cl->mux, &ref, o, &cbs, r, &e), 0, "%s", e.msg);
+}
+
+static void canned_pump(canned_client *cl)
+{
+	struct pollfd p = {gk_kube_mux_fd(cl->mux), POLLIN, 0};
+	poll(&p, 1, 50);
+	gk_kube_mux_run(cl->mux);
+}
+
+static void canned_client_free(canned_client *cl)
+{
+	gk_kube_watch_stop(cl->w);
+	gk_kube_mux_free(cl->mux);
+	gk_kube_client_free(cl->kc);
+}
+
+#define CEV(t, n, rv) "{\"type\":\"" t "\",\"object\":{\"metadata\":{\"name\":\"" n "\",\"namespace\":\"w\"," \
+		      "\"resourceVersion\":\"" rv "\"},\"data\":{\"v\":\"" n "\"}}}\n"
+
+static void quiet(void) { gk_log_set_stream(fopen("/dev/null", "w")); }
+
+Test(watch, garbage_line_bookmark_and_query_from_a_canned_stream, .init = quiet)
+{
+	/* a stream with a garbage line, a BOOKMARK and a split last event: the
+	 * garbage is skipped and counted, the stream goes on, the bookmark moves
+	 * the resourceVersion without an event; the request asks for bookmarks and
+	 * a timeoutSeconds inside the configured range */
+	static canned c;
+	c.body = CEV("ADDED", "a", "11") "this is not json {\n" CEV("MODIFIED", "a", "12")
+		"{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"40\"}}}\n"
+		CEV("ADDED", "b", "41");
+	char url[64];
+	pthread_t th = canned_start(&c, url, sizeof url);
+	static rec r;
+	gk_kube_watch_opts o = {.start_resource_version = "10", .min_timeout_s = 301, .max_timeout_s = 302};
+	canned_client cl;
+	canned_watch(&cl, url, &o, &r);
+	int64_t dl = ksim_now_ms() + 10000;
+	while (r.n < 3 && ksim_now_ms() < dl)
+		canned_pump(&cl);
+	cr_assert_eq(r.n, 3, "events around the garbage line: %d", r.n);
+	cr_assert_str_eq(r.key[2], "w/b");
+	cr_assert_eq(r.type[1], 'M');
+	gk_kube_watch_stats st;
+	gk_kube_watch_stats_get(cl.w, &st);
+	cr_assert_eq(st.bad_docs, 1, "the garbage line is counted: %llu", (unsigned long long)st.bad_docs);
+	cr_assert_eq(st.bookmarks, 1);
+	cr_assert_str_eq(st.rv, "41");
+	pthread_join(th, NULL);
+	cr_assert(strstr(c.request, "GET /api/v1/namespaces/w/configmaps?"), "%s", c.request);
+	cr_assert(strstr(c.request, "watch=1"), "%s", c.request);
+	cr_assert(strstr(c.request, "resourceVersion=10"), "%s", c.request);
+	cr_assert(strstr(c.request, "allowWatchBookmarks=true"), "%s", c.request);
+	cr_assert(strstr(c.request, "timeoutSeconds=301") || strstr(c.request, "timeoutSeconds=302"),
+		  "%s", c.request);
+	canned_client_free(&cl);
+	close(c.lfd);
+}
+
+Test(watch, a_silent_stream_is_cut_by_the_low_speed_limit, .init = quiet)
+{
+	/* a peer that stops sending (dead node, broken NAT) without closing: the
+	 * watch gives up after low_speed_s and starts a new one, long before the
+	 * server would have closed the stream */
+	static canned c;
+	c.body = CEV("ADDED", "a", "11");
+	c.max_conns = 2;
+	c.hold_ms = 20000;
+	char url[64];
+	pthread_t th = canned_start(&c, url, sizeof url);
+	static rec r;
+	gk_kube_watch_opts o = {.start_resource_version = "10", .low_speed_s = 1, .seed = 1};
+	canned_client cl;
+	int64_t t0 = ksim_now_ms();
+	canned_watch(&cl, url, &o, &r);
+	while (c.accepts < 2 && ksim_now_ms() - t0 < 25000)
+		canned_pump(&cl);
+	cr_assert_eq(c.accepts, 2, "a second watch was started");
+	cr_assert_geq(r.n, 1);
+	cr_assert_geq(r.errors, 1, "the silent stream is reported as a failure");
+	/* curl averages the speed over ~5 s: a 1 s limit cuts after ~6 s */
+	cr_assert_lt(c.second_accept_ms - t0, 15000, "restarted after %lld ms: not by the low-speed limit",
+		     (long long)(c.second_accept_ms - t0));
+	canned_client_free(&cl);
+	pthread_join(th, NULL);
+	close(c.lfd);
+}
+
+Test(client_conn, requests_reuse_one_connection, .init = quiet)
+{
+	/* the server answers on the first connection only: a client that opened
+	 * a new connection per request would wait for an answer that never comes */
+	static canned c;
+	c.body = "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"x\",\"namespace\":\"w\"}}";
+	c.keepalive = true;
+	char url[64];
+	pthread_t th = canned_start(&c, url, sizeof url);
+	gk_kube_config cfg = {.server = url};
+	gk_kube_opts ko = {.qps = -1, .timeout_ms = 3000};
+	gk_kube_client *cc;
+	gk_err e = {0};
+	cr_assert_eq(gk_kube_client_new(&cc, &cfg, &ko, &e), 0, "%s", e.msg);
+	gk_kube_ref ref = {"", "v1", "configmaps", "w", "x", NULL};
+	for (int i = 0; i < 3; i++) {
+		cJSON *out = NULL;
+		cr_assert_eq(gk_kube_get(cc, &ref, &out, NULL, &e), 0, "request %d: %s", i, e.msg);
+		cJSON_Delete(out);
+	}
+	cr_assert_eq(c.accepts, 1);
+	gk_kube_client_free(cc);
+	pthread_join(th, NULL);
+	close(c.lfd);
 }
