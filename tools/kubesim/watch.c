@@ -281,6 +281,11 @@ size_t ks_watch_read(ks_server *s, struct ks_watch *w, char *buf, size_t max)
 		if (w->done || w->end_after_pending)
 			return 0;
 		if (w->iinit < w->ninit) {
+			if (w->close_after && w->events_sent >= w->close_after) {
+				w->done = 1; /* the synthetic ADDED events count as events too */
+				return 0;
+			}
+			w->events_sent++;
 			w->pending = w->initial[w->iinit];
 			w->initial[w->iinit++] = NULL;
 			w->plen = strlen(w->pending);
