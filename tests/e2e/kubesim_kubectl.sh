@@ -141,6 +141,37 @@ check "get clusterpolicy -w: one header" test "$(grep -c '^EVENT' "$KUBESIM_DIR/
 out=$(KRAW_FLAGS="-H Accept:application/json;as=Table;v=v1;g=meta.k8s.io --max-time 2" kraw GET "/api/v1/nodes?watch=1&includeObject=Object" 2>/dev/null)
 check "raw Table watch: first event has columnDefinitions and the full object" bash -c "head -1 <<<'$out' | grep -q '\"kind\":\"Table\".*\"columnDefinitions\":\\[.*\"object\":{\"apiVersion\":\"v1\",\"kind\":\"Node\"'"
 
+# --- every built-in kind of the issue is served, in discovery and through kubectl
+ar=$(k api-resources --no-headers 2>&1)
+for r in namespaces nodes pods configmaps secrets events serviceaccounts daemonsets leases resourceclaims customresourcedefinitions; do
+	check "api-resources lists $r" grep -qE "^$r " <<<"$ar"
+done
+check "apply ServiceAccount, Lease, ResourceClaim, Event" k apply -f - <<'Y'
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: sa1, namespace: default}
+---
+apiVersion: coordination.k8s.io/v1
+kind: Lease
+metadata: {name: l1, namespace: default}
+spec: {holderIdentity: me, leaseDurationSeconds: 15}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: rc1, namespace: default}
+spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.intel.com}}]}}
+---
+apiVersion: v1
+kind: Event
+metadata: {name: e1, namespace: default}
+involvedObject: {kind: Node, name: node-a}
+reason: Tested
+message: hello
+type: Normal
+Y
+check "get them back" test "$(k get sa/sa1 lease/l1 resourceclaim/rc1 event/e1 -o name | wc -l)" = 4
+check "lease holder stored" test "$(k get lease l1 -o jsonpath='{.spec.holderIdentity}')" = me
+
 # --- conditions
 k apply -f - >/dev/null <<'Y'
 apiVersion: v1
