@@ -304,3 +304,28 @@ Test(ssa, item_kept_for_another_owner_keeps_its_key)
 	free(s);
 	cJSON_Delete(o);
 }
+
+Test(ssa, status_is_not_applied_through_the_main_resource)
+{
+	ks_rtype node = { .group = "", .version = "v1", .resource = "nodes", .kind = "Node", .has_status = 1 };
+	cJSON *o = NULL;
+	ks_resp out;
+	cr_assert_eq(apply(&o, "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"labels\":{\"a\":\"1\"}},"
+			       "\"status\":{\"phase\":\"x\"}}",
+			   "m", 0, &node, &out),
+		     0);
+	cr_assert_null(cJSON_GetObjectItem(o, "status"), "status ignored on the main resource");
+	assert_fields(o, "m", "Apply", "{\"f:metadata\":{\"f:labels\":{\"f:a\":{}}}}");
+	/* through /status only status is applied and claimed, with the subresource */
+	cJSON *a = J("{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"labels\":{\"b\":\"2\"}},\"status\":{\"phase\":\"y\"}}");
+	memset(&out, 0, sizeof(out));
+	cJSON *r = ks_ssa_apply(o, a, "m", "status", 0, &node, "p", &out);
+	cr_assert(r);
+	cr_assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "metadata"), "labels"), "b"));
+	const cJSON *e = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "metadata"), "managedFields"), 1);
+	cr_assert_str_eq(cJSON_GetObjectItem(e, "subresource")->valuestring, "status");
+	assert_json(cJSON_GetObjectItem(e, "fieldsV1"), "{\"f:status\":{\"f:phase\":{}}}", "status apply set");
+	cJSON_Delete(a);
+	cJSON_Delete(r);
+	cJSON_Delete(o);
+}

@@ -881,8 +881,55 @@ static void conflict_status(mentry **who, cJSON **sets, int n, ks_resp *out)
 	free(c.msg);
 }
 
+/* The part of an applied configuration the endpoint writes: with a status
+ * subresource, the main resource ignores status and /status everything but status
+ * (the API server's reset fields), so neither is merged nor claimed. */
+static cJSON *endpoint_part(const cJSON *applied, const char *sub, const ks_rtype *t)
+{
+	cJSON *a = cJSON_Duplicate(applied, 1);
+	if (!a || !t || !t->has_status)
+		return a;
+	int status = sub && strcmp(sub, "status") == 0;
+	cJSON *it = a->child;
+	while (it) {
+		cJSON *next = it->next;
+		int keep = strcmp(it->string, "apiVersion") == 0 || strcmp(it->string, "kind") == 0 ||
+			   strcmp(it->string, "metadata") == 0 || (strcmp(it->string, "status") == 0) == status;
+		if (!keep)
+			cJSON_Delete(cJSON_DetachItemViaPointer(a, it));
+		it = next;
+	}
+	cJSON *m = cJSON_GetObjectItemCaseSensitive(a, "metadata");
+	if (status && m) { /* name and namespace only */
+		cJSON *mi = m->child;
+		while (mi) {
+			cJSON *next = mi->next;
+			if (strcmp(mi->string, "name") != 0 && strcmp(mi->string, "namespace") != 0)
+				cJSON_Delete(cJSON_DetachItemViaPointer(m, mi));
+			mi = next;
+		}
+	}
+	return a;
+}
+
+static cJSON *apply_part(const cJSON *cur, const cJSON *applied, const char *manager, const char *sub, int force,
+			 const ks_rtype *t, const char *name, ks_resp *out);
+
 cJSON *ks_ssa_apply(const cJSON *cur, const cJSON *applied, const char *manager, const char *sub, int force,
 		    const ks_rtype *t, const char *name, ks_resp *out)
+{
+	cJSON *a = endpoint_part(applied, sub, t);
+	if (!a) {
+		ks_resp_status(out, 500, "InternalError", NULL, NULL, NULL, NULL, "out of memory");
+		return NULL;
+	}
+	cJSON *r = apply_part(cur, a, manager, sub, force, t, name, out);
+	cJSON_Delete(a);
+	return r;
+}
+
+static cJSON *apply_part(const cJSON *cur, const cJSON *applied, const char *manager, const char *sub, int force,
+			 const ks_rtype *t, const char *name, ks_resp *out)
 {
 	char apiv[256];
 	ks_rtype_api_version(t, apiv, sizeof(apiv));
