@@ -7,11 +7,7 @@ cd "${GPUKMM_SRC:-.}" || exit 1
 . tests/lib/kubesim.sh
 FIX=tests/fixtures
 
-if ! command -v kubectl >/dev/null 2>&1; then
-	echo "skip - kubectl not installed"
-	echo "ok - kubectl absent (nothing to check)"
-	exit 0
-fi
+kubesim_need_kubectl || exit 0
 kubesim_start || { echo "not ok - kubesim starts"; exit 1; }
 echo "ok - kubesim starts on an ephemeral port ($KUBESIM_URL)"
 

@@ -7,11 +7,7 @@ set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
 . tests/lib/kubesim.sh
 
-if ! command -v kubectl >/dev/null 2>&1; then
-	echo "skip - kubectl not installed"
-	echo "ok - kubectl absent (nothing to check)"
-	exit 0
-fi
+kubesim_need_kubectl || exit 0
 kubesim_start || { echo "not ok - kubesim starts"; exit 1; }
 D=$KUBESIM_DIR
 # mf OBJ MANAGER: that manager's fieldsV1 (JSON)

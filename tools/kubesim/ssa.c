@@ -149,22 +149,27 @@ static int skipped(const st *t, const char *k)
 }
 
 /* ---- path elements ------------------------------------------------------- */
+/* pfx + v as compact JSON (malloc'd, NULL on OOM). */
+static char *prefixed_json(const char *pfx, const cJSON *v)
+{
+	char *j = v ? cJSON_PrintUnformatted(v) : NULL;
+	if (!j)
+		return NULL;
+	size_t n = strlen(pfx) + strlen(j) + 1;
+	char *s = malloc(n);
+	if (s)
+		snprintf(s, n, "%s%s", pfx, j);
+	free(j);
+	return s;
+}
+
 /* "k:{...}" of an item of a map list (key fields sorted by name; a port's
  * protocol defaults to TCP as in the typed object), or "v:<json>" of a set item.
  * Returns malloc'd or NULL (OOM, or an item that is not an object). */
 static char *element_of(const st *lt, const cJSON *item)
 {
-	if (lt->list == L_SET) {
-		char *j = cJSON_PrintUnformatted(item);
-		if (!j)
-			return NULL;
-		size_t n = strlen(j) + 3;
-		char *s = malloc(n);
-		if (s)
-			snprintf(s, n, "v:%s", j);
-		free(j);
-		return s;
-	}
+	if (lt->list == L_SET)
+		return prefixed_json("v:", item);
 	if (!cJSON_IsObject(item))
 		return NULL;
 	const char *keys[MAX_KEYS];
@@ -189,15 +194,8 @@ static char *element_of(const st *lt, const cJSON *item)
 		if (c)
 			cJSON_AddItemToObject(k, keys[i], c);
 	}
-	char *j = cJSON_PrintUnformatted(k);
+	char *s = prefixed_json("k:", k);
 	cJSON_Delete(k);
-	if (!j)
-		return NULL;
-	size_t len = strlen(j) + 3;
-	char *s = malloc(len);
-	if (s)
-		snprintf(s, len, "k:%s", j);
-	free(j);
 	return s;
 }
 
@@ -345,58 +343,33 @@ static cJSON *fields_from_wire(const cJSON *w)
 }
 
 /* ---- sets of objects ------------------------------------------------------- */
-/* What an applied configuration sets (SMD ToFieldSet): leaves, atomic lists/maps
- * and the items of map lists and sets; maps and structs themselves are not members. */
-static void set_of_config(cJSON *n, const cJSON *v, const st *t)
+/* The FieldsV1 set of a value. all=0: what an applied configuration sets (SMD
+ * ToFieldSet): leaves, atomic lists/maps and the items of map lists and sets, not
+ * maps and structs themselves. all=1: every path, maps and items included (what an
+ * Update that created the value owns). The node n itself is never marked at the root. */
+static void set_of(cJSON *n, const cJSON *v, const st *t, int all, int root)
 {
-	if (cJSON_IsObject(v) && !t->atomic) {
-		const cJSON *it;
+	int gmap = cJSON_IsObject(v) && !t->atomic;
+	int glist = cJSON_IsArray(v) && t->list != L_ATOMIC;
+	if (!root && (all || (!gmap && !glist)))
+		mark(n);
+	const cJSON *it;
+	if (gmap) {
 		cJSON_ArrayForEach(it, v) {
 			if (skipped(t, it->string))
 				continue;
 			st c = child_of(t, it->string);
-			set_of_config(fnode(n, it->string), it, &c);
+			set_of(fnode(n, it->string), it, &c, all, 0);
 		}
-		return;
-	}
-	if (cJSON_IsArray(v) && t->list != L_ATOMIC) {
+	} else if (glist) {
 		st ci = item_of(t);
-		const cJSON *it;
 		cJSON_ArrayForEach(it, v) {
 			char *pe = element_of(t, it);
 			cJSON *c = pe ? node(n, pe) : NULL;
 			free(pe);
 			mark(c);
 			if (c && t->list == L_MAP)
-				set_of_config(c, it, &ci);
-		}
-		return;
-	}
-	mark(n);
-}
-
-/* Every path of a value, maps and items included (what an Update that created the
- * value owns). The node n itself is marked unless `root`. */
-static void set_of_all(cJSON *n, const cJSON *v, const st *t, int root)
-{
-	if (!root)
-		mark(n);
-	if (cJSON_IsObject(v) && !t->atomic) {
-		const cJSON *it;
-		cJSON_ArrayForEach(it, v) {
-			if (skipped(t, it->string))
-				continue;
-			st c = child_of(t, it->string);
-			set_of_all(fnode(n, it->string), it, &c, 0);
-		}
-	} else if (cJSON_IsArray(v) && t->list != L_ATOMIC) {
-		st ci = item_of(t);
-		const cJSON *it;
-		cJSON_ArrayForEach(it, v) {
-			char *pe = element_of(t, it);
-			if (pe)
-				set_of_all(node(n, pe), it, &ci, 0);
-			free(pe);
+				set_of(c, it, &ci, all, 0);
 		}
 	}
 }
@@ -412,7 +385,7 @@ static void compare(const cJSON *o, const cJSON *n, const st *t, cJSON *A, cJSON
 			st c = child_of(t, it->string);
 			const cJSON *ov = cJSON_GetObjectItemCaseSensitive(o, it->string);
 			if (!ov)
-				set_of_all(fnode(A, it->string), it, &c, 0);
+				set_of(fnode(A, it->string), it, &c, 1, 0);
 			else
 				compare(ov, it, &c, fnode(A, it->string), fnode(M, it->string), fnode(R, it->string));
 		}
@@ -420,7 +393,7 @@ static void compare(const cJSON *o, const cJSON *n, const st *t, cJSON *A, cJSON
 			if (skipped(t, it->string) || cJSON_GetObjectItemCaseSensitive(n, it->string))
 				continue;
 			st c = child_of(t, it->string);
-			set_of_all(fnode(R, it->string), it, &c, 0);
+			set_of(fnode(R, it->string), it, &c, 1, 0);
 		}
 		return;
 	}
@@ -433,7 +406,7 @@ static void compare(const cJSON *o, const cJSON *n, const st *t, cJSON *A, cJSON
 				continue;
 			const cJSON *oi = find_item(o, t, pe);
 			if (!oi)
-				set_of_all(node(A, pe), it, &ci, 0);
+				set_of(node(A, pe), it, &ci, 1, 0);
 			else if (t->list == L_MAP)
 				compare(oi, it, &ci, node(A, pe), node(M, pe), node(R, pe));
 			free(pe);
@@ -441,7 +414,7 @@ static void compare(const cJSON *o, const cJSON *n, const st *t, cJSON *A, cJSON
 		cJSON_ArrayForEach(it, o) {
 			char *pe = element_of(t, it);
 			if (pe && !find_item(n, t, pe))
-				set_of_all(node(R, pe), it, &ci, 0);
+				set_of(node(R, pe), it, &ci, 1, 0);
 			free(pe);
 		}
 		return;
@@ -649,7 +622,7 @@ static mentry *mlist_add(mlist *l, const char *manager, const char *op, const ch
 static void mlist_store(mlist *l, cJSON *obj, const st *root)
 {
 	cJSON *all = cJSON_CreateObject();
-	set_of_all(all, obj, root, 1);
+	set_of(all, obj, root, 1, 1);
 	cJSON *mf = cJSON_CreateArray();
 	for (int i = 0; mf && all && i < l->n; i++) {
 		mentry *m = &l->v[i];
@@ -681,7 +654,7 @@ cJSON *ks_ssa_config_set(const cJSON *applied, const ks_rtype *t)
 	cJSON *set = cJSON_CreateObject();
 	if (!set)
 		return NULL;
-	set_of_config(set, applied, &r);
+	set_of(set, applied, &r, 0, 1);
 	prune_empty(set);
 	cJSON_DeleteItemFromObjectCaseSensitive(set, ".");
 	to_wire(set);
@@ -956,7 +929,7 @@ static cJSON *apply_part(const cJSON *cur, const cJSON *applied, const char *man
 	cfg = cJSON_CreateObject();
 	if (!cfg)
 		goto oom;
-	set_of_config(cfg, applied, &root);
+	set_of(cfg, applied, &root, 0, 1);
 	prune_empty(cfg);
 	if (!cur) {
 		res = cJSON_Duplicate(applied, 1);
