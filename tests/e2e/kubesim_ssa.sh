@@ -77,6 +77,13 @@ check "kubectl label" k label pod p1 tier=x
 check "kubectl label recorded as kubectl-label Update" \
 	bash -c "KUBECONFIG=/dev/null kubectl --server $KUBESIM_URL --cache-dir $D/kcache get pod p1 --show-managed-fields -o jsonpath='{.metadata.managedFields[?(@.manager==\"kubectl-label\")].fieldsV1}' | grep -q 'f:tier'"
 
+# --- a plain update (PUT) with fieldManager is an Update too
+obj=$(k get cm c1 -o json | sed 's/"b": "1"/"b": "9"/')
+curl -sf -X PUT -H 'Content-Type: application/json' --data-binary "$obj" \
+	"$KUBESIM_URL/api/v1/namespaces/default/configmaps/c1?fieldManager=putter" >/dev/null
+check "PUT ?fieldManager=putter recorded as an Update owning .data.b" \
+	bash -c "KUBECONFIG=/dev/null kubectl --server $KUBESIM_URL --cache-dir $D/kcache get cm c1 --show-managed-fields -o jsonpath='{.metadata.managedFields[?(@.manager==\"putter\")].operation} {.metadata.managedFields[?(@.manager==\"putter\")].fieldsV1}' | grep -q '^Update .*f:b'"
+
 # --- an applier that stops applying a field removes it (nobody else owns it)
 cat >"$D/pa3.yaml" <<'Y'
 apiVersion: v1
