@@ -28,7 +28,9 @@ kubesim_stop
 w1=$(sed -n 's/.*"writesPerSecond":\([0-9.]*\).*/\1/p' <<<"$base")
 wn=$(sed -n 's/.*"writesPerSecond":\([0-9.]*\).*/\1/p' <<<"$load")
 ratio=$(awk -v a="$wn" -v b="$w1" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "null" }')
-summary="$WATCHERS watchers: ${wn:-?} writes/s vs ${w1:-?} with 1 watcher (ratio $ratio); kubesim RSS ${rss0:-0} -> ${rss1:-0} KiB"
-printf '{"benchmark":"kubesim_load","name":"kubesim_load","summary":"%s","oneWatcher":%s,"loaded":%s,"writeRateRatio_%dwatchers_vs_1":%s,"rssKiB":{"start":%s,"end":%s}}\n' \
+ev=$(sed -n 's/.*"eventsPerSecond":\([0-9.]*\).*/\1/p' <<<"$load")
+ok=$(sed -n 's/.*"consistent":\([a-z]*\).*/\1/p' <<<"$load")
+summary="$NODES nodes, $WATCHERS watchers: ${ev:-?} events/s received, ${wn:-?} writes/s (x$ratio vs 1 watcher), consistent=${ok:-?}; kubesim RSS ${rss0:-0} -> ${rss1:-0} KiB"
+printf '{"name":"kubesim_load","summary":"%s","benchmark":"kubesim_load","oneWatcher":%s,"loaded":%s,"writeRateRatio_%dwatchers_vs_1":%s,"rssKiB":{"start":%s,"end":%s}}\n' \
 	"$summary" "$base" "$load" "$WATCHERS" "$ratio" "${rss0:-0}" "${rss1:-0}" | tee "$BUILD/bench/kubesim_load.json"
 exit $rc

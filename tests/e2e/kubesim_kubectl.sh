@@ -7,11 +7,7 @@ cd "${GPUKMM_SRC:-.}" || exit 1
 . tests/lib/kubesim.sh
 FIX=tests/fixtures
 
-if ! command -v kubectl >/dev/null 2>&1; then
-	echo "skip - kubectl not installed"
-	echo "ok - kubectl absent (nothing to check)"
-	exit 0
-fi
+kubesim_need_kubectl || exit 0
 kubesim_start || { echo "not ok - kubesim starts"; exit 1; }
 echo "ok - kubesim starts on an ephemeral port ($KUBESIM_URL)"
 
@@ -105,6 +101,72 @@ kill $wpid 2>/dev/null; wait $wpid 2>/dev/null
 check "get -w saw ADDED" grep -q -E '"type": ?"ADDED"' "$KUBESIM_DIR/watch.out"
 check "get -w saw MODIFIED" grep -q -E '"type": ?"MODIFIED"' "$KUBESIM_DIR/watch.out"
 check "get -w saw DELETED" grep -q -E '"type": ?"DELETED"' "$KUBESIM_DIR/watch.out"
+
+# --- get -w prints server-side Table rows (kubectl asks the watch for as=Table too):
+# one header, then one row per event, columns like the list
+k get nodes -w --request-timeout=0 >"$KUBESIM_DIR/wnodes.out" 2>&1 &
+wpid=$!
+wait_for 5 grep -qE '^node-a ' "$KUBESIM_DIR/wnodes.out"
+k label node node-a watched=yes >/dev/null
+k create -f - >/dev/null <<'Y'
+apiVersion: v1
+kind: Node
+metadata: {name: node-w}
+status: {nodeInfo: {kubeletVersion: v1.32.1}}
+Y
+k delete node node-w >/dev/null
+wait_for 5 test "$(grep -cE '^node-w ' "$KUBESIM_DIR/wnodes.out")" -ge 2
+kill $wpid 2>/dev/null; wait $wpid 2>/dev/null
+check "get nodes -w: one header NAME STATUS ROLES AGE VERSION" test "$(grep -cE '^NAME +STATUS +ROLES +AGE +VERSION$' "$KUBESIM_DIR/wnodes.out")" = 1
+check "get nodes -w: node-a row on its label change" test "$(grep -cE '^node-a +Unknown +<none> +[0-9]+s' "$KUBESIM_DIR/wnodes.out")" -ge 2
+check "get nodes -w: node-w added and deleted rows with VERSION column" test "$(grep -cE '^node-w +Unknown +<none> +[0-9]+s +v1\.32\.1$' "$KUBESIM_DIR/wnodes.out")" = 2
+check "get nodes -w: no raw JSON or decode error" bash -c "! grep -qiE '[{]|error|unable' $KUBESIM_DIR/wnodes.out"
+check "apply ClusterPolicy CRD + example" k apply -f deploy/crd/intel.com_clusterpolicies.yaml
+k wait --for condition=established --timeout=10s crd/clusterpolicies.intel.com >/dev/null
+check "apply ClusterPolicy example" k apply -f deploy/examples/clusterpolicy-intree.yaml
+k get clusterpolicy -w --output-watch-events --request-timeout=0 >"$KUBESIM_DIR/wcp.out" 2>&1 &
+wpid=$!
+wait_for 5 grep -qE '^ADDED +gpu-dp ' "$KUBESIM_DIR/wcp.out"
+k patch clusterpolicy gpu-dp --subresource=status --type merge \
+	-p '{"status":{"devicePluginStatus":"Ready","conditions":[{"type":"Ready","status":"True","reason":"AllGood","lastTransitionTime":"2026-01-01T00:00:00Z","message":"m"}]}}' >/dev/null
+wait_for 5 grep -qE '^MODIFIED +gpu-dp ' "$KUBESIM_DIR/wcp.out"
+kill $wpid 2>/dev/null; wait $wpid 2>/dev/null
+check "get clusterpolicy -w: header with the CRD's printer columns" grep -qE '^EVENT +NAME +DP +DRA +XPU +KMM +READY +REASON +AGE$' "$KUBESIM_DIR/wcp.out"
+check "get clusterpolicy -w: MODIFIED row shows the new status columns" grep -qE '^MODIFIED +gpu-dp +Ready +.*True +AllGood +[0-9]+s$' "$KUBESIM_DIR/wcp.out"
+check "get clusterpolicy -w: one header" test "$(grep -c '^EVENT' "$KUBESIM_DIR/wcp.out")" = 1
+out=$(KRAW_FLAGS="-H Accept:application/json;as=Table;v=v1;g=meta.k8s.io --max-time 2" kraw GET "/api/v1/nodes?watch=1&includeObject=Object" 2>/dev/null)
+check "raw Table watch: first event has columnDefinitions and the full object" bash -c "head -1 <<<'$out' | grep -q '\"kind\":\"Table\".*\"columnDefinitions\":\\[.*\"object\":{\"apiVersion\":\"v1\",\"kind\":\"Node\"'"
+
+# --- every built-in kind of the issue is served, in discovery and through kubectl
+ar=$(k api-resources --no-headers 2>&1)
+for r in namespaces nodes pods configmaps secrets events serviceaccounts daemonsets leases resourceclaims customresourcedefinitions; do
+	check "api-resources lists $r" grep -qE "^$r " <<<"$ar"
+done
+check "apply ServiceAccount, Lease, ResourceClaim, Event" k apply -f - <<'Y'
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: sa1, namespace: default}
+---
+apiVersion: coordination.k8s.io/v1
+kind: Lease
+metadata: {name: l1, namespace: default}
+spec: {holderIdentity: me, leaseDurationSeconds: 15}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: rc1, namespace: default}
+spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.intel.com}}]}}
+---
+apiVersion: v1
+kind: Event
+metadata: {name: e1, namespace: default}
+involvedObject: {kind: Node, name: node-a}
+reason: Tested
+message: hello
+type: Normal
+Y
+check "get them back" test "$(k get sa/sa1 lease/l1 resourceclaim/rc1 event/e1 -o name | wc -l)" = 4
+check "lease holder stored" test "$(k get lease l1 -o jsonpath='{.spec.holderIdentity}')" = me
 
 # --- conditions
 k apply -f - >/dev/null <<'Y'

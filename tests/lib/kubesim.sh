@@ -62,6 +62,15 @@ kubesim_stop() {
 	return $rc
 }
 
+# Script tests that drive kubectl: `kubesim_need_kubectl || exit 0` prints the skip
+# lines and returns 1 when kubectl is not installed.
+kubesim_need_kubectl() {
+	command -v "$KUBECTL" >/dev/null 2>&1 && return 0
+	echo "skip - kubectl not installed"
+	echo "ok - kubectl absent (nothing to check)"
+	return 1
+}
+
 # kubectl against kubesim; extra global flags via KUBECTL_FLAGS (e.g. a token).
 k() {
 	KUBECONFIG=/dev/null "$KUBECTL" --server "$KUBESIM_URL" --cache-dir "$KUBESIM_DIR/kcache" \

@@ -440,7 +440,7 @@ static void do_write(struct write_req *w, ks_resp *out)
 		} else {
 			finish_new(s, n);
 		}
-		ks_ssa_track(cur, n, w->o->manager, w->is_apply, t);
+		ks_ssa_track(cur, n, w->o->manager, w->sub, w->is_apply, t);
 		if (ks_admit(s, t, w->sub, cur ? "UPDATE" : "CREATE", ns, name, &n, cur, w->o, out)) {
 			cJSON_Delete(n);
 			cJSON_Delete(cur);
@@ -613,6 +613,7 @@ struct patch_ctx {
 	const ks_rtype *t;
 	const char *name;
 	const ks_opts *o;
+	const char *sub;
 };
 
 static cJSON *patch_fn(void *ctx, const cJSON *cur, ks_resp *out)
@@ -621,7 +622,7 @@ static cJSON *patch_fn(void *ctx, const cJSON *cur, ks_resp *out)
 	gk_err e = { 0 };
 	cJSON *r;
 	if (strcmp(p->type, "apply") == 0)
-		return ks_ssa_apply(cur, p->patch, p->o->manager, p->o->force, p->t, p->name, out);
+		return ks_ssa_apply(cur, p->patch, p->o->manager, p->sub, p->o->force, p->t, p->name, out);
 	cJSON *base = cJSON_Duplicate(cur, 1);
 	if (!base) {
 		ks_resp_status(out, 500, "InternalError", NULL, NULL, NULL, NULL, "out of memory");
@@ -668,7 +669,7 @@ void ks_api_patch(ks_server *s, const ks_rtype *t, const char *ns, const char *n
 		cJSON_Delete(patch);
 		return;
 	}
-	struct patch_ctx p = { patch_type, patch, t, name, o };
+	struct patch_ctx p = { patch_type, patch, t, name, o, sub };
 	struct write_req w = { .s = s, .t = t, .ns = ns, .name = name, .sub = sub, .o = o, .fn = patch_fn, .ctx = &p,
 			       .allow_create = strcmp(patch_type, "apply") == 0 && !sub,
 			       .is_apply = strcmp(patch_type, "apply") == 0 };

@@ -20,5 +20,10 @@ cJSON *ks_strategic_merge_patch(const char *kind, cJSON *target, const cJSON *pa
 /* Strategy of the list at a dotted path of `kind` ("spec.template.spec.containers"):
  * 1 merge (merge key in *merge_key, NULL for a set of scalars), 0 atomic. */
 int ks_smp_list_strategy(const char *kind, const char *path, const char **merge_key);
+/* One step of the same type graph: the type of `field` of `type` (of its items for a
+ * list; NULL when not in the graph), *merge 1 for a merge list (*merge_key its key,
+ * NULL for a set of scalars). Server-side apply (ssa.c) derives list types from it,
+ * as structured-merge-diff derives them from the built-ins' patch tags. */
+const char *ks_smp_field(const char *type, const char *field, int *merge, const char **merge_key);
 
 #endif

@@ -81,6 +81,14 @@ static const struct smp_field *lookup(const char *type, const char *field)
 	return NULL;
 }
 
+const char *ks_smp_field(const char *type, const char *field, int *merge, const char **merge_key)
+{
+	const struct smp_field *f = lookup(type, field);
+	*merge = f ? f->strategy : SMP_ATOMIC;
+	*merge_key = f ? f->key : NULL;
+	return f ? f->child : NULL;
+}
+
 int ks_smp_list_strategy(const char *kind, const char *path, const char **merge_key)
 {
 	char buf[512], *save = NULL;

@@ -1,7 +1,7 @@
-/* kubesim — field ownership (metadata.managedFields) and server-side apply (pure).
- *
- * Field sets are FieldsV1 trees ({"f:spec":{"f:replicas":{}}}); lists and scalars are
- * leaves (lists are owned atomically). */
+/* kubesim — field ownership (metadata.managedFields) and server-side apply (pure),
+ * after structured-merge-diff: FieldsV1 sets with per-item ownership of map lists
+ * (k:{"name":"c"}) and sets (v:"x"), atomic lists and maps as one leaf, conflicts
+ * as the API server reports them. See ssa.c for the type rules. */
 #ifndef KUBESIM_SSA_H
 #define KUBESIM_SSA_H
 
@@ -9,18 +9,22 @@
 
 #include "kubesim.h"
 
-/* After a non-apply write (cur NULL on create): the fields that changed become owned
- * by `manager` (operation Update) and are taken from other managers. Apply writes
+/* After a non-apply write (cur NULL on create) by `manager` (sub: "status" or NULL):
+ * the paths the write added or changed become owned by its Update entry and are
+ * taken from every other manager; paths it removed leave its entry. Apply writes
  * (is_apply) already carry their managedFields. Sets n's metadata.managedFields. */
-void ks_ssa_track(const cJSON *cur, cJSON *n, const char *manager, int is_apply, const ks_rtype *t);
+void ks_ssa_track(const cJSON *cur, cJSON *n, const char *manager, const char *sub, int is_apply, const ks_rtype *t);
 
-/* Server-side apply of `applied` (the configuration, an object) onto cur (NULL: create).
- * Returns the new object with managedFields set, or NULL with out set (409 with the
- * conflicting fields and their managers unless force). */
-cJSON *ks_ssa_apply(const cJSON *cur, const cJSON *applied, const char *manager, int force, const ks_rtype *t,
-		    const char *name, ks_resp *out);
+/* Server-side apply of `applied` (the configuration, an object) onto cur (NULL:
+ * create). Returns the merged object with managedFields set, or NULL with out set:
+ * 409 Conflict (causes FieldManagerConflict, one per field) when other managers own
+ * fields whose values the apply changes, unless force (they then lose them). Fields
+ * this manager applied before and no longer applies are removed unless another
+ * manager owns them. */
+cJSON *ks_ssa_apply(const cJSON *cur, const cJSON *applied, const char *manager, const char *sub, int force,
+		    const ks_rtype *t, const char *name, ks_resp *out);
 
-/* Leaf paths of an object as a FieldsV1 tree (system metadata excluded). */
-cJSON *ks_ssa_fieldset(const cJSON *obj, int skip_status);
+/* The FieldsV1 set (wire form) an applied configuration claims. */
+cJSON *ks_ssa_config_set(const cJSON *applied, const ks_rtype *t);
 
 #endif

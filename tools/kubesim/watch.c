@@ -11,6 +11,7 @@
 
 #include "kubesim.h"
 #include "selector.h"
+#include "table.h"
 
 #define KS_WATCH_DEFAULT_TIMEOUT_S 1800
 
@@ -28,6 +29,9 @@ struct ks_watch {
 	int64_t deadline_ms, next_bookmark_ms, close_at_ms;
 	int close_after, events_sent;
 	int done, end_after_pending;
+	int table;         /* Accept asked for a Table: each event's object is one */
+	int table_headers; /* columnDefinitions already sent (first Table only) */
+	char include[16];  /* includeObject */
 };
 
 static void watch_free(struct ks_watch *w)
@@ -50,6 +54,28 @@ static char *event_line(const char *type, const char *json)
 	if (s)
 		snprintf(s, n, "{\"type\":\"%s\",\"object\":%s}\n", type, json);
 	return s;
+}
+
+/* The line for one object: the object itself, or (Table watch) its one-row Table;
+ * like the API server, only the first Table of a stream carries columnDefinitions
+ * (later ones have them null, kubectl keeps the header it printed). */
+static char *object_line(struct ks_watch *w, const char *type, const char *json)
+{
+	if (!w->table)
+		return event_line(type, json);
+	cJSON *obj = cJSON_Parse(json);
+	cJSON *tb = obj ? ks_table(w->t, obj, w->include, time(NULL)) : NULL;
+	cJSON_Delete(obj);
+	if (tb && w->table_headers)
+		cJSON_ReplaceItemInObjectCaseSensitive(tb, "columnDefinitions", cJSON_CreateNull());
+	char *b = tb ? cJSON_PrintUnformatted(tb) : NULL;
+	cJSON_Delete(tb);
+	if (!b)
+		return NULL;
+	w->table_headers = 1;
+	char *l = event_line(type, b);
+	free(b);
+	return l;
 }
 
 static char *status_line(int code, const char *reason, const char *msg)
@@ -94,6 +120,11 @@ static char *bookmark_line(const struct ks_watch *w, uint64_t rv)
 		 "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"%s\",\"apiVersion\":\"%s\",\"metadata\":{"
 		 "\"resourceVersion\":\"%" PRIu64 "\",\"creationTimestamp\":null}}}\n",
 		 w->t->kind, ks_rtype_api_version(w->t, av, sizeof(av)), rv);
+	if (w->table) /* a Table holding only the resourceVersion */
+		snprintf(buf, sizeof(buf),
+			 "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Table\",\"apiVersion\":\"meta.k8s.io/v1\","
+			 "\"metadata\":{\"resourceVersion\":\"%" PRIu64 "\"},\"columnDefinitions\":null,\"rows\":[]}}\n",
+			 rv);
 	return strdup(buf);
 }
 
@@ -114,6 +145,8 @@ struct ks_watch *ks_watch_open(ks_server *s, const ks_rtype *t, const char *ns, 
 		watch_free(w);
 		return NULL;
 	}
+	w->table = ks_wants_table(r->accept);
+	snprintf(w->include, sizeof(w->include), "%s", ks_req_param(r, "includeObject") ? ks_req_param(r, "includeObject") : "");
 	const char *rvs = ks_req_param(r, "resourceVersion");
 	const char *to = ks_req_param(r, "timeoutSeconds");
 	long tos = to ? strtol(to, NULL, 10) : 0;
@@ -147,7 +180,7 @@ struct ks_watch *ks_watch_open(ks_server *s, const ks_rtype *t, const char *ns, 
 					continue;
 				if (!matches(w, b->items[i].obj))
 					continue;
-				char *l = event_line("ADDED", b->items[i].blob->json);
+				char *l = object_line(w, "ADDED", b->items[i].blob->json);
 				if (!l)
 					goto oom;
 				w->initial[w->ninit++] = l;
@@ -181,7 +214,7 @@ struct ks_watch *ks_watch_open(ks_server *s, const ks_rtype *t, const char *ns, 
 	s->stats.watches_opened++;
 	pthread_mutex_unlock(&s->mu);
 	out->code = 200;
-	out->content_type = "application/json";
+	out->content_type = w->table ? "application/json;as=Table;v=v1;g=meta.k8s.io" : "application/json";
 	out->watch = w;
 	return w;
 oom:
@@ -222,7 +255,10 @@ static char *next_event(ks_server *s, struct ks_watch *w, int *is_event)
 		if (!type)
 			continue;
 		*is_event = 1;
-		return event_line(type, e->cur->json);
+		char *l = object_line(w, type, e->cur->json);
+		if (!l)
+			w->end_after_pending = 1; /* out of memory: end the stream, the client relists */
+		return l;
 	}
 	w->cursor = s->store.rv;
 	return NULL;
@@ -245,6 +281,11 @@ size_t ks_watch_read(ks_server *s, struct ks_watch *w, char *buf, size_t max)
 		if (w->done || w->end_after_pending)
 			return 0;
 		if (w->iinit < w->ninit) {
+			if (w->close_after && w->events_sent >= w->close_after) {
+				w->done = 1; /* the synthetic ADDED events count as events too */
+				return 0;
+			}
+			w->events_sent++;
 			w->pending = w->initial[w->iinit];
 			w->initial[w->iinit++] = NULL;
 			w->plen = strlen(w->pending);
