@@ -3,9 +3,10 @@
  *
  * One event loop: the watcher bus (clusterpolicy, daemonset, discovery,
  * leadership) feeds the view; every event only marks ClusterPolicy keys dirty;
- * the bounded work queue runs passes (pass.c: decide.c + DaemonSet merge
- * patches through lib/kube); after each pass a StatusReport{component:
- * "gater"} goes to statusd. Only the leader writes or reports. On start and
+ * the bounded work queue runs passes (pass.c: decide.c; the DaemonSet merge
+ * patches run asynchronously on a lib/kube mux, kops.c, and mark their
+ * policies dirty again when they end); after each pass with no write in
+ * flight a StatusReport{component: "gater"} goes to statusd. Only the leader writes or reports. On start and
  * after any bus gap the view is rebuilt from a Watcher.Snapshot (events that
  * arrive while it is in flight are buffered and replayed when newer). */
 #include <errno.h>
@@ -84,6 +85,7 @@ static void on_dirty(void *user, const char *policy)
 		g->queue_refused++;
 		GK_WARN("queue: %s", e.msg);
 	}
+	schedule(g); /* a write that ended marks outside of any bus event */
 }
 
 /* ---- statusd reports -------------------------------------------------------- */
@@ -156,6 +158,9 @@ static void run_pass(gt *g, const char *key)
 		GK_WARN("ClusterPolicy %s: %s", key, e.msg);
 	if (res.idle) {
 		GK_DEBUG("ClusterPolicy %s: not the leader, nothing written", key);
+	} else if (res.pending) {
+		/* each write's end runs the pass again, which reports */
+		GK_DEBUG("ClusterPolicy %s: %zu DaemonSet write(s) in flight, report after them", key, res.pending);
 	} else {
 		for (size_t i = 0; i < res.n_errors; i++)
 			GK_WARN("ClusterPolicy %s: %s", key, res.errors[i]);
@@ -395,7 +400,7 @@ int main(int argc, char **argv)
 	gk_gtv_opts vo = { .ns = g->svc.ns };
 	if (gk_gtv_new(&g->view, &vo, on_dirty, g, &err))
 		goto fail;
-	if (gk_gater_kops_new(&g->kops, g->svc.kubeconfig, g->qps, &err))
+	if (gk_gater_kops_new(&g->kops, g->svc.kubeconfig, g->qps, g->svc.loop, g->view, &err))
 		goto fail;
 	gk_gater_kops_ops(g->kops, &g->ops);
 
@@ -414,10 +419,13 @@ int main(int argc, char **argv)
 	     gk_loop_add_fd(g->svc.loop, gk_ipc_client_fd(g->statusd), EPOLLIN, on_client_fd, g->statusd, &err)))
 		goto fail;
 
+	const gk_gater_kops_stats *ks = gk_gater_kops_stats_get(g->kops);
 	const gk_svc_counter counters[] = {
 		{ "gater_passes_total", "gating passes", &g->pst.passes },
-		{ "gater_writes_total", "DaemonSet patches sent", &g->pst.writes },
-		{ "gater_conflicts_total", "409 conflicts (re-read and retried)", &g->pst.conflicts },
+		{ "gater_writes_total", "DaemonSet patches sent", &ks->writes },
+		{ "gater_conflicts_total", "409 conflicts (re-read and retried)", &ks->conflicts },
+		{ "gater_write_errors_total", "failed DaemonSet writes / re-reads (retried with backoff)", &ks->errors },
+		{ "gater_writes_inflight", "DaemonSets with an API call in flight or a re-read due", &ks->inflight },
 		{ "gater_failed_passes_total", "passes that failed (retried with backoff)", &g->pst.failures },
 		{ "gater_snapshots_total", "view rebuilds from watcher snapshots", &g->snapshots },
 		{ "gater_bus_gaps_total", "bus sequence gaps", &g->gaps },

@@ -320,11 +320,22 @@ int gk_gtv_put_ds(gk_gtv *v, const char *ns, const char *name, const Gpukmm__Dae
 	char key[600];
 	if (ds_key(key, sizeof(key), ns, name))
 		return gk_err_set(err, GK_INVALID_ARGUMENT, "view: DaemonSet name too long");
+	obj *old = tab_find(&v->daemonsets, key);
+	if (old)
+		mark_ds(v, (const Gpukmm__DaemonSet *)old->msg);
 	if (!ds) {
 		tab_del(&v->daemonsets, key);
 		return GK_OK;
 	}
+	mark_ds(v, ds);
 	return tab_put(v, &v->daemonsets, key, &ds->base, err);
+}
+
+void gk_gtv_touch_ds(gk_gtv *v, const char *ns, const char *name)
+{
+	const Gpukmm__DaemonSet *ds = gk_gtv_ds(v, ns, name);
+	if (ds)
+		mark_ds(v, ds);
 }
 
 void gk_gtv_state_get(const gk_gtv *v, gk_gtv_state *out)
