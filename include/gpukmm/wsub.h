@@ -1,19 +1,118 @@
-/* gpukmm — resuming a watcher bus subscription from a Watcher.Snapshot reply:
- * the one place a consumer (modmgr, gater, statusd) takes the snapshot's
- * sequence numbers and publisher epoch (see gk_ipc_sub_set_seq). */
+/* gpukmm — the one consumer of the watcher bus (modmgr, gater, statusd).
+ *
+ * A service's view of the cluster is built from a Watcher.Snapshot and kept
+ * current by the bus events that follow it. gk_wsub does the part every
+ * consumer needs, on the service loop:
+ *   - subscribes to the topics (each decoded as gpukmm.Event) and asks the
+ *     watcher for a snapshot of them on open;
+ *   - buffers (bounded) the events that arrive while a snapshot is in flight;
+ *     when the snapshot comes the view is reset from it, then the buffered
+ *     events newer than it are applied, in order;
+ *   - resyncs by a new snapshot after a sequence gap or a publisher restart
+ *     (epoch change) on the bus, and retries a snapshot that failed, was not
+ *     synced yet, or during which the buffer overflowed;
+ *   - resumes the subscription from the snapshot (its numbers and publisher
+ *     epoch) so nothing is applied twice and nothing missed goes unnoticed.
+ * The view itself is the caller's, behind three callbacks.
+ *
+ * Adopting it (what the gater and statusd did): keep the view's own
+ * load_snapshot/apply functions as the reset/apply callbacks; do in
+ * `resynced` what followed the snapshot (log the view, gk_svc_ready on
+ * first, schedule work); gate work on gk_wsub_synced(); point the
+ * snapshots/gaps/events counters at gk_wsub_stats_get(). */
 #ifndef GPUKMM_WSUB_H
 #define GPUKMM_WSUB_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "events.pb-c.h"
+#include "gpukmm/err.h"
 #include "gpukmm/ipc.h"
+#include "gpukmm/loop.h"
+
+typedef struct gk_wsub gk_wsub;
+
+typedef struct gk_wsub_view {
+	void *user;
+	/* Rebuild the view from a synced snapshot (an error is logged; the
+	 * view keeps what it could load). */
+	int (*reset)(void *user, const Gpukmm__SnapshotReply *s, gk_err *err);
+	/* One event, in bus order: live, or buffered during the snapshot and
+	 * newer than it (an error is logged and counted). */
+	int (*apply)(void *user, const char *topic, const Gpukmm__Event *ev, gk_err *err);
+	/* After reset and the buffered events: the view is consistent again
+	 * (unless a gap during the snapshot already asked for the next one:
+	 * gk_wsub_synced() says). first: the first time since open. May be NULL. */
+	void (*resynced)(void *user, bool first);
+} gk_wsub_view;
+
+typedef struct gk_wsub_opts {
+	const char *const *topics;   /* under 32 bytes each */
+	size_t n_topics;
+	size_t buffer_max;           /* events buffered during a snapshot; 0 = 4096 */
+	size_t snapshot_max;         /* bytes of a snapshot reply; 0 = the ipc default (4 MiB) */
+	int snapshot_timeout_ms;     /* 0 = 10000 */
+	int retry_ms;                /* after a failed snapshot; 0 = 200 */
+} gk_wsub_opts;
+
+typedef struct gk_wsub_stats {
+	uint64_t snapshots;          /* views rebuilt */
+	uint64_t snapshot_failures;  /* snapshots refused, failed, not synced or overflowed (retried) */
+	uint64_t gaps;               /* sequence gaps / publisher restarts seen on the bus */
+	uint64_t events;             /* events received */
+	uint64_t event_errors;       /* events the view could not apply */
+	uint64_t overflows;          /* events dropped from a full buffer (the snapshot is retried) */
+} gk_wsub_stats;
+
+/* Subscribe on events_url, ask watcher_url for the first snapshot; fds and
+ * timers on `loop`. opts and view are copied; the topic strings are not
+ * (keep them: string constants). */
+int gk_wsub_open(gk_wsub **out, gk_loop *loop, const char *events_url, const char *watcher_url,
+		 const gk_wsub_opts *opts, const gk_wsub_view *view, gk_err *err);
+/* Cancels an outstanding snapshot (no callback runs after it); call before
+ * the view is freed. NULL is a no-op. */
+void gk_wsub_close(gk_wsub *w);
+/* A view has been built and no resync is in flight: work on it is safe. */
+bool gk_wsub_synced(const gk_wsub *w);
+const gk_wsub_stats *gk_wsub_stats_get(const gk_wsub *w);
 
 /* The bus sequence number of `topic` at the time of the snapshot (0 if absent). */
 uint64_t gk_wsub_snapshot_seq(const Gpukmm__SnapshotReply *s, const char *topic);
-/* Expect, on each of the n topics, the message after the snapshot's number,
- * from the snapshot's publisher epoch. */
+/* For a consumer not (yet) on gk_wsub: expect, on each of the n topics, the
+ * message after the snapshot's number, from the snapshot's publisher epoch.
+ * (gk_wsub does better: see wsub.c on events buffered during the snapshot.) */
 void gk_wsub_resume(gk_ipc_sub *sub, const char *const *topics, size_t n, const Gpukmm__SnapshotReply *s);
+
+/* ---- a view's objects: typed copies of watcher objects by key ----------------------
+ *
+ * What a view keeps from snapshots and events (ClusterPolicies by name,
+ * DaemonSets by "ns/name", ...): each entry owns a copy of the message.
+ * Bounded: at most `max` entries. Lookups are linear (views hold policies
+ * and the few objects that belong to them). Iterate with t->v[i], i < t->n
+ * (unordered; put/del move entries). */
+
+typedef struct gk_wsub_obj {
+	char *key;
+	ProtobufCMessage *msg;
+} gk_wsub_obj;
+
+typedef struct gk_wsub_tab {
+	gk_wsub_obj *v;
+	size_t n, cap, max;
+} gk_wsub_tab;
+
+/* A deep copy of a message (pack + unpack), NULL on OOM or for NULL. */
+ProtobufCMessage *gk_wsub_clone(const ProtobufCMessage *m);
+/* An empty table of at most max (0 = 4096) entries; nothing to free yet. */
+void gk_wsub_tab_init(gk_wsub_tab *t, size_t max);
+/* Store a copy of msg under key, replacing what was there. GK_RESOURCE_EXHAUSTED
+ * (err says which key) on OOM or when a new key would pass the bound. */
+int gk_wsub_tab_put(gk_wsub_tab *t, const char *key, const ProtobufCMessage *msg, gk_err *err);
+const ProtobufCMessage *gk_wsub_tab_get(const gk_wsub_tab *t, const char *key);
+void gk_wsub_tab_del(gk_wsub_tab *t, const char *key);
+/* Drop every entry (the table stays usable, with its bound). */
+void gk_wsub_tab_clear(gk_wsub_tab *t);
 
 #endif

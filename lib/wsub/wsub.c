@@ -1,7 +1,36 @@
-/* gpukmm — resuming a watcher bus subscription from a snapshot (gpukmm/wsub.h). */
+/* gpukmm — the watcher bus consumer (gpukmm/wsub.h). */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 
+#include "gpukmm/log.h"
 #include "gpukmm/wsub.h"
+#include "rpc.pb-c.h"
+
+#define TOPIC_MAX 32
+
+typedef struct buffered {
+	char topic[TOPIC_MAX];
+	uint64_t seq;
+	ProtobufCMessage *msg;
+} buffered;
+
+struct gk_wsub {
+	gk_loop *loop;
+	gk_wsub_opts o;
+	gk_wsub_view v;
+	gk_ipc_sub *sub;
+	gk_ipc_client *watcher;
+	bool inflight;      /* a snapshot call is out */
+	bool again;         /* a gap while it was out: ask once more after it */
+	bool have_view, closing;
+	gk_timer_id retry;
+	buffered *buf;
+	size_t n_buf;
+	bool overflow;
+	gk_wsub_stats st;
+};
 
 uint64_t gk_wsub_snapshot_seq(const Gpukmm__SnapshotReply *s, const char *topic)
 {
@@ -15,4 +44,237 @@ void gk_wsub_resume(gk_ipc_sub *sub, const char *const *topics, size_t n, const 
 {
 	for (size_t i = 0; i < n; i++)
 		gk_ipc_sub_set_seq(sub, topics[i], gk_wsub_snapshot_seq(s, topics[i]), s->epoch);
+}
+
+static void request_snapshot(gk_wsub *w);
+
+static void apply(gk_wsub *w, const char *topic, const ProtobufCMessage *msg)
+{
+	gk_err e = { 0 };
+	if (w->v.apply(w->v.user, topic, (const Gpukmm__Event *)msg, &e) != GK_OK) {
+		w->st.event_errors++;
+		GK_WARN("view: %s", e.msg);
+	}
+}
+
+static void on_event(void *user, const char *topic, uint64_t seq, ProtobufCMessage *msg)
+{
+	gk_wsub *w = user;
+	w->st.events++;
+	if (!w->have_view || w->inflight) {
+		/* kept: applied after the snapshot when newer than it */
+		if (w->n_buf < w->o.buffer_max && strlen(topic) < TOPIC_MAX) {
+			buffered *b = &w->buf[w->n_buf++];
+			snprintf(b->topic, sizeof(b->topic), "%s", topic);
+			b->seq = seq;
+			b->msg = msg;
+			return;
+		}
+		w->st.overflows++;
+		w->overflow = true; /* the snapshot is retried */
+		gk_ipc_free(msg);
+		return;
+	}
+	apply(w, topic, msg);
+	gk_ipc_free(msg);
+}
+
+static void on_gap(void *user, const char *topic, uint64_t expected, uint64_t got)
+{
+	gk_wsub *w = user;
+	w->st.gaps++;
+	GK_INFO("bus gap on %s (expected %llu, got %llu): resync by snapshot", topic, (unsigned long long)expected,
+		(unsigned long long)got);
+	request_snapshot(w);
+}
+
+static void drop_buffer(gk_wsub *w)
+{
+	for (size_t i = 0; i < w->n_buf; i++)
+		gk_ipc_free(w->buf[i].msg);
+	w->n_buf = 0;
+	w->overflow = false;
+}
+
+static void on_retry(gk_loop *l, gk_timer_id id, void *user)
+{
+	gk_wsub *w = user;
+	w->retry = 0;
+	request_snapshot(w);
+}
+
+static void retry_later(gk_wsub *w)
+{
+	if (!w->retry && !w->closing)
+		w->retry = gk_loop_timer(w->loop, w->o.retry_ms, on_retry, w);
+}
+
+/* Resume each topic after the snapshot. A topic with buffered events newer
+ * than the snapshot keeps the subscription's own numbers: they already stand
+ * after the newest of those (setting the snapshot's would make the next
+ * message, or tick, look like a gap and resync for nothing), and they carry
+ * the epoch those events came with (a publisher restart since is still seen). */
+static void resume(gk_wsub *w, const Gpukmm__SnapshotReply *s)
+{
+	for (size_t i = 0; i < w->o.n_topics; i++) {
+		const char *t = w->o.topics[i];
+		uint64_t seq = gk_wsub_snapshot_seq(s, t);
+		bool newer = false;
+		for (size_t j = 0; j < w->n_buf && !newer; j++)
+			newer = w->buf[j].seq > seq && strcmp(w->buf[j].topic, t) == 0;
+		if (!newer)
+			gk_ipc_sub_set_seq(w->sub, t, seq, s->epoch);
+	}
+}
+
+static void on_snapshot(void *user, int code, ProtobufCMessage *reply, const char *errmsg)
+{
+	gk_wsub *w = user;
+	w->inflight = false;
+	const Gpukmm__SnapshotReply *s = (const Gpukmm__SnapshotReply *)reply;
+	if (w->closing || code != GK_OK || !s || !(s->has_synced && s->synced) || w->overflow) {
+		if (!w->closing) {
+			w->st.snapshot_failures++;
+			if (code != GK_OK)
+				GK_INFO("watcher snapshot: %s (retrying)", errmsg ? errmsg : gk_code_name(code));
+			else if (w->overflow)
+				GK_INFO("watcher snapshot: more than %zu events meanwhile (retrying)", w->o.buffer_max);
+			else
+				GK_DEBUG("watcher snapshot: watcher not synced yet (retrying)");
+		}
+		if (reply)
+			gk_ipc_free(reply);
+		drop_buffer(w);
+		retry_later(w);
+		return;
+	}
+	gk_err e = { 0 };
+	if (w->v.reset(w->v.user, s, &e) != GK_OK)
+		GK_WARN("snapshot: %s", e.msg);
+	resume(w, s);
+	for (size_t i = 0; i < w->n_buf; i++)
+		if (w->buf[i].seq > gk_wsub_snapshot_seq(s, w->buf[i].topic))
+			apply(w, w->buf[i].topic, w->buf[i].msg);
+	drop_buffer(w);
+	gk_ipc_free(reply);
+	w->st.snapshots++;
+	bool first = !w->have_view;
+	w->have_view = true;
+	if (w->again) {
+		w->again = false;
+		request_snapshot(w);
+	}
+	if (w->v.resynced)
+		w->v.resynced(w->v.user, first);
+}
+
+static void request_snapshot(gk_wsub *w)
+{
+	if (w->closing)
+		return;
+	if (w->inflight) {
+		w->again = true;
+		return;
+	}
+	Gpukmm__SnapshotRequest req = GPUKMM__SNAPSHOT_REQUEST__INIT;
+	req.topics = (char **)w->o.topics;
+	req.n_topics = w->o.n_topics;
+	gk_err e;
+	if (gk_ipc_call_async(w->watcher, &gpukmm__watcher__descriptor, "Snapshot", &req.base, w->o.snapshot_timeout_ms,
+			      on_snapshot, w, &e) != GK_OK) {
+		w->st.snapshot_failures++;
+		GK_WARN("watcher snapshot: %s", e.msg);
+		retry_later(w);
+		return;
+	}
+	w->inflight = true;
+}
+
+static void on_sub_fd(gk_loop *l, int fd, uint32_t events, void *user)
+{
+	gk_ipc_sub_dispatch(((gk_wsub *)user)->sub);
+}
+
+static void on_client_fd(gk_loop *l, int fd, uint32_t events, void *user)
+{
+	gk_ipc_client_dispatch(((gk_wsub *)user)->watcher);
+}
+
+int gk_wsub_open(gk_wsub **out, gk_loop *loop, const char *events_url, const char *watcher_url,
+		 const gk_wsub_opts *opts, const gk_wsub_view *view, gk_err *err)
+{
+	*out = NULL;
+	if (!opts || !opts->n_topics || !view || !view->reset || !view->apply)
+		return gk_err_set(err, GK_INVALID_ARGUMENT, "wsub: no topics or no view callbacks");
+	for (size_t i = 0; i < opts->n_topics; i++)
+		if (strlen(opts->topics[i]) >= TOPIC_MAX)
+			return gk_err_set(err, GK_INVALID_ARGUMENT, "wsub: topic name too long");
+	gk_wsub *w = calloc(1, sizeof(*w));
+	if (!w)
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "wsub: out of memory");
+	w->loop = loop;
+	w->o = *opts;
+	w->v = *view;
+	if (!w->o.buffer_max)
+		w->o.buffer_max = 4096;
+	if (w->o.snapshot_timeout_ms <= 0)
+		w->o.snapshot_timeout_ms = 10000;
+	if (w->o.retry_ms <= 0)
+		w->o.retry_ms = 200;
+	w->buf = calloc(w->o.buffer_max, sizeof(*w->buf));
+	if (!w->buf) {
+		free(w);
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "wsub: out of memory");
+	}
+	if (gk_ipc_sub_open(&w->sub, events_url, NULL, on_event, on_gap, w, err))
+		goto fail;
+	for (size_t i = 0; i < w->o.n_topics; i++)
+		if (gk_ipc_sub_topic(w->sub, w->o.topics[i], &gpukmm__event__descriptor, err))
+			goto fail;
+	const gk_ipc_opts co = { .recv_max = w->o.snapshot_max, .unpack_max = 2 * w->o.snapshot_max };
+	if (gk_ipc_client_open(&w->watcher, watcher_url, w->o.snapshot_max ? &co : NULL, err))
+		goto fail;
+	if (gk_loop_add_fd(loop, gk_ipc_sub_fd(w->sub), EPOLLIN, on_sub_fd, w, err))
+		goto fail;
+	if (gk_loop_add_fd(loop, gk_ipc_client_fd(w->watcher), EPOLLIN, on_client_fd, w, err)) {
+		gk_loop_del_fd(loop, gk_ipc_sub_fd(w->sub));
+		goto fail;
+	}
+	request_snapshot(w);
+	*out = w;
+	return GK_OK;
+fail:
+	if (w->watcher)
+		gk_ipc_client_close(w->watcher);
+	if (w->sub)
+		gk_ipc_sub_close(w->sub);
+	free(w->buf);
+	free(w);
+	return err ? err->code : GK_INTERNAL;
+}
+
+void gk_wsub_close(gk_wsub *w)
+{
+	if (!w)
+		return;
+	w->closing = true;
+	if (w->retry)
+		gk_loop_cancel(w->loop, w->retry);
+	gk_loop_del_fd(w->loop, gk_ipc_sub_fd(w->sub));
+	gk_loop_del_fd(w->loop, gk_ipc_client_fd(w->watcher));
+	gk_ipc_client_close(w->watcher); /* an outstanding snapshot: GK_CANCELLED */
+	gk_ipc_sub_close(w->sub);
+	drop_buffer(w);
+	free(w->buf);
+	free(w);
+}
+
+bool gk_wsub_synced(const gk_wsub *w)
+{
+	return w && w->have_view && !w->inflight;
+}
+
+const gk_wsub_stats *gk_wsub_stats_get(const gk_wsub *w)
+{
+	return &w->st;
 }

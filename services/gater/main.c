@@ -3,9 +3,10 @@
  *
  * One event loop: the watcher bus (clusterpolicy, daemonset, discovery,
  * leadership) feeds the view; every event only marks ClusterPolicy keys dirty;
- * the bounded work queue runs passes (pass.c: decide.c + DaemonSet merge
- * patches through lib/kube); after each pass a StatusReport{component:
- * "gater"} goes to statusd. Only the leader writes or reports. On start and
+ * the bounded work queue runs passes (pass.c: decide.c; the DaemonSet merge
+ * patches run asynchronously on a lib/kube mux, kops.c, and mark their
+ * policies dirty again when they end); after each pass with no write in
+ * flight a StatusReport{component: "gater"} goes to statusd. Only the leader writes or reports. On start and
  * after any bus gap the view is rebuilt from a Watcher.Snapshot (events that
  * arrive while it is in flight are buffered and replayed when newer). */
 #include <errno.h>
@@ -30,27 +31,17 @@
 #include "pass.h"
 #include "view.h"
 
-#define SNAPSHOT_TIMEOUT_MS 10000
-#define SNAPSHOT_RETRY_MS 200
 #define REPORT_TIMEOUT_MS 5000
 #define REPORT_RETRY_MS 2000
 #define PASSES_PER_TICK 32
-#define BUFFER_MAX 4096
 #define QUEUE_MAX_KEYS 1024
 
 static const char *const TOPICS[] = { "clusterpolicy", "daemonset", "discovery", "leadership" };
 #define N_TOPICS (sizeof(TOPICS) / sizeof(TOPICS[0]))
 
-typedef struct buffered {
-	char topic[32];
-	uint64_t seq;
-	ProtobufCMessage *msg;
-} buffered;
-
 typedef struct gt {
 	gk_svc svc;
-	gk_ipc_sub *sub;
-	gk_ipc_client *watcher;
+	gk_wsub *bus;
 	gk_ipc_client *statusd;
 	gk_gtv *view;
 	gk_wq *q;
@@ -58,21 +49,14 @@ typedef struct gt {
 	gk_gater_ops ops;
 	double qps;
 
-	bool snapshot_inflight, snapshot_again, have_view;
-	gk_timer_id snap_timer;
-	buffered *buf;
-	size_t n_buf;
-	bool buf_overflow;
-
 	gk_timer_id q_timer;
 	int64_t q_due;
 
 	gk_gater_stats pst;
-	uint64_t snapshots, gaps, events, reports_ok, reports_failed, queue_depth, queue_refused;
+	uint64_t reports_ok, reports_failed, queue_depth, queue_refused;
 } gt;
 
 static void schedule(gt *g);
-static void request_snapshot(gt *g);
 
 /* ---- dirty keys → queue ------------------------------------------------------ */
 
@@ -84,6 +68,7 @@ static void on_dirty(void *user, const char *policy)
 		g->queue_refused++;
 		GK_WARN("queue: %s", e.msg);
 	}
+	schedule(g); /* a write that ended marks outside of any bus event */
 }
 
 /* ---- statusd reports -------------------------------------------------------- */
@@ -156,6 +141,9 @@ static void run_pass(gt *g, const char *key)
 		GK_WARN("ClusterPolicy %s: %s", key, e.msg);
 	if (res.idle) {
 		GK_DEBUG("ClusterPolicy %s: not the leader, nothing written", key);
+	} else if (res.pending) {
+		/* each write's end runs the pass again, which reports */
+		GK_DEBUG("ClusterPolicy %s: %zu DaemonSet write(s) in flight, report after them", key, res.pending);
 	} else {
 		for (size_t i = 0; i < res.n_errors; i++)
 			GK_WARN("ClusterPolicy %s: %s", key, res.errors[i]);
@@ -176,10 +164,8 @@ static void on_queue_timer(gk_loop *l, gk_timer_id id, void *user)
 {
 	gt *g = user;
 	g->q_timer = 0;
-	if (!g->have_view || g->snapshot_inflight) {
-		schedule(g);
-		return;
-	}
+	if (!gk_wsub_synced(g->bus))
+		return; /* a resync is out: resynced() schedules again */
 	for (int i = 0; i < PASSES_PER_TICK && !g->svc.stopping; i++) {
 		const char *k = gk_wq_get(g->q, gk_mono_ms());
 		if (!k)
@@ -195,8 +181,8 @@ static void on_queue_timer(gk_loop *l, gk_timer_id id, void *user)
 /* (Re)arm the queue timer for the queue's next deadline. */
 static void schedule(gt *g)
 {
-	if (!g->have_view || g->snapshot_inflight || g->svc.stopping)
-		return; /* passes wait for a consistent view */
+	if (!gk_wsub_synced(g->bus) || g->svc.stopping)
+		return; /* passes wait for a consistent view (resynced() calls again) */
 	int64_t now = gk_mono_ms();
 	int64_t next = gk_wq_next_ms(g->q, now);
 	gk_wq_stats qs;
@@ -216,143 +202,33 @@ static void schedule(gt *g)
 	g->q_timer = gk_loop_timer(g->svc.loop, next, on_queue_timer, g);
 }
 
-/* ---- bus ----------------------------------------------------------------------- */
+/* ---- the watcher view (lib/wsub) ------------------------------------------------- */
 
-static void apply_event(gt *g, const char *topic, ProtobufCMessage *msg)
+static int view_reset(void *user, const Gpukmm__SnapshotReply *s, gk_err *err)
 {
-	gk_err e;
-	if (gk_gtv_apply(g->view, topic, (const Gpukmm__Event *)msg, &e) != GK_OK)
-		GK_WARN("view: %s", e.msg);
+	return gk_gtv_load_snapshot(((gt *)user)->view, s, err);
 }
 
-static void on_event(void *user, const char *topic, uint64_t seq, ProtobufCMessage *msg)
+static int view_apply(void *user, const char *topic, const Gpukmm__Event *ev, gk_err *err)
+{
+	return gk_gtv_apply(((gt *)user)->view, topic, ev, err); /* marks: on_dirty schedules */
+}
+
+static void view_resynced(void *user, bool first)
 {
 	gt *g = user;
-	g->events++;
-	if (!g->have_view || g->snapshot_inflight) {
-		/* keep it: replayed after the snapshot when newer than it */
-		if (g->n_buf < BUFFER_MAX && g->buf && strlen(topic) < sizeof(g->buf[0].topic)) {
-			buffered *b = &g->buf[g->n_buf++];
-			snprintf(b->topic, sizeof(b->topic), "%s", topic);
-			b->seq = seq;
-			b->msg = msg;
-			return;
-		}
-		g->buf_overflow = true;
-		gk_ipc_free(msg);
-		return;
-	}
-	apply_event(g, topic, msg);
-	gk_ipc_free(msg);
-	schedule(g);
-}
-
-static void on_gap(void *user, const char *topic, uint64_t expected, uint64_t got)
-{
-	gt *g = user;
-	g->gaps++;
-	GK_INFO("bus gap on %s (expected %llu, got %llu): resync by snapshot", topic, (unsigned long long)expected,
-		(unsigned long long)got);
-	request_snapshot(g);
-}
-
-static void on_sub_fd(gk_loop *l, int fd, uint32_t events, void *user)
-{
-	gk_ipc_sub_dispatch(((gt *)user)->sub);
-}
-
-static void on_client_fd(gk_loop *l, int fd, uint32_t events, void *user)
-{
-	gk_ipc_client_dispatch(user);
-}
-
-/* ---- snapshots -------------------------------------------------------------- */
-
-static void on_snap_timer(gk_loop *l, gk_timer_id id, void *user)
-{
-	gt *g = user;
-	g->snap_timer = 0;
-	request_snapshot(g);
-}
-
-static void drop_buffer(gt *g)
-{
-	for (size_t i = 0; i < g->n_buf; i++)
-		gk_ipc_free(g->buf[i].msg);
-	g->n_buf = 0;
-	g->buf_overflow = false;
-}
-
-static void on_snapshot(void *user, int code, ProtobufCMessage *reply, const char *errmsg)
-{
-	gt *g = user;
-	g->snapshot_inflight = false;
-	if (g->svc.stopping) {
-		if (reply)
-			gk_ipc_free(reply);
-		return;
-	}
-	const Gpukmm__SnapshotReply *s = (const Gpukmm__SnapshotReply *)reply;
-	if (code != GK_OK || !s || !(s->has_synced && s->synced) || g->buf_overflow) {
-		if (code != GK_OK)
-			GK_INFO("watcher snapshot: %s (retrying)", errmsg ? errmsg : gk_code_name(code));
-		if (reply)
-			gk_ipc_free(reply);
-		drop_buffer(g);
-		if (!g->snap_timer)
-			g->snap_timer = gk_loop_timer(g->svc.loop, SNAPSHOT_RETRY_MS, on_snap_timer, g);
-		return;
-	}
-	gk_err e;
-	if (gk_gtv_load_snapshot(g->view, s, &e) != GK_OK)
-		GK_WARN("snapshot: %s", e.msg);
-	gk_wsub_resume(g->sub, TOPICS, N_TOPICS, s);
-	for (size_t i = 0; i < g->n_buf; i++)
-		if (g->buf[i].seq > gk_wsub_snapshot_seq(s, g->buf[i].topic))
-			apply_event(g, g->buf[i].topic, g->buf[i].msg);
-	drop_buffer(g);
-	gk_ipc_free(reply);
-	g->snapshots++;
-	bool first = !g->have_view;
-	g->have_view = true;
 	gk_gtv_state vs;
 	gk_gtv_state_get(g->view, &vs);
 	GK_INFO("view rebuilt from snapshot: %zu policies, %zu daemonsets, kmm=%d leader=%d", vs.policies,
 		vs.daemonsets, vs.kmm, vs.leader);
 	if (first)
 		gk_svc_ready(&g->svc);
-	if (g->snapshot_again) {
-		g->snapshot_again = false;
-		request_snapshot(g);
-		return;
-	}
 	schedule(g);
 }
 
-static void request_snapshot(gt *g)
+static void on_client_fd(gk_loop *l, int fd, uint32_t events, void *user)
 {
-	if (g->svc.stopping)
-		return;
-	if (g->snapshot_inflight) {
-		g->snapshot_again = true;
-		return;
-	}
-	Gpukmm__SnapshotRequest req;
-	gpukmm__snapshot_request__init(&req);
-	char *topics[N_TOPICS];
-	for (size_t i = 0; i < N_TOPICS; i++)
-		topics[i] = (char *)TOPICS[i];
-	req.topics = topics;
-	req.n_topics = N_TOPICS;
-	gk_err e;
-	if (gk_ipc_call_async(g->watcher, &gpukmm__watcher__descriptor, "Snapshot", &req.base, SNAPSHOT_TIMEOUT_MS,
-			      on_snapshot, g, &e) != GK_OK) {
-		GK_WARN("watcher snapshot: %s", e.msg);
-		if (!g->snap_timer)
-			g->snap_timer = gk_loop_timer(g->svc.loop, SNAPSHOT_RETRY_MS, on_snap_timer, g);
-		return;
-	}
-	g->snapshot_inflight = true;
+	gk_ipc_client_dispatch(user);
 }
 
 /* ---- main ----------------------------------------------------------------------- */
@@ -386,42 +262,38 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	rc = 1;
-	g->buf = calloc(BUFFER_MAX, sizeof(*g->buf));
-	if (!g->buf)
-		goto out;
 	gk_wq_opts qo = { .max_keys = QUEUE_MAX_KEYS };
 	if (gk_wq_new(&g->q, &qo, &err))
 		goto fail;
 	gk_gtv_opts vo = { .ns = g->svc.ns };
 	if (gk_gtv_new(&g->view, &vo, on_dirty, g, &err))
 		goto fail;
-	if (gk_gater_kops_new(&g->kops, g->svc.kubeconfig, g->qps, &err))
+	if (gk_gater_kops_new(&g->kops, g->svc.kubeconfig, g->qps, g->svc.loop, g->view, &err))
 		goto fail;
 	gk_gater_kops_ops(g->kops, &g->ops);
 
-	if (gk_ipc_sub_open(&g->sub, g->svc.addr.events, NULL, on_event, on_gap, g, &err))
-		goto fail;
-	for (size_t i = 0; i < N_TOPICS; i++)
-		if (gk_ipc_sub_topic(g->sub, TOPICS[i], &gpukmm__event__descriptor, &err))
-			goto fail;
-	if (gk_ipc_client_open(&g->watcher, g->svc.addr.watcher, NULL, &err))
-		goto fail;
 	if (g->svc.addr.statusd && gk_ipc_client_open(&g->statusd, g->svc.addr.statusd, NULL, &err))
 		goto fail;
-	if (gk_loop_add_fd(g->svc.loop, gk_ipc_sub_fd(g->sub), EPOLLIN, on_sub_fd, g, &err) ||
-	    gk_loop_add_fd(g->svc.loop, gk_ipc_client_fd(g->watcher), EPOLLIN, on_client_fd, g->watcher, &err) ||
-	    (g->statusd &&
-	     gk_loop_add_fd(g->svc.loop, gk_ipc_client_fd(g->statusd), EPOLLIN, on_client_fd, g->statusd, &err)))
+	if (g->statusd &&
+	    gk_loop_add_fd(g->svc.loop, gk_ipc_client_fd(g->statusd), EPOLLIN, on_client_fd, g->statusd, &err))
 		goto fail;
+	const gk_wsub_opts wo = { .topics = TOPICS, .n_topics = N_TOPICS };
+	const gk_wsub_view wv = { .user = g, .reset = view_reset, .apply = view_apply, .resynced = view_resynced };
+	if (gk_wsub_open(&g->bus, g->svc.loop, g->svc.addr.events, g->svc.addr.watcher, &wo, &wv, &err))
+		goto fail;
+	const gk_wsub_stats *bs = gk_wsub_stats_get(g->bus);
 
+	const gk_gater_kops_stats *ks = gk_gater_kops_stats_get(g->kops);
 	const gk_svc_counter counters[] = {
 		{ "gater_passes_total", "gating passes", &g->pst.passes },
-		{ "gater_writes_total", "DaemonSet patches sent", &g->pst.writes },
-		{ "gater_conflicts_total", "409 conflicts (re-read and retried)", &g->pst.conflicts },
+		{ "gater_writes_total", "DaemonSet patches sent", &ks->writes },
+		{ "gater_conflicts_total", "409 conflicts (re-read and retried)", &ks->conflicts },
+		{ "gater_write_errors_total", "failed DaemonSet writes / re-reads (retried with backoff)", &ks->errors },
+		{ "gater_writes_inflight", "DaemonSets with an API call in flight or a re-read due", &ks->inflight },
 		{ "gater_failed_passes_total", "passes that failed (retried with backoff)", &g->pst.failures },
-		{ "gater_snapshots_total", "view rebuilds from watcher snapshots", &g->snapshots },
-		{ "gater_bus_gaps_total", "bus sequence gaps", &g->gaps },
-		{ "gater_events_received_total", "bus events received", &g->events },
+		{ "gater_snapshots_total", "view rebuilds from watcher snapshots", &bs->snapshots },
+		{ "gater_bus_gaps_total", "bus sequence gaps", &bs->gaps },
+		{ "gater_events_received_total", "bus events received", &bs->events },
 		{ "gater_reports_ok_total", "status reports accepted", &g->reports_ok },
 		{ "gater_reports_failed_total", "status reports failed", &g->reports_failed },
 		{ "gater_queue_depth", "keys ready or waiting", &g->queue_depth },
@@ -429,7 +301,6 @@ int main(int argc, char **argv)
 	};
 	gk_svc_set_counters(&g->svc, counters, sizeof(counters) / sizeof(counters[0]));
 
-	request_snapshot(g);
 	GK_INFO("started: namespace %s", g->svc.ns);
 	rc = gk_loop_run(g->svc.loop);
 	GK_INFO("stopping");
@@ -439,21 +310,11 @@ fail:
 	rc = 1;
 out:
 	g->svc.stopping = 1;
-	if (g->sub) {
-		gk_loop_del_fd(g->svc.loop, gk_ipc_sub_fd(g->sub));
-		gk_ipc_sub_close(g->sub);
-	}
-	if (g->watcher) {
-		gk_loop_del_fd(g->svc.loop, gk_ipc_client_fd(g->watcher));
-		gk_ipc_client_close(g->watcher); /* outstanding snapshot: GK_CANCELLED */
-	}
+	gk_wsub_close(g->bus); /* an outstanding snapshot is cancelled */
 	if (g->statusd) {
 		gk_loop_del_fd(g->svc.loop, gk_ipc_client_fd(g->statusd));
 		gk_ipc_client_close(g->statusd);
 	}
-	if (g->buf)
-		drop_buffer(g);
-	free(g->buf);
 	gk_gater_kops_free(g->kops);
 	gk_gtv_free(g->view);
 	gk_wq_free(g->q);

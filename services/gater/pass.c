@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "decide.h"
-#include "gpukmm/log.h"
 #include "gpukmm/policy.h"
 
 typedef struct collect {
@@ -62,67 +61,35 @@ static void add_error(gk_gater_result *r, const char *fmt, ...)
 		r->errors[r->n_errors++] = s;
 }
 
-static bool is_conflict(int rc)
-{
-	return rc == GK_ABORTED || rc == GK_FAILED_PRECONDITION;
-}
-
-/* Bring one DaemonSet to the wanted state. */
-static void gate_one(gk_gtv *v, const gk_gater_ops *ops, const char *ns, const char *name, const char *key,
-		     bool want, gk_gater_result *res, gk_gater_stats *st)
+/* Ask for the write that brings one DaemonSet to the wanted state. */
+static void gate_one(const gk_gtv *v, const gk_gater_ops *ops, const char *ns, const char *name, const char *key,
+		     bool want, gk_gater_result *res)
 {
 	const Gpukmm__DaemonSet *ds = gk_gtv_ds(v, ns, name);
 	if (!ds)
 		return;
 	bool oom;
 	cJSON *p = gk_gater_patch(ds, key, want, &oom);
-	if (!p) {
-		if (oom) {
+	char *body = p ? cJSON_PrintUnformatted(p) : NULL;
+	cJSON_Delete(p);
+	if (!body) {
+		if (p || oom) {
 			res->failed = true;
 			add_error(res, "failed to gate DaemonSet %s/%s: out of memory", ns, name);
 		}
-		return;
+		return; /* already right */
 	}
-	char *body = cJSON_PrintUnformatted(p);
-	cJSON_Delete(p);
-	if (!body) {
-		res->failed = true;
-		add_error(res, "failed to gate DaemonSet %s/%s: out of memory", ns, name);
-		return;
-	}
-	Gpukmm__DaemonSet *out = NULL;
-	gk_err e;
-	int rc = ops->patch(ops->user, ns, name, body, &out, &e);
+	const char *last = NULL;
+	enum gk_gater_wr w = ops->write(ops->user, ns, name, body, &last);
 	free(body);
-	res->writes++;
-	st->writes++;
-	if (rc == GK_OK) {
-		GK_INFO("DaemonSet %s/%s: %s %s", ns, name, want ? "gated on" : "ungated from", key);
-		if (out)
-			gk_gtv_put_ds(v, ns, name, out, NULL);
-	} else if (rc == GK_NOT_FOUND) {
-		gk_gtv_put_ds(v, ns, name, NULL, NULL);
-	} else if (is_conflict(rc)) {
-		st->conflicts++;
+	if (w == GK_GATER_WR_STARTED)
+		res->writes++;
+	if (w == GK_GATER_WR_STARTED || w == GK_GATER_WR_BUSY)
+		res->pending++;
+	if (w == GK_GATER_WR_FAILED)
 		res->failed = true;
-		GK_DEBUG("DaemonSet %s/%s changed meanwhile (%s): re-reading", ns, name, e.msg);
-		Gpukmm__DaemonSet *fresh = NULL;
-		gk_err ge;
-		int grc = ops->get(ops->user, ns, name, &fresh, &ge);
-		if (grc == GK_OK && fresh)
-			gk_gtv_put_ds(v, ns, name, fresh, NULL);
-		else if (grc == GK_NOT_FOUND)
-			gk_gtv_put_ds(v, ns, name, NULL, NULL);
-		else
-			GK_WARN("re-reading DaemonSet %s/%s failed: %s", ns, name, ge.msg);
-		if (fresh)
-			protobuf_c_message_free_unpacked(&fresh->base, NULL);
-	} else {
-		res->failed = true;
-		add_error(res, "failed to %s DaemonSet %s/%s: %s", want ? "gate" : "ungate", ns, name, e.msg);
-	}
-	if (out)
-		protobuf_c_message_free_unpacked(&out->base, NULL);
+	if (last)
+		add_error(res, "failed to %s DaemonSet %s/%s: %s", want ? "gate" : "ungate", ns, name, last);
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -144,7 +111,7 @@ static void statuses(const gk_gtv *v, const char *policy, gk_gater_result *res)
 	}
 }
 
-int gk_gater_pass(gk_gtv *v, const char *policy, const gk_gater_ops *ops, gk_gater_result *res,
+int gk_gater_pass(const gk_gtv *v, const char *policy, const gk_gater_ops *ops, gk_gater_result *res,
 		  gk_gater_stats *st, gk_err *err)
 {
 	gk_gater_stats dummy;
@@ -167,7 +134,6 @@ int gk_gater_pass(gk_gtv *v, const char *policy, const gk_gater_ops *ops, gk_gat
 		statuses(v, policy, res);
 		return GK_OK;
 	}
-	/* the keys first: writes replace cached objects under us */
 	collect c = { .policy = policy, .ns = gk_gtv_ns(v) };
 	gk_gtv_each_ds(v, collect_one, &c);
 	int rc = GK_OK;
@@ -176,8 +142,9 @@ int gk_gater_pass(gk_gtv *v, const char *policy, const gk_gater_ops *ops, gk_gat
 		rc = gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
 	}
 	for (size_t i = 0; !c.oom && i < c.n; i += 2)
-		gate_one(v, ops, c.keys[i], c.keys[i + 1], key, res->gating, res, st);
-	/* which carry the key now (a failed write leaves the old state) */
+		gate_one(v, ops, c.keys[i], c.keys[i + 1], key, res->gating, res);
+	/* which carry the key now (as the view has them: a write in flight
+	 * counts once it has landed) */
 	if (!c.oom && c.n) {
 		res->gated = calloc(c.n / 2, sizeof(char *));
 		if (!res->gated) {

@@ -6,105 +6,16 @@
 #include <string.h>
 
 #include "decide.h"
-
-typedef struct obj {
-	char *key;
-	ProtobufCMessage *msg;
-} obj;
-
-typedef struct objtab {
-	obj *v;
-	size_t n, cap;
-} objtab;
+#include "gpukmm/wsub.h"
 
 struct gk_gtv {
 	char *ns;
-	size_t max;
 	gk_gtv_dirty_fn dirty;
 	void *user;
-	objtab policies, daemonsets;
+	gk_wsub_tab policies, daemonsets;
 	bool synced, kmm, leader;
 	uint64_t ignored;
 };
-
-static ProtobufCMessage *clone(const ProtobufCMessage *m)
-{
-	size_t len = protobuf_c_message_get_packed_size(m);
-	uint8_t stackbuf[1024];
-	uint8_t *buf = len <= sizeof(stackbuf) ? stackbuf : malloc(len);
-	if (!buf)
-		return NULL;
-	protobuf_c_message_pack(m, buf);
-	ProtobufCMessage *c = protobuf_c_message_unpack(m->descriptor, NULL, len, buf);
-	if (buf != stackbuf)
-		free(buf);
-	return c;
-}
-
-/* ---- object tables ----------------------------------------------------------- */
-
-static obj *tab_find(const objtab *t, const char *key)
-{
-	for (size_t i = 0; i < t->n; i++)
-		if (strcmp(t->v[i].key, key) == 0)
-			return &t->v[i];
-	return NULL;
-}
-
-static void tab_del(objtab *t, const char *key)
-{
-	obj *o = tab_find(t, key);
-	if (!o)
-		return;
-	free(o->key);
-	protobuf_c_message_free_unpacked(o->msg, NULL);
-	*o = t->v[--t->n];
-}
-
-static void tab_clear(objtab *t)
-{
-	for (size_t i = 0; i < t->n; i++) {
-		free(t->v[i].key);
-		protobuf_c_message_free_unpacked(t->v[i].msg, NULL);
-	}
-	free(t->v);
-	memset(t, 0, sizeof(*t));
-}
-
-static int tab_put(gk_gtv *v, objtab *t, const char *key, const ProtobufCMessage *msg, gk_err *err)
-{
-	ProtobufCMessage *c = clone(msg);
-	if (!c)
-		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: cannot copy %s", key);
-	obj *o = tab_find(t, key);
-	if (o) {
-		protobuf_c_message_free_unpacked(o->msg, NULL);
-		o->msg = c;
-		return GK_OK;
-	}
-	if (t->n >= v->max) {
-		protobuf_c_message_free_unpacked(c, NULL);
-		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: more than %zu objects, dropping %s", v->max,
-				  key);
-	}
-	if (t->n == t->cap) {
-		size_t nc = t->cap ? t->cap * 2 : 16;
-		obj *nv = realloc(t->v, nc * sizeof(*nv));
-		if (!nv) {
-			protobuf_c_message_free_unpacked(c, NULL);
-			return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: out of memory");
-		}
-		t->v = nv;
-		t->cap = nc;
-	}
-	char *k = strdup(key);
-	if (!k) {
-		protobuf_c_message_free_unpacked(c, NULL);
-		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: out of memory");
-	}
-	t->v[t->n++] = (obj){ k, c };
-	return GK_OK;
-}
 
 /* ---- life cycle ------------------------------------------------------------------ */
 
@@ -119,7 +30,8 @@ int gk_gtv_new(gk_gtv **out, const gk_gtv_opts *o, gk_gtv_dirty_fn fn, void *use
 		free(v);
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: out of memory");
 	}
-	v->max = o && o->max_objects ? o->max_objects : 4096;
+	gk_wsub_tab_init(&v->policies, o ? o->max_objects : 0);
+	gk_wsub_tab_init(&v->daemonsets, o ? o->max_objects : 0);
 	v->dirty = fn;
 	v->user = user;
 	v->leader = true;
@@ -131,8 +43,8 @@ void gk_gtv_free(gk_gtv *v)
 {
 	if (!v)
 		return;
-	tab_clear(&v->policies);
-	tab_clear(&v->daemonsets);
+	gk_wsub_tab_clear(&v->policies);
+	gk_wsub_tab_clear(&v->daemonsets);
 	free(v->ns);
 	free(v);
 }
@@ -181,14 +93,14 @@ static int put_ds(gk_gtv *v, const Gpukmm__DaemonSet *ds, gk_err *err)
 		v->ignored++;
 		return GK_OK;
 	}
-	return tab_put(v, &v->daemonsets, key, &ds->base, err);
+	return gk_wsub_tab_put(&v->daemonsets, key, &ds->base, err);
 }
 
 int gk_gtv_load_snapshot(gk_gtv *v, const Gpukmm__SnapshotReply *s, gk_err *err)
 {
 	mark_all(v);
-	tab_clear(&v->policies);
-	tab_clear(&v->daemonsets);
+	gk_wsub_tab_clear(&v->policies);
+	gk_wsub_tab_clear(&v->daemonsets);
 	int rc = GK_OK;
 	for (size_t i = 0; i < s->n_cluster_policies; i++) {
 		const Gpukmm__ClusterPolicy *cp = s->cluster_policies[i];
@@ -197,7 +109,7 @@ int gk_gtv_load_snapshot(gk_gtv *v, const Gpukmm__SnapshotReply *s, gk_err *err)
 			v->ignored++;
 			continue;
 		}
-		int r = tab_put(v, &v->policies, name, &cp->base, err);
+		int r = gk_wsub_tab_put(&v->policies, name, &cp->base, err);
 		if (r)
 			rc = r;
 	}
@@ -230,9 +142,9 @@ int gk_gtv_apply(gk_gtv *v, const char *topic, const Gpukmm__Event *ev, gk_err *
 			break;
 		int rc = GK_OK;
 		if (del)
-			tab_del(&v->policies, name);
+			gk_wsub_tab_del(&v->policies, name);
 		else
-			rc = tab_put(v, &v->policies, name, &ev->cluster_policy->base, err);
+			rc = gk_wsub_tab_put(&v->policies, name, &ev->cluster_policy->base, err);
 		mark(v, name);
 		return rc;
 	}
@@ -242,14 +154,14 @@ int gk_gtv_apply(gk_gtv *v, const char *topic, const Gpukmm__Event *ev, gk_err *
 		char key[600];
 		if (!meta_name(md) || ds_key(key, sizeof(key), md->namespace_, md->name))
 			break;
-		obj *old = tab_find(&v->daemonsets, key);
+		const ProtobufCMessage *old = gk_wsub_tab_get(&v->daemonsets, key);
 		if (old)
-			mark_ds(v, (const Gpukmm__DaemonSet *)old->msg);
+			mark_ds(v, (const Gpukmm__DaemonSet *)old);
 		int rc = GK_OK;
 		if (del)
-			tab_del(&v->daemonsets, key);
+			gk_wsub_tab_del(&v->daemonsets, key);
 		else
-			rc = tab_put(v, &v->daemonsets, key, &ds->base, err);
+			rc = gk_wsub_tab_put(&v->daemonsets, key, &ds->base, err);
 		mark_ds(v, ds);
 		return rc;
 	}
@@ -296,8 +208,7 @@ bool gk_gtv_leader(const gk_gtv *v)
 
 const Gpukmm__ClusterPolicy *gk_gtv_policy(const gk_gtv *v, const char *name)
 {
-	obj *o = tab_find(&v->policies, name);
-	return o ? (const Gpukmm__ClusterPolicy *)o->msg : NULL;
+	return (const Gpukmm__ClusterPolicy *)gk_wsub_tab_get(&v->policies, name);
 }
 
 const Gpukmm__DaemonSet *gk_gtv_ds(const gk_gtv *v, const char *ns, const char *name)
@@ -305,8 +216,7 @@ const Gpukmm__DaemonSet *gk_gtv_ds(const gk_gtv *v, const char *ns, const char *
 	char key[600];
 	if (ds_key(key, sizeof(key), ns, name))
 		return NULL;
-	obj *o = tab_find(&v->daemonsets, key);
-	return o ? (const Gpukmm__DaemonSet *)o->msg : NULL;
+	return (const Gpukmm__DaemonSet *)gk_wsub_tab_get(&v->daemonsets, key);
 }
 
 void gk_gtv_each_ds(const gk_gtv *v, void (*fn)(void *user, const Gpukmm__DaemonSet *ds), void *user)
@@ -320,11 +230,22 @@ int gk_gtv_put_ds(gk_gtv *v, const char *ns, const char *name, const Gpukmm__Dae
 	char key[600];
 	if (ds_key(key, sizeof(key), ns, name))
 		return gk_err_set(err, GK_INVALID_ARGUMENT, "view: DaemonSet name too long");
+	const ProtobufCMessage *old = gk_wsub_tab_get(&v->daemonsets, key);
+	if (old)
+		mark_ds(v, (const Gpukmm__DaemonSet *)old);
 	if (!ds) {
-		tab_del(&v->daemonsets, key);
+		gk_wsub_tab_del(&v->daemonsets, key);
 		return GK_OK;
 	}
-	return tab_put(v, &v->daemonsets, key, &ds->base, err);
+	mark_ds(v, ds);
+	return gk_wsub_tab_put(&v->daemonsets, key, &ds->base, err);
+}
+
+void gk_gtv_touch_ds(gk_gtv *v, const char *ns, const char *name)
+{
+	const Gpukmm__DaemonSet *ds = gk_gtv_ds(v, ns, name);
+	if (ds)
+		mark_ds(v, ds);
 }
 
 void gk_gtv_state_get(const gk_gtv *v, gk_gtv_state *out)

@@ -9,6 +9,8 @@
  *                            (gate label value, <cp>-device-plugin/-gpu-dra/
  *                            -xpu-manager names in the operator namespace)
  *   discovery / leadership → every known policy, when the value changes
+ *   our own write / re-read of a DaemonSet (gk_gtv_put_ds), or its end
+ *   (gk_gtv_touch_ds)      → the policies the DaemonSet concerns
  * A snapshot makes every known key dirty (old and new).
  *
  * Memory is bounded: at most max_objects policies and DaemonSets each. */
@@ -45,8 +47,10 @@ const Gpukmm__DaemonSet *gk_gtv_ds(const gk_gtv *v, const char *ns, const char *
 /* Every cached DaemonSet: fn(user, ds). The view must not change meanwhile. */
 void gk_gtv_each_ds(const gk_gtv *v, void (*fn)(void *user, const Gpukmm__DaemonSet *ds), void *user);
 /* Overwrite a cached DaemonSet with what the API returned (after our own
- * write or a re-read); ds NULL removes it. */
+ * write or a re-read); ds NULL removes it. Marks like an event. */
 int gk_gtv_put_ds(gk_gtv *v, const char *ns, const char *name, const Gpukmm__DaemonSet *ds, gk_err *err);
+/* Mark the policies the cached DaemonSet ns/name concerns dirty. */
+void gk_gtv_touch_ds(gk_gtv *v, const char *ns, const char *name);
 
 typedef struct gk_gtv_state {
 	bool synced, kmm, leader;

@@ -3,7 +3,7 @@
  *   --mode controller  serves gpukmm.Status.Report (modmgr, gater) and writes
  *                      one merged ClusterPolicy status per change (ctrl.c).
  *                      With --events and --watcher (or --runtime-dir) it also
- *                      follows the watcher (watch.c, view.c): Nodes and their
+ *                      follows the watcher (lib/wsub, view.c): Nodes and their
  *                      gpukmm.io/node-report for status.nodes (nodes.c), and
  *                      leadership: only the leader writes, and nothing before
  *                      the first snapshot. Without them it writes as if leader
@@ -31,11 +31,11 @@
 #include "ctrl.h"
 #include "nodew.h"
 #include "view.h"
-#include "watch.h"
 #include "gpukmm/ipc.h"
 #include "gpukmm/kube.h"
 #include "gpukmm/log.h"
 #include "gpukmm/svc.h"
+#include "gpukmm/wsub.h"
 #include "rpc.pb-c.h"
 #include "status.pb-c.h"
 
@@ -47,7 +47,7 @@ typedef struct app {
 	gk_sd_ctrl *ctrl;
 	gk_sd_ctrl_opts copts;
 	gk_sd_view *view;
-	gk_sd_watch *watch;
+	gk_wsub *watch;
 	const char *mode;
 	const char *node_name;
 	gk_sd_nodew *nodew;
@@ -91,6 +91,31 @@ static void on_server(gk_loop *l, int fd, uint32_t ev, void *user)
 {
 	app *a = user;
 	gk_ipc_server_dispatch(a->server);
+}
+
+/* ---- the watcher view (lib/wsub): "clusterpolicy", "node", "discovery", "leadership" ---- */
+
+static const char *const TOPICS[] = { "clusterpolicy", "node", "discovery", "leadership" };
+/* A snapshot carries every Node with its gpukmm.io/node-report (each at most
+ * 64 KiB, typically 1-2 KiB): the default 4 MiB would stop at a few thousand
+ * nodes. The digests kept afterwards are small (nodes.h). */
+#define SNAPSHOT_MAX (64u << 20)
+
+static int view_reset(void *user, const Gpukmm__SnapshotReply *s, gk_err *err)
+{
+	return gk_sd_view_load_snapshot(((app *)user)->view, s, err);
+}
+
+static int view_apply(void *user, const char *topic, const Gpukmm__Event *ev, gk_err *err)
+{
+	return gk_sd_view_apply(((app *)user)->view, topic, ev, err);
+}
+
+static void view_resynced(void *user, bool first)
+{
+	gk_sd_view_stats vs;
+	gk_sd_view_stats_get(((app *)user)->view, &vs);
+	GK_INFO("view rebuilt from snapshot: %zu policies, %zu nodes, leader=%d", vs.policies, vs.nodes, vs.leader);
 }
 
 static int opt_mode(void *user, const char *arg)
@@ -166,8 +191,12 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		if (a.svc.addr.events && a.svc.addr.watcher) {
+			static const gk_wsub_opts wo = { .topics = TOPICS, .n_topics = sizeof(TOPICS) / sizeof(TOPICS[0]),
+							 .snapshot_max = SNAPSHOT_MAX };
+			static const gk_wsub_view wv = { .user = &a, .reset = view_reset, .apply = view_apply,
+							 .resynced = view_resynced };
 			if (gk_sd_view_new(&a.view, gk_sd_ctrl_dirty, a.ctrl, &err) ||
-			    gk_sd_watch_open(&a.watch, a.svc.loop, a.svc.addr.events, a.svc.addr.watcher, a.view, &err)) {
+			    gk_wsub_open(&a.watch, a.svc.loop, a.svc.addr.events, a.svc.addr.watcher, &wo, &wv, &err)) {
 				GK_ERROR("%s", err.msg);
 				goto out;
 			}
@@ -176,8 +205,8 @@ int main(int argc, char **argv)
 			GK_INFO("no --events/--watcher: writing without leader election, status.nodes left as it is");
 		}
 		const gk_sd_stats *st = gk_sd_ctrl_stats(a.ctrl);
-		static const gk_sd_watch_stats none;
-		const gk_sd_watch_stats *ws = a.watch ? gk_sd_watch_stats_get(a.watch) : &none;
+		static const gk_wsub_stats none;
+		const gk_wsub_stats *ws = a.watch ? gk_wsub_stats_get(a.watch) : &none;
 		COUNTER("statusd_reports", "reports accepted", &st->reports);
 		COUNTER("statusd_passes", "policy status evaluations finished (written, unchanged or skipped)",
 			&st->passes);
@@ -217,7 +246,7 @@ int main(int argc, char **argv)
 out:
 	gk_ipc_server_close(a.server);
 	gk_sd_nodew_free(a.nodew);
-	gk_sd_watch_close(a.watch);
+	gk_wsub_close(a.watch);
 	gk_sd_ctrl_free(a.ctrl);
 	gk_sd_view_free(a.view);
 	gk_kube_client_free(a.kc);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "gpukmm/log.h"
+#include "gpukmm/wsub.h"
 #include "view.h"
 
 struct gk_sd_view {
@@ -15,18 +16,6 @@ struct gk_sd_view {
 	bool synced, leader, kmm;
 	uint64_t node_changes, node_dropped;
 };
-
-static Gpukmm__ClusterPolicy *dup_policy(const Gpukmm__ClusterPolicy *p)
-{
-	size_t len = protobuf_c_message_get_packed_size(&p->base);
-	uint8_t *buf = malloc(len ? len : 1);
-	if (!buf)
-		return NULL;
-	protobuf_c_message_pack(&p->base, buf);
-	Gpukmm__ClusterPolicy *d = gpukmm__cluster_policy__unpack(NULL, len, buf);
-	free(buf);
-	return d;
-}
 
 static const char *pname(const Gpukmm__ClusterPolicy *p)
 {
@@ -107,7 +96,7 @@ static int put_policy(gk_sd_view *v, const Gpukmm__ClusterPolicy *p, bool del, g
 	}
 	if (i == v->n_pol && v->n_pol >= GK_SD_VIEW_MAX_POLICIES)
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "more than %d ClusterPolicies", GK_SD_VIEW_MAX_POLICIES);
-	Gpukmm__ClusterPolicy *d = dup_policy(p);
+	Gpukmm__ClusterPolicy *d = (Gpukmm__ClusterPolicy *)gk_wsub_clone(&p->base);
 	if (!d)
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "statusd: out of memory");
 	if (i < v->n_pol)

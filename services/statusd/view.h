@@ -1,7 +1,7 @@
 /* gpukmm-statusd controller mode: what it knows from the watcher — the
  * ClusterPolicies (typed copies), a bounded digest per Node (nodes.h, sorted
  * by name), leadership and sync state. Pure data; the bus and snapshot I/O
- * are in watch.c. Changes call `dirty` with a policy name, or NULL when every
+ * are lib/wsub's (main.c). Changes call `dirty` with a policy name, or NULL when every
  * policy may be affected (a node changed, a snapshot was loaded, leadership
  * was gained). */
 #ifndef GPUKMM_STATUSD_VIEW_H

@@ -7,6 +7,10 @@
 #                                 process has nothing pending (statusd_pending 0), both seen in
 #                                 the same heartbeat: what NAME counts has been fully processed
 # The fake is stopped by sd_control_stop (call it from the EXIT trap).
+# For the slow-API tests:
+#   faults 'RULE-JSON,...'       kubesim fault rules ("" = none)
+#   ms_since T0                  ms since T0 (date +%s%N)
+#   stops_at_once WHAT CMD...    CMD stops a process (returns its exit code): checks exit 0, under 2 s
 
 SD_CONTROL_PID=
 sd_control_start() {
@@ -27,3 +31,17 @@ sd_counters() { # PID -> {"name":value,...} of its latest heartbeat
 sd_counter() { sd_counters "$1" | jq -r --arg n "$2" '.[$n] // 0'; }
 _sd_idle_check() { sd_counters "$1" | jq -e --arg n "$2" --argjson v "$3" '(.[$n] // 0) > $v and .statusd_pending == 0' >/dev/null; }
 sd_idle_after() { wait_for "statusd $2 > $3 and idle" "${4:-10}" _sd_idle_check "$1" "$2" "$3"; }
+
+faults() { kraw PUT /kubesim/faults "{\"rules\":[$1]}" >/dev/null; }
+ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
+stops_at_once() {
+	local what=$1 t0 rc dt
+	shift
+	t0=$(date +%s%N)
+	"$@"
+	rc=$?
+	dt=$(ms_since "$t0")
+	echo "# stopped in $dt ms $what"
+	check "SIGTERM $what: exit 0 ($rc)" test "$rc" = 0
+	check "and at once (under 2 s, not after the API: $dt ms)" test "$dt" -lt 2000
+}

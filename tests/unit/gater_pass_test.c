@@ -1,7 +1,9 @@
 /* gpukmm-gater: view (dirty keys from events and snapshots) and one pass
- * against a fake API — only gated DaemonSets are patched, only when wrong,
- * 409 → re-read + failed pass (backoff), 404 → forgotten, API errors become
- * status errors, not the leader → nothing, report values. */
+ * against a fake writer — only gated DaemonSets get a write, only when wrong,
+ * a write in flight is not asked twice and holds the report back, a
+ * DaemonSet's last write error is reported (while backing off and while its
+ * retry is in flight), a write that lands (or a 404) updates the view and
+ * marks its policies, not the leader → nothing, report values. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,9 +20,10 @@
 
 typedef struct fake {
 	char calls[32][600];
+	char ns[32][64], name[32][64];
 	int n;
-	int rc_patch, rc_get;
-	const char *get_json;           /* what a re-read returns */
+	enum gk_gater_wr wr;            /* what the writer answers */
+	const char *last_err;           /* its last error for every DaemonSet */
 } fake;
 static fake FK;
 
@@ -67,41 +70,40 @@ static char *dsjson(const char *name, const char *ns, const char *sel, const cha
 	return b;
 }
 
-/* The fake API applies the patch's one key to the object it is given. */
-static int f_patch(void *u, const char *ns, const char *name, const char *body, Gpukmm__DaemonSet **out, gk_err *err)
+static enum gk_gater_wr f_write(void *u, const char *ns, const char *name, const char *body,
+				const char **last_err)
 {
 	cr_assert_lt(FK.n, 32);
+	snprintf(FK.ns[FK.n], 64, "%s", ns);
+	snprintf(FK.name[FK.n], 64, "%s", name);
 	snprintf(FK.calls[FK.n++], 600, "patch %s/%s %s", ns, name, body);
-	*out = NULL;
-	if (FK.rc_patch)
-		return gk_err_set(err, FK.rc_patch, "api says no");
-	cJSON *p = cJSON_Parse(body);
-	const cJSON *sel = cJSON_GetObjectItem(
-		cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(p, "spec"), "template"), "spec"),
-		"nodeSelector");
-	const cJSON *v = cJSON_GetObjectItem(sel, KEY);
-	char s[256];
-	if (cJSON_IsString(v))
-		snprintf(s, sizeof(s), "{\"kubernetes.io/arch\":\"amd64\",\"" KEY "\":\"\"}");
-	else
-		snprintf(s, sizeof(s), "{\"kubernetes.io/arch\":\"amd64\"}");
-	cJSON_Delete(p);
-	*out = mkds(dsjson(name, ns, s, strcmp(ns, NS) ? "{\"gpukmm.io/gate\":\"gpu\"}" : NULL, "99"));
-	return 0;
+	*last_err = FK.last_err;
+	return FK.wr;
 }
 
-static int f_get(void *u, const char *ns, const char *name, Gpukmm__DaemonSet **out, gk_err *err)
+static const gk_gater_ops OPS = { .user = NULL, .write = f_write };
+
+/* The writes asked for land as the writer does it: the API applies the
+ * patch's one key and the object as returned goes into the view. */
+static void land_all(gk_gtv *v)
 {
-	cr_assert_lt(FK.n, 32);
-	snprintf(FK.calls[FK.n++], 600, "get %s/%s", ns, name);
-	*out = NULL;
-	if (FK.rc_get)
-		return gk_err_set(err, FK.rc_get, "get failed");
-	*out = mkds(FK.get_json);
-	return 0;
+	for (int i = 0; i < FK.n; i++) {
+		cJSON *p = cJSON_Parse(strchr(strchr(FK.calls[i], ' ') + 1, ' ') + 1);
+		const cJSON *sel = cJSON_GetObjectItem(
+			cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(p, "spec"), "template"), "spec"),
+			"nodeSelector");
+		const char *s = cJSON_IsString(cJSON_GetObjectItem(sel, KEY))
+					? "{\"kubernetes.io/arch\":\"amd64\",\"" KEY "\":\"\"}"
+					: "{\"kubernetes.io/arch\":\"amd64\"}";
+		cJSON_Delete(p);
+		const char *ns = FK.ns[i], *name = FK.name[i];
+		Gpukmm__DaemonSet *d =
+			mkds(dsjson(name, ns, s, strcmp(ns, NS) ? "{\"gpukmm.io/gate\":\"gpu\"}" : NULL, "99"));
+		cr_assert_eq(gk_gtv_put_ds(v, ns, name, d, NULL), 0);
+		gk_kobj_free(d);
+	}
+	FK.n = 0;
 }
-
-static const gk_gater_ops OPS = { .user = NULL, .patch = f_patch, .get = f_get };
 
 static void ev_ds(gk_gtv *v, int type, const char *json)
 {
@@ -203,21 +205,26 @@ Test(gater_pass, gates_the_three_and_the_opt_in_only)
 	}
 	cr_assert_not(r.failed);
 	cr_assert_not(r.deleted);
+	cr_assert_eq(r.writes, 3);
+	cr_assert_eq(r.pending, 3, "the writes are in flight: the report waits for them");
 	cr_assert_eq(r.generation, 3);
 	cr_assert_str_eq(r.dp, "2/3");
 	cr_assert_str_eq(r.dra, "2/3");
 	cr_assert_str_eq(r.xpu, "N/A");
+	cr_assert_eq(r.n_gated, 0, "nothing has landed yet");
+	cr_assert_eq(r.n_errors, 0);
+	gk_gater_result_free(&r);
+	/* the writes land: the policy is marked, and its next pass writes nothing */
+	n_dirty = 0;
+	land_all(V);
+	cr_assert(is_dirty("gpu"), "a landed write marks its policy");
+	pass(&r);
+	cr_assert_eq(FK.n, 0, "no write when already right");
+	cr_assert_eq(r.pending, 0);
 	cr_assert_eq(r.n_gated, 3);
 	cr_assert_str_eq(r.gated[0], NS "/gpu-device-plugin");
 	cr_assert_str_eq(r.gated[1], NS "/gpu-gpu-dra");
 	cr_assert_str_eq(r.gated[2], "user/app");
-	cr_assert_eq(r.n_errors, 0);
-	gk_gater_result_free(&r);
-	/* the written objects are in the view: a second pass writes nothing */
-	FK.n = 0;
-	pass(&r);
-	cr_assert_eq(FK.n, 0, "no write when already right");
-	cr_assert_eq(r.n_gated, 3);
 	gk_gater_result_free(&r);
 }
 
@@ -231,6 +238,11 @@ Test(gater_pass, ungates_when_kernel_module_removed_kmm_gone_policy_deleting_or_
 	pass(&r);
 	cr_assert_eq(FK.n, 1);
 	cr_assert(strstr(FK.calls[0], "\"" KEY "\":null"), "%s", FK.calls[0]);
+	cr_assert_eq(r.n_gated, 1, "still gated until the write lands");
+	gk_gater_result_free(&r);
+	land_all(V);
+	pass(&r);
+	cr_assert_eq(FK.n, 0);
 	cr_assert_eq(r.n_gated, 0);
 	gk_gater_result_free(&r);
 	/* 2. KMM uninstalled */
@@ -265,55 +277,80 @@ Test(gater_pass, ungates_when_kernel_module_removed_kmm_gone_policy_deleting_or_
 	gk_gater_result_free(&r);
 }
 
-Test(gater_pass, conflict_rereads_and_fails_for_backoff)
+Test(gater_pass, a_write_in_flight_or_backing_off_is_not_asked_twice)
 {
 	ev_cp(V, 1, "gpu", true, NULL);
 	ev_ds(V, 1, dsjson("gpu-device-plugin", NS, NULL, NULL, "1"));
-	FK.rc_patch = GK_ABORTED;
-	/* meanwhile someone else already added the key */
-	FK.get_json = dsjson("gpu-device-plugin", NS, "{\"" KEY "\":\"\",\"theirs\":\"x\"}", NULL, "2");
 	gk_gater_stats st = { 0 };
 	gk_gater_result r;
+	/* a call (a patch, or the re-read after a 409) is in flight */
+	FK.wr = GK_GATER_WR_BUSY;
+	cr_assert_eq(gk_gater_pass(V, "gpu", &OPS, &r, &st, NULL), 0);
+	cr_assert_eq(r.writes, 0);
+	cr_assert_eq(r.pending, 1);
+	cr_assert_not(r.failed, "its end runs the pass again: no queue backoff");
+	cr_assert_eq(r.n_errors, 0, "a conflict is not a status error");
+	gk_gater_result_free(&r);
+	/* backing off after an error: not pending (the report goes out), the error is reported */
+	FK.wr = GK_GATER_WR_WAIT;
+	FK.last_err = "api says no";
+	cr_assert_eq(gk_gater_pass(V, "gpu", &OPS, &r, &st, NULL), 0);
+	cr_assert_eq(r.pending, 0);
+	cr_assert_not(r.failed, "the writer wakes the policy when the retry is due");
+	cr_assert_eq(r.n_errors, 1);
+	cr_assert_str_eq(r.errors[0], "failed to gate DaemonSet " NS "/gpu-device-plugin: api says no");
+	gk_gater_result_free(&r);
+	/* the retry in flight: the error stays until a write succeeds */
+	FK.wr = GK_GATER_WR_STARTED;
+	cr_assert_eq(gk_gater_pass(V, "gpu", &OPS, &r, &st, NULL), 0);
+	cr_assert_eq(r.writes, 1);
+	cr_assert_eq(r.pending, 1);
+	cr_assert_eq(r.n_errors, 1);
+	gk_gater_result_free(&r);
+	/* the writer could not even start it: the pass is retried by the queue */
+	FK.wr = GK_GATER_WR_FAILED;
+	FK.last_err = NULL;
 	cr_assert_eq(gk_gater_pass(V, "gpu", &OPS, &r, &st, NULL), 0);
 	cr_assert(r.failed);
-	cr_assert_eq(st.conflicts, 1);
+	cr_assert_eq(r.pending, 0);
+	cr_assert_eq(r.n_errors, 0);
+	gk_gater_result_free(&r);
+	cr_assert_eq(st.passes, 4);
 	cr_assert_eq(st.failures, 1);
-	cr_assert_eq(r.n_errors, 0, "a conflict is not a status error");
-	cr_assert_eq(FK.n, 2);
-	cr_assert(strncmp(FK.calls[1], "get ", 4) == 0);
-	gk_gater_result_free(&r);
-	/* the retry decides on the fresh object: nothing left to write */
-	FK.rc_patch = 0;
-	FK.n = 0;
-	cr_assert_eq(gk_gater_pass(V, "gpu", &OPS, &r, &st, NULL), 0);
-	cr_assert_eq(FK.n, 0);
-	cr_assert_not(r.failed);
-	cr_assert_eq(r.n_gated, 1);
-	gk_gater_result_free(&r);
-	cr_assert_eq(st.passes, 2);
 }
 
-Test(gater_pass, not_found_forgets_and_other_errors_are_reported)
+Test(gater_pass, a_reread_or_not_found_updates_the_view_and_marks)
 {
 	ev_cp(V, 1, "gpu", true, NULL);
 	ev_ds(V, 1, dsjson("gpu-device-plugin", NS, NULL, NULL, "1"));
 	ev_ds(V, 1, dsjson("gpu-xpu-manager", NS, NULL, NULL, "1"));
-	FK.rc_patch = GK_NOT_FOUND;
+	ev_ds(V, 1, dsjson("app", "user", NULL, "{\"gpukmm.io/gate\":\"gpu\"}", "1"));
+	/* a 409 re-read: someone else already added the key */
+	n_dirty = 0;
+	Gpukmm__DaemonSet *d = mkds(dsjson("gpu-device-plugin", NS, "{\"" KEY "\":\"\",\"theirs\":\"x\"}", NULL, "2"));
+	cr_assert_eq(gk_gtv_put_ds(V, NS, "gpu-device-plugin", d, NULL), 0);
+	gk_kobj_free(d);
+	cr_assert(is_dirty("gpu"));
+	/* a 404: gone from the view, its policy (by label) marked */
+	n_dirty = 0;
+	cr_assert_eq(gk_gtv_put_ds(V, "user", "app", NULL, NULL), 0);
+	cr_assert(is_dirty("gpu"));
+	cr_assert_null(gk_gtv_ds(V, "user", "app"));
+	/* the pass decides on the fresh objects: only the xpu manager is left */
 	gk_gater_result r;
 	pass(&r);
-	cr_assert_not(r.failed, "a DaemonSet that vanished has nothing to gate");
-	cr_assert_null(gk_gtv_ds(V, NS, "gpu-device-plugin"));
-	cr_assert_str_eq(r.dp, "N/A");
+	cr_assert_eq(FK.n, 1);
+	cr_assert(strstr(FK.calls[0], "gpu-xpu-manager"), "%s", FK.calls[0]);
+	cr_assert_eq(r.n_gated, 1);
+	cr_assert_str_eq(r.gated[0], NS "/gpu-device-plugin");
 	gk_gater_result_free(&r);
-	ev_ds(V, 1, dsjson("gpu-device-plugin", NS, NULL, NULL, "1"));
-	ev_ds(V, 1, dsjson("gpu-xpu-manager", NS, NULL, NULL, "1"));
-	FK.rc_patch = GK_PERMISSION_DENIED;
-	pass(&r);
-	cr_assert(r.failed);
-	cr_assert_eq(r.n_errors, 2);
-	cr_assert_str_eq(r.errors[0], "failed to gate DaemonSet " NS "/gpu-device-plugin: api says no");
-	cr_assert_eq(r.n_gated, 0);
-	gk_gater_result_free(&r);
+	/* the writer's retry timer wakes the policies of a DaemonSet */
+	n_dirty = 0;
+	gk_gtv_touch_ds(V, NS, "gpu-xpu-manager");
+	cr_assert(is_dirty("gpu"));
+	n_dirty = 0;
+	gk_gtv_touch_ds(V, NS, "no-such");
+	cr_assert_eq(n_dirty, 0);
 }
 
 Test(gater_pass, follower_does_nothing)

@@ -1,0 +1,94 @@
+/* gpukmm — a view's objects: typed copies by key (gpukmm/wsub.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpukmm/wsub.h"
+
+ProtobufCMessage *gk_wsub_clone(const ProtobufCMessage *m)
+{
+	if (!m)
+		return NULL;
+	size_t len = protobuf_c_message_get_packed_size(m);
+	uint8_t stackbuf[1024];
+	uint8_t *buf = len <= sizeof(stackbuf) ? stackbuf : malloc(len);
+	if (!buf)
+		return NULL;
+	protobuf_c_message_pack(m, buf);
+	ProtobufCMessage *c = protobuf_c_message_unpack(m->descriptor, NULL, len, buf);
+	if (buf != stackbuf)
+		free(buf);
+	return c;
+}
+
+void gk_wsub_tab_init(gk_wsub_tab *t, size_t max)
+{
+	memset(t, 0, sizeof(*t));
+	t->max = max ? max : 4096;
+}
+
+static gk_wsub_obj *find(const gk_wsub_tab *t, const char *key)
+{
+	for (size_t i = 0; i < t->n; i++)
+		if (strcmp(t->v[i].key, key) == 0)
+			return &t->v[i];
+	return NULL;
+}
+
+const ProtobufCMessage *gk_wsub_tab_get(const gk_wsub_tab *t, const char *key)
+{
+	const gk_wsub_obj *o = find(t, key);
+	return o ? o->msg : NULL;
+}
+
+void gk_wsub_tab_del(gk_wsub_tab *t, const char *key)
+{
+	gk_wsub_obj *o = find(t, key);
+	if (!o)
+		return;
+	free(o->key);
+	protobuf_c_message_free_unpacked(o->msg, NULL);
+	*o = t->v[--t->n];
+}
+
+void gk_wsub_tab_clear(gk_wsub_tab *t)
+{
+	for (size_t i = 0; i < t->n; i++) {
+		free(t->v[i].key);
+		protobuf_c_message_free_unpacked(t->v[i].msg, NULL);
+	}
+	free(t->v);
+	gk_wsub_tab_init(t, t->max);
+}
+
+int gk_wsub_tab_put(gk_wsub_tab *t, const char *key, const ProtobufCMessage *msg, gk_err *err)
+{
+	ProtobufCMessage *c = gk_wsub_clone(msg);
+	if (!c)
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: cannot copy %s", key);
+	gk_wsub_obj *o = find(t, key);
+	if (o) {
+		protobuf_c_message_free_unpacked(o->msg, NULL);
+		o->msg = c;
+		return GK_OK;
+	}
+	if (t->n >= t->max) {
+		protobuf_c_message_free_unpacked(c, NULL);
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: more than %zu objects, dropping %s", t->max, key);
+	}
+	char *k = strdup(key);
+	if (k && t->n == t->cap) {
+		size_t nc = t->cap ? t->cap * 2 : 16;
+		gk_wsub_obj *nv = realloc(t->v, nc * sizeof(*nv));
+		if (nv) {
+			t->v = nv;
+			t->cap = nc;
+		}
+	}
+	if (!k || t->n == t->cap) {
+		free(k);
+		protobuf_c_message_free_unpacked(c, NULL);
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: out of memory");
+	}
+	t->v[t->n++] = (gk_wsub_obj){ k, c };
+	return GK_OK;
+}
