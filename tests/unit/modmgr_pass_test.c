@@ -504,24 +504,6 @@ Test(pass, finalizer_remove_on_gone_policy_is_fine)
 	cr_assert_not(P.failed);
 }
 
-Test(pass, not_leader_touches_nothing)
-{
-	put_cp(true, false, false);
-	Gpukmm__Leadership l;
-	gpukmm__leadership__init(&l);
-	l.has_leader = 1;
-	Gpukmm__Event e;
-	gpukmm__event__init(&e);
-	e.object_case = GPUKMM__EVENT__OBJECT_LEADERSHIP;
-	e.leadership = &l;
-	gk_mmv_apply(V, "leadership", &e, NULL);
-	pass();
-	cr_assert_eq(FK.n, 0);
-	cr_assert(P.idle);
-}
-
-/* ---- the step machine: what happens while a call is in flight --------------- */
-
 static void lose_leadership(void)
 {
 	Gpukmm__Leadership l;
@@ -533,6 +515,17 @@ static void lose_leadership(void)
 	e.leadership = &l;
 	gk_mmv_apply(V, "leadership", &e, NULL);
 }
+
+Test(pass, not_leader_touches_nothing)
+{
+	put_cp(true, false, false);
+	lose_leadership();
+	pass();
+	cr_assert_eq(FK.n, 0);
+	cr_assert(P.idle);
+}
+
+/* ---- the step machine: what happens while a call is in flight --------------- */
 
 Test(pass, one_call_at_a_time_in_order)
 {
