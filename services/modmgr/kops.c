@@ -13,7 +13,7 @@
 struct gk_mm_kops {
 	gk_kube_config cfg;
 	gk_kube_client *kc;
-	gk_kube_mux *mux;        /* async Event writes (attached) */
+	gk_kube_mux *mux;        /* every call, on the service loop */
 	uint64_t *ev_written, *ev_failed;
 	char *ns, *sa;
 	gk_policy_opts popts;
@@ -25,30 +25,68 @@ static gk_kube_ref module_ref(const gk_mm_kops *k, const char *name)
 			      .ns = k->ns, .name = name };
 }
 
-/* The API's own words when it sent a Status, else lib/kube's message. */
-static int api_err(int rc, const gk_kube_status *st, gk_err *err)
+/* A Module / finalizer call in flight: its result goes to the pass. */
+typedef struct op_ctx {
+	gk_mm_run *run;
+	bool policy;             /* the answer is a ClusterPolicy (else a Module) */
+} op_ctx;
+
+static void op_done(void *user, int rc, cJSON *out, const gk_kube_status *st, const gk_err *err)
 {
-	if (st->message[0])
-		return gk_err_set(err, rc, "%s", st->message);
-	return rc;
+	op_ctx *x = user;
+	gk_mm_run *r = x->run;
+	bool policy = x->policy;
+	free(x);
+	/* the API's own words when it sent a Status, else lib/kube's message */
+	const char *msg = st && st->message[0] ? st->message : err && err->msg[0] ? err->msg : NULL;
+	ProtobufCMessage *obj = NULL;
+	gk_err e = { 0 };
+	if (rc == GK_OK && out) {
+		const cJSON *kind = cJSON_GetObjectItemCaseSensitive(out, "kind");
+		if (policy) {
+			Gpukmm__ClusterPolicy *cp = NULL;
+			rc = gk_kobj_cluster_policy_from_json(out, &cp, &e);
+			obj = cp ? &cp->base : NULL;
+		} else if (cJSON_IsString(kind) && strcmp(kind->valuestring, "Module") == 0) {
+			/* a DELETE that finished at once answers with a Status, not the object */
+			Gpukmm__Module *m = NULL;
+			rc = gk_kobj_module_from_json(out, &m, &e);
+			obj = m ? &m->base : NULL;
+		}
+		if (rc != GK_OK)
+			msg = e.msg;
+	}
+	cJSON_Delete(out);
+	gk_mm_run_done(r, rc, obj, msg);
 }
 
-static int module_out(cJSON *obj, Gpukmm__Module **out, gk_err *err)
+static op_ctx *op_ctx_new(gk_mm_run *r, bool policy, gk_err *err)
 {
-	int rc = GK_OK;
-	if (out) {
-		*out = NULL;
-		/* a DELETE that finished at once answers with a Status, not the object */
-		const cJSON *kind = cJSON_GetObjectItemCaseSensitive(obj, "kind");
-		if (obj && cJSON_IsString(kind) && strcmp(kind->valuestring, "Module") == 0)
-			rc = gk_kobj_module_from_json(obj, out, err);
+	op_ctx *x = calloc(1, sizeof(*x));
+	if (!x) {
+		gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+		return NULL;
 	}
-	cJSON_Delete(obj);
-	return rc;
+	x->run = r;
+	x->policy = policy;
+	return x;
+}
+
+/* After gk_kube_call_*: the ctx is the call's (freed if it is dropped), or freed now. */
+static int op_started(int rc, gk_kube_call *call, op_ctx *x, void **handle)
+{
+	if (rc != GK_OK) {
+		free(x);
+		return rc;
+	}
+	gk_kube_call_free_on_drop(call, x);
+	*handle = call;
+	return GK_OK;
 }
 
 int gk_mm_kops_new(gk_mm_kops **out, const char *kubeconfig, const char *ns, const char *sa,
-		   double qps, gk_err *err)
+		   double qps, struct gk_loop *loop, uint64_t *ev_written, uint64_t *ev_failed,
+		   gk_err *err)
 {
 	*out = NULL;
 	gk_mm_kops *k = calloc(1, sizeof(*k));
@@ -69,10 +107,14 @@ int gk_mm_kops_new(gk_mm_kops **out, const char *kubeconfig, const char *ns, con
 				    .user_agent = "gpukmm-modmgr" };
 		rc = gk_kube_client_new(&k->kc, &k->cfg, &ko, err);
 	}
+	if (rc == GK_OK && (rc = gk_kube_mux_new(&k->mux, k->kc, err)) == GK_OK)
+		rc = gk_kube_mux_attach(k->mux, loop, err);
 	if (rc) {
 		gk_mm_kops_free(k);
 		return rc;
 	}
+	k->ev_written = ev_written;
+	k->ev_failed = ev_failed;
 	*out = k;
 	return GK_OK;
 }
@@ -81,7 +123,7 @@ void gk_mm_kops_free(gk_mm_kops *k)
 {
 	if (!k)
 		return;
-	gk_kube_mux_free(k->mux); /* Event writes still in flight are dropped */
+	gk_kube_mux_free(k->mux); /* calls still in flight are dropped */
 	gk_kube_client_free(k->kc);
 	gk_kube_config_free(&k->cfg);
 	free(k->ns);
@@ -139,60 +181,62 @@ static int op_render(void *user, const Gpukmm__ClusterPolicy *cp, cJSON **obj, g
 	return *obj ? GK_OK : gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
 }
 
-static int op_create(void *user, const cJSON *obj, Gpukmm__Module **out, gk_err *err)
+static int op_create(void *user, gk_mm_run *run, const cJSON *obj, void **handle, gk_err *err)
 {
 	gk_mm_kops *k = user;
 	gk_kube_ref r = module_ref(k, NULL);
-	gk_kube_status st = { 0 };
-	cJSON *res = NULL;
-	int rc = gk_kube_create(k->kc, &r, obj, &res, &st, err);
-	if (rc)
-		return api_err(rc, &st, err);
-	return module_out(res, out, err);
+	op_ctx *x = op_ctx_new(run, false, err);
+	if (!x)
+		return GK_RESOURCE_EXHAUSTED;
+	gk_kube_call *call = NULL;
+	int rc = gk_kube_call_create(k->mux, &r, obj, NULL, op_done, x, &call, err);
+	return op_started(rc, call, x, handle);
 }
 
-static int op_patch(void *user, const char *name, const char *patch, Gpukmm__Module **out, gk_err *err)
+static int op_patch(void *user, gk_mm_run *run, const char *name, const char *patch, void **handle,
+		    gk_err *err)
 {
 	gk_mm_kops *k = user;
 	gk_kube_ref r = module_ref(k, name);
-	gk_kube_status st = { 0 };
-	cJSON *res = NULL;
-	int rc = gk_kube_patch(k->kc, &r, GK_PATCH_MERGE, patch, NULL, false, &res, &st, err);
-	if (rc)
-		return api_err(rc, &st, err);
-	return module_out(res, out, err);
+	op_ctx *x = op_ctx_new(run, false, err);
+	if (!x)
+		return GK_RESOURCE_EXHAUSTED;
+	gk_kube_call *call = NULL;
+	int rc = gk_kube_call_patch(k->mux, &r, GK_PATCH_MERGE, patch, NULL, false, NULL, op_done, x, &call,
+				    err);
+	return op_started(rc, call, x, handle);
 }
 
-static int op_del(void *user, const char *name, const char *uid, Gpukmm__Module **out, gk_err *err)
+static int op_del(void *user, gk_mm_run *run, const char *name, const char *uid, void **handle,
+		  gk_err *err)
 {
 	gk_mm_kops *k = user;
 	gk_kube_ref r = module_ref(k, name);
-	gk_kube_status st = { 0 };
 	gk_kube_delete_opts d = { .uid = uid, .propagation = "Background" };
-	cJSON *res = NULL;
-	int rc = gk_kube_delete(k->kc, &r, &d, &res, &st, err);
-	if (rc)
-		return api_err(rc, &st, err);
-	return module_out(res, out, err);
+	op_ctx *x = op_ctx_new(run, false, err);
+	if (!x)
+		return GK_RESOURCE_EXHAUSTED;
+	gk_kube_call *call = NULL;
+	int rc = gk_kube_call_delete(k->mux, &r, &d, NULL, op_done, x, &call, err);
+	return op_started(rc, call, x, handle);
 }
 
-static int op_get(void *user, const char *name, Gpukmm__Module **out, gk_err *err)
+static int op_get(void *user, gk_mm_run *run, const char *name, void **handle, gk_err *err)
 {
 	gk_mm_kops *k = user;
 	gk_kube_ref r = module_ref(k, name);
-	gk_kube_status st = { 0 };
-	cJSON *res = NULL;
-	int rc = gk_kube_get(k->kc, &r, &res, &st, err);
-	if (rc)
-		return api_err(rc, &st, err);
-	return module_out(res, out, err);
+	op_ctx *x = op_ctx_new(run, false, err);
+	if (!x)
+		return GK_RESOURCE_EXHAUSTED;
+	gk_kube_call *call = NULL;
+	int rc = gk_kube_call_get(k->mux, &r, NULL, op_done, x, &call, err);
+	return op_started(rc, call, x, handle);
 }
 
-static int op_set_finalizers(void *user, const char *policy, const char *rv, char *const *fins, size_t n,
-			     Gpukmm__ClusterPolicy **out, gk_err *err)
+static int op_set_finalizers(void *user, gk_mm_run *run, const char *policy, const char *rv,
+			     char *const *fins, size_t n, void **handle, gk_err *err)
 {
 	gk_mm_kops *k = user;
-	*out = NULL;
 	/* merge patch with the resourceVersion: optimistic concurrency (409 if it moved) */
 	cJSON *p = cJSON_CreateObject();
 	cJSON *md = cJSON_AddObjectToObject(p, "metadata");
@@ -204,40 +248,32 @@ static int op_set_finalizers(void *user, const char *policy, const char *rv, cha
 	}
 	char *body = ok ? cJSON_PrintUnformatted(p) : NULL;
 	cJSON_Delete(p);
-	if (!body)
+	op_ctx *x = body ? op_ctx_new(run, true, err) : NULL;
+	if (!x) {
+		free(body);
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+	}
 	gk_kube_ref r = { .group = "intel.com", .version = "v1alpha1", .resource = "clusterpolicies",
 			  .name = policy };
-	gk_kube_status st = { 0 };
-	cJSON *res = NULL;
-	int rc = gk_kube_patch(k->kc, &r, GK_PATCH_MERGE, body, NULL, false, &res, &st, err);
+	gk_kube_call *call = NULL;
+	int rc = gk_kube_call_patch(k->mux, &r, GK_PATCH_MERGE, body, NULL, false, NULL, op_done, x, &call,
+				    err);
 	free(body);
-	if (rc)
-		return api_err(rc, &st, err);
-	rc = res ? gk_kobj_cluster_policy_from_json(res, out, err) : GK_OK;
-	cJSON_Delete(res);
-	return rc;
+	return op_started(rc, call, x, handle);
+}
+
+static void op_cancel(void *user, void *handle)
+{
+	(void)user;
+	gk_kube_call_cancel(handle); /* frees its ctx */
 }
 
 void gk_mm_kops_ops(gk_mm_kops *k, gk_mm_ops *ops)
 {
 	*ops = (gk_mm_ops){
 		.user = k, .diff = op_diff, .render = op_render, .create = op_create, .patch = op_patch,
-		.del = op_del, .get = op_get, .set_finalizers = op_set_finalizers,
+		.del = op_del, .get = op_get, .set_finalizers = op_set_finalizers, .cancel = op_cancel,
 	};
-}
-
-int gk_mm_kops_attach(gk_mm_kops *k, struct gk_loop *loop, uint64_t *written, uint64_t *failed,
-		      gk_err *err)
-{
-	int rc = gk_kube_mux_new(&k->mux, k->kc, err);
-	if (rc == GK_OK && (rc = gk_kube_mux_attach(k->mux, loop, err)) != GK_OK) {
-		gk_kube_mux_free(k->mux);
-		k->mux = NULL;
-	}
-	k->ev_written = written;
-	k->ev_failed = failed;
-	return rc;
 }
 
 static void count(uint64_t *c)
@@ -329,7 +365,7 @@ static void ev_done(void *user, int rc, cJSON *out, const gk_kube_status *st, co
 	}
 }
 
-static int event_async(gk_mm_kops *k, const char *policy, const char *uid, const gk_mm_event *ev,
+int gk_mm_kops_event(gk_mm_kops *k, const char *policy, const char *uid, const gk_mm_event *ev,
 		       const gk_mm_evwrite *w, const char *ts, const char *instance, gk_err *err)
 {
 	ev_ctx *c = calloc(1, sizeof(*c));
@@ -361,40 +397,4 @@ static int event_async(gk_mm_kops *k, const char *policy, const char *uid, const
 	}
 	gk_kube_call_free_on_drop(call, c);
 	return GK_OK;
-}
-
-int gk_mm_kops_event(gk_mm_kops *k, const char *policy, const char *uid, const gk_mm_event *ev,
-		     const gk_mm_evwrite *w, const char *ts, const char *instance, gk_err *err)
-{
-	if (k->mux)
-		return event_async(k, policy, uid, ev, w, ts, instance, err);
-	gk_kube_ref r = { .version = "v1", .resource = "events", .ns = "default" };
-	gk_kube_status st = { 0 };
-	int rc;
-	gk_mm_evwrite bump = *w;
-	if (w->op == GK_MM_EV_CREATE) {
-		cJSON *o = gk_mm_event_json("default", policy, uid, ev, w, ts, instance);
-		if (!o)
-			return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
-		rc = gk_kube_create(k->kc, &r, o, NULL, &st, err);
-		cJSON_Delete(o);
-		if (rc != GK_ALREADY_EXISTS)
-			return rc ? api_err(rc, &st, err) : GK_OK;
-		/* there from before a restart: continue its count */
-		r.name = w->name;
-		cJSON *got = NULL;
-		rc = gk_kube_get(k->kc, &r, &got, &st, err);
-		if (rc)
-			return api_err(rc, &st, err);
-		const cJSON *c = cJSON_GetObjectItemCaseSensitive(got, "count");
-		bump.count = (cJSON_IsNumber(c) ? (int32_t)c->valuedouble : 1) + 1;
-		cJSON_Delete(got);
-	}
-	r.name = w->name;
-	char *p = gk_mm_event_bump_patch(bump.count, ts);
-	if (!p)
-		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
-	rc = gk_kube_patch(k->kc, &r, GK_PATCH_MERGE, p, NULL, false, NULL, &st, err);
-	free(p);
-	return rc ? api_err(rc, &st, err) : GK_OK;
 }

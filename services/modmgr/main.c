@@ -2,8 +2,9 @@
  *
  * One event loop: the watcher bus (typed events) feeds the view; every event
  * only marks ClusterPolicy keys dirty; the work queue runs passes (pass.c:
- * decide.c + writes through lib/kube); after each pass a StatusReport goes to
- * statusd and the plan's Events go to the API. On start and after any bus gap
+ * decide.c + writes through lib/kube's async calls on this loop, one pass in
+ * flight per key, at most MAX_INFLIGHT at once); after each pass a
+ * StatusReport goes to statusd and the plan's Events go to the API. On start and after any bus gap
  * the view is rebuilt from a Watcher.Snapshot (events that arrive while the
  * snapshot is in flight are buffered and replayed when newer than it). */
 #include <errno.h>
@@ -35,6 +36,7 @@
 #define REPORT_RETRY_MS 2000
 #define PASSES_PER_TICK 32
 #define BUFFER_MAX 4096
+#define MAX_INFLIGHT 16 /* passes with an API call in flight */
 
 static const char *const TOPICS[] = { "clusterpolicy", "module", "resourceclaim", "pod",
 				      "discovery", "leadership" };
@@ -45,6 +47,14 @@ typedef struct buffered {
 	uint64_t seq;
 	ProtobufCMessage *msg;
 } buffered;
+
+/* A pass waiting for its API call (its key is "processing" in the queue). */
+typedef struct inflight {
+	struct mm *m;
+	gk_mm_run *run;          /* NULL = free slot */
+	gk_mm_plan *plan;
+	char key[GK_MM_NAME_MAX];
+} inflight;
 
 typedef struct mm {
 	gk_svc svc;
@@ -68,6 +78,8 @@ typedef struct mm {
 
 	gk_timer_id q_timer;
 	int64_t q_due;
+	inflight fly[MAX_INFLIGHT];
+	uint64_t n_fly;
 
 	gk_mm_pass_stats pst;
 	uint64_t snapshots, gaps, events, reports_ok, reports_failed, events_written, events_failed;
@@ -190,15 +202,9 @@ static void emit(mm *m, const gk_mm_plan *p, const gk_mm_event *ev)
 
 /* ---- passes ----------------------------------------------------------------- */
 
-static void run_pass(mm *m, const char *key)
+/* A pass ended: events, report, requeue; the key is released. */
+static void pass_done(mm *m, const char *key, gk_mm_plan *p)
 {
-	gk_mm_plan *p = calloc(1, sizeof(*p));
-	if (!p) {
-		gk_wq_add_rate_limited(m->q, key, gk_mono_ms(), NULL, NULL);
-		return;
-	}
-	gk_err e;
-	gk_mm_pass(m->view, key, &m->ops, p, &m->pst, &e);
 	if (p->idle) {
 		GK_DEBUG("ClusterPolicy %s: not the leader, nothing written", key);
 	} else {
@@ -220,7 +226,44 @@ static void run_pass(mm *m, const char *key)
 		if (p->requeue_after_ms > 0)
 			gk_wq_add_after(m->q, key, p->requeue_after_ms, now, NULL);
 	}
+	gk_wq_done(m->q, key);
 	free(p);
+}
+
+static void on_pass_end(void *user, gk_mm_plan *plan)
+{
+	inflight *f = user;
+	mm *m = f->m;
+	f->run = NULL;
+	m->n_fly--;
+	pass_done(m, f->key, plan);
+	schedule(m);
+}
+
+/* Start a pass for the key just handed out by the queue. */
+static void run_pass(mm *m, const char *key)
+{
+	inflight *f = NULL;
+	for (size_t i = 0; i < MAX_INFLIGHT && !f; i++)
+		if (!m->fly[i].run)
+			f = &m->fly[i];
+	gk_mm_plan *p = f ? calloc(1, sizeof(*p)) : NULL;
+	if (!p) {
+		gk_wq_add_rate_limited(m->q, key, gk_mono_ms(), NULL, NULL);
+		gk_wq_done(m->q, key);
+		return;
+	}
+	f->m = m;
+	snprintf(f->key, sizeof(f->key), "%s", key);
+	gk_mm_run *run = NULL;
+	gk_mm_pass_start(m->view, key, &m->ops, p, &m->pst, on_pass_end, f, &run);
+	if (!run) {
+		pass_done(m, key, p);
+		return;
+	}
+	f->run = run;
+	f->plan = p;
+	m->n_fly++;
 }
 
 static void on_queue_timer(gk_loop *l, gk_timer_id id, void *user)
@@ -231,14 +274,13 @@ static void on_queue_timer(gk_loop *l, gk_timer_id id, void *user)
 		schedule(m);
 		return;
 	}
-	for (int i = 0; i < PASSES_PER_TICK; i++) {
+	for (int i = 0; i < PASSES_PER_TICK && m->n_fly < MAX_INFLIGHT; i++) {
 		const char *k = gk_wq_get(m->q, gk_mono_ms());
 		if (!k)
 			break;
 		char key[GK_MM_NAME_MAX];
 		snprintf(key, sizeof(key), "%s", k);
 		run_pass(m, key);
-		gk_wq_done(m->q, key);
 	}
 	schedule(m);
 }
@@ -246,8 +288,8 @@ static void on_queue_timer(gk_loop *l, gk_timer_id id, void *user)
 /* (Re)arm the queue timer for the queue's next deadline. */
 static void schedule(mm *m)
 {
-	if (!m->have_view || m->snapshot_inflight)
-		return; /* passes wait for a consistent view */
+	if (!m->have_view || m->snapshot_inflight || m->n_fly >= MAX_INFLIGHT)
+		return; /* passes wait for a consistent view / a pass to end (it calls us) */
 	int64_t now = gk_mono_ms();
 	int64_t next = gk_wq_next_ms(m->q, now);
 	gk_wq_stats qs;
@@ -462,11 +504,10 @@ int main(int argc, char **argv)
 	gk_mmv_opts vo = { .ns = m->svc.ns };
 	if (gk_mmv_new(&m->view, &vo, on_dirty, m, &err))
 		goto fail;
-	if (gk_mm_kops_new(&m->kops, m->svc.kubeconfig, m->svc.ns, m->sa, m->qps, &err))
+	if (gk_mm_kops_new(&m->kops, m->svc.kubeconfig, m->svc.ns, m->sa, m->qps, m->svc.loop,
+			   &m->events_written, &m->events_failed, &err))
 		goto fail;
 	gk_mm_kops_ops(m->kops, &m->ops);
-	if (gk_mm_kops_attach(m->kops, m->svc.loop, &m->events_written, &m->events_failed, &err))
-		goto fail;
 
 	if (gk_ipc_sub_open(&m->sub, m->svc.addr.events, NULL, on_event, on_gap, m, &err))
 		goto fail;
@@ -499,6 +540,7 @@ int main(int argc, char **argv)
 		{ "modmgr_k8s_events_written_total", "Kubernetes Events created or bumped", &m->events_written },
 		{ "modmgr_k8s_events_failed_total", "Kubernetes Event writes that failed", &m->events_failed },
 		{ "modmgr_queue_depth", "keys ready or waiting", &m->queue_depth },
+		{ "modmgr_passes_inflight", "passes waiting for an API call", &m->n_fly },
 	};
 	gk_svc_set_counters(&m->svc, counters, sizeof(counters) / sizeof(counters[0]));
 
@@ -523,6 +565,12 @@ out:
 	if (m->statusd) {
 		gk_loop_del_fd(m->svc.loop, gk_ipc_client_fd(m->statusd));
 		gk_ipc_client_close(m->statusd);
+	}
+	for (size_t i = 0; i < MAX_INFLIGHT; i++) {
+		if (m->fly[i].run) {
+			gk_mm_run_cancel(m->fly[i].run); /* its API call is abandoned */
+			free(m->fly[i].plan);
+		}
 	}
 	if (m->buf)
 		drop_buffer(m);

@@ -3,9 +3,15 @@
  * and retry through the queue's backoff; 404 on delete ignored; preconditions
  * on delete; resourceVersion on finalizer updates).
  *
+ * A pass is a step machine that never blocks: the decision is made at start,
+ * then each API write is started and the pass goes on from its completion
+ * (finalizer add → Module create/patch/delete → [re-read on conflict] →
+ * finalizer remove). One call is in flight per pass; the leader check is made
+ * again when a call completes, before the next write.
+ *
  * The API and the rendering are reached through an ops table so the ordering
- * and every error path are unit-tested with a fake; main.c plugs lib/kube and
- * lib/policy in. */
+ * and every error path are unit-tested with a fake; kops.c plugs lib/kube's
+ * async calls (on the service loop) and lib/policy in. */
 #ifndef GPUKMM_MODMGR_PASS_H
 #define GPUKMM_MODMGR_PASS_H
 
@@ -15,6 +21,9 @@
 #include "gpukmm/err.h"
 #include "view.h"
 
+/* A pass in flight. */
+typedef struct gk_mm_run gk_mm_run;
+
 typedef struct gk_mm_ops {
 	void *user;
 	/* Merge patch that turns `have` into the desired Module of `cp` (managed
@@ -23,28 +32,54 @@ typedef struct gk_mm_ops {
 		    char **patch, gk_err *err);
 	/* The whole desired Module object (metadata with ownerRef + spec). */
 	int (*render)(void *user, const Gpukmm__ClusterPolicy *cp, cJSON **obj, gk_err *err);
-	/* API verbs on Modules of the operator namespace; *out (if non-NULL) gets
-	 * the object as returned. Error codes follow lib/kube (err.h). */
-	int (*create)(void *user, const cJSON *obj, Gpukmm__Module **out, gk_err *err);
-	int (*patch)(void *user, const char *name, const char *patch, Gpukmm__Module **out, gk_err *err);
-	int (*del)(void *user, const char *name, const char *uid, Gpukmm__Module **out, gk_err *err);
-	int (*get)(void *user, const char *name, Gpukmm__Module **out, gk_err *err);
+	/* API verbs on Modules of the operator namespace, asynchronous: start the
+	 * call and return GK_OK with a handle in *call; the result is handed to
+	 * gk_mm_run_done(r, ...) later, exactly once, never from inside the verb,
+	 * unless the call is cancelled first. Any other return: nothing started
+	 * (err says why). Error codes follow lib/kube (err.h). */
+	int (*create)(void *user, gk_mm_run *r, const cJSON *obj, void **call, gk_err *err);
+	int (*patch)(void *user, gk_mm_run *r, const char *name, const char *patch, void **call,
+		     gk_err *err);
+	int (*del)(void *user, gk_mm_run *r, const char *name, const char *uid, void **call, gk_err *err);
+	int (*get)(void *user, gk_mm_run *r, const char *name, void **call, gk_err *err);
 	/* Replace the ClusterPolicy's finalizers, guarded by its resourceVersion
-	 * (409 when it moved). *out gets the updated policy. */
-	int (*set_finalizers)(void *user, const char *policy, const char *resource_version,
-			      char *const *finalizers, size_t n, Gpukmm__ClusterPolicy **out, gk_err *err);
+	 * (409 when it moved); completes with the updated policy. */
+	int (*set_finalizers)(void *user, gk_mm_run *r, const char *policy, const char *resource_version,
+			      char *const *finalizers, size_t n, void **call, gk_err *err);
+	/* Abandon a started call: gk_mm_run_done is never called for it. */
+	void (*cancel)(void *user, void *call);
 } gk_mm_ops;
+
+/* The result of a started verb: rc GK_OK or the error; out (may be NULL) the
+ * object as returned — a Gpukmm__Module for the Module verbs (NULL when a
+ * DELETE answered with a Status), a Gpukmm__ClusterPolicy for set_finalizers —
+ * owned by the pass from now on; msg the API's message on errors (surfaced
+ * verbatim). Runs the pass's next step, and may end it (its callback runs,
+ * then the run is freed). */
+void gk_mm_run_done(gk_mm_run *r, int rc, ProtobufCMessage *out, const char *msg);
 
 typedef struct gk_mm_pass_stats {
 	uint64_t passes, creates, patches, deletes, finalizer_writes, conflicts, failures;
 } gk_mm_pass_stats;
 
-/* Run one pass for `policy`: builds the view (with the diff), decides, writes.
- * The plan (with the report, events, requeue and failure) is left in *plan.
- * Writes that succeeded are folded back into the view (the watch confirms them
- * later), so back-to-back passes do not repeat a write. Returns GK_OK, or an
- * error only for local failures (out of memory). */
-int gk_mm_pass(gk_mmv *v, const char *policy, const gk_mm_ops *ops, gk_mm_plan *plan,
-	       gk_mm_pass_stats *st, gk_err *err);
+/* The pass ended (the plan passed to gk_mm_pass_start, complete). */
+typedef void (*gk_mm_pass_fn)(void *user, gk_mm_plan *plan);
+
+/* Start a pass for `policy`: builds the view (with the diff), decides, starts
+ * the first write. When nothing has to be written (or the first write cannot
+ * start) the pass is over on return: *run is NULL and *plan is complete (fn is
+ * not called). Otherwise *run is the pass in flight: fn(user, plan) is called
+ * from a later gk_mm_run_done, after which the run is gone. The plan (with the
+ * report, events, requeue and failure) must stay valid until then. Writes
+ * that succeeded are folded back into the view (the watch confirms them
+ * later), so back-to-back passes do not repeat a write. The view is read
+ * again, by name, at every step (it may change while a call is in flight).
+ * `st` must outlive the run. Returns GK_OK (errors end up in the plan). */
+int gk_mm_pass_start(gk_mmv *v, const char *policy, const gk_mm_ops *ops, gk_mm_plan *plan,
+		     gk_mm_pass_stats *st, gk_mm_pass_fn fn, void *user, gk_mm_run **run);
+
+/* Abandon a pass in flight (shutdown): its call is cancelled, fn is never
+ * called, the run is freed; the plan is left as it is. */
+void gk_mm_run_cancel(gk_mm_run *r);
 
 #endif

@@ -342,6 +342,14 @@ int gk_mmv_load_snapshot(gk_mmv *v, const Gpukmm__SnapshotReply *s, gk_err *err)
 
 /* ---- events -------------------------------------------------------------------- */
 
+/* The cached object is this very version already (the echo of our own write,
+ * folded in from the API's answer, or a re-list): nothing changed, no pass. */
+static bool same_version(const Gpukmm__ObjectMeta *have, const Gpukmm__ObjectMeta *md)
+{
+	return have && md && have->resource_version && md->resource_version && *md->resource_version &&
+	       strcmp(have->resource_version, md->resource_version) == 0;
+}
+
 int gk_mmv_apply(gk_mmv *v, const char *topic, const Gpukmm__Event *ev, gk_err *err)
 {
 	if (!ev || !topic) {
@@ -355,6 +363,9 @@ int gk_mmv_apply(gk_mmv *v, const char *topic, const Gpukmm__Event *ev, gk_err *
 		const char *name = meta_name(ev->cluster_policy->metadata);
 		if (!name)
 			break;
+		const Gpukmm__ClusterPolicy *old = gk_mmv_policy(v, name);
+		if (!del && old && same_version(old->metadata, ev->cluster_policy->metadata))
+			return GK_OK;
 		int rc = GK_OK;
 		if (del)
 			tab_del(&v->policies, name);
@@ -370,6 +381,8 @@ int gk_mmv_apply(gk_mmv *v, const char *topic, const Gpukmm__Event *ev, gk_err *
 			break;
 		/* the old owner too, should the ownerRef have changed */
 		obj *old = tab_find(&v->modules, name);
+		if (!del && old && same_version(((const Gpukmm__Module *)old->msg)->metadata, m->metadata))
+			return GK_OK;
 		if (old)
 			module_keys(v, name, (const Gpukmm__Module *)old->msg, mark);
 		int rc = GK_OK;

@@ -9,9 +9,14 @@
  *           watch, and on each change the same lib/policy rendering + diff
  *           against the Module from its own Module watch, then one merge patch
  *           through lib/kube — what modmgr does, minus the processes.
+ * --events URL (e2e): also subscribe to the watcher's bus and time each
+ *           change's arrival there, splitting the latency into API → watcher →
+ *           bus ("bus_p50_ms"/"bus_p99_ms") and the rest (modmgr's pass, its
+ *           Module patch, the Module watch back to us).
  * Prints one JSON object: {"mode","n","p50_ms","p99_ms","max_ms","mean_ms",
- * "requests","writes","writes_per_change"} (API counts from /kubesim/stats,
- * the driver's own ClusterPolicy patches subtracted). */
+ * "requests","writes","writes_per_change"[,"bus_p50_ms","bus_p99_ms"]} (API
+ * counts from /kubesim/stats, the driver's own ClusterPolicy patches
+ * subtracted). */
 #include <cJSON.h>
 #include <poll.h>
 #include <stdio.h>
@@ -19,6 +24,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "events.pb-c.h"
+#include "gpukmm/ipc.h"
 #include "gpukmm/kobj.h"
 #include "gpukmm/kube.h"
 #include "gpukmm/policy.h"
@@ -35,6 +42,8 @@ typedef struct bench {
 	Gpukmm__Module *cached;   /* baseline: latest Module */
 	uint64_t baseline_patches, baseline_errors;
 	gk_policy_opts popts;
+	gk_ipc_sub *sub;          /* --events: the watcher's bus */
+	double bus_at;            /* when the awaited change came by on the bus (0 = not yet) */
 } bench;
 
 static double now_ms(void)
@@ -101,6 +110,20 @@ out:
 	gk_kobj_free(cp);
 }
 
+static void on_bus(void *user, const char *topic, uint64_t seq, ProtobufCMessage *msg)
+{
+	bench *b = user;
+	const Gpukmm__Event *ev = (const Gpukmm__Event *)msg;
+	if (!b->bus_at && ev->object_case == GPUKMM__EVENT__OBJECT_CLUSTER_POLICY && ev->cluster_policy->spec) {
+		const Gpukmm__ClusterPolicySpec *sp = ev->cluster_policy->spec;
+		for (size_t i = 0; i < sp->n_node_selector; i++)
+			if (sp->node_selector[i]->key && strcmp(sp->node_selector[i]->key, "bench") == 0 &&
+			    sp->node_selector[i]->value && atol(sp->node_selector[i]->value) == b->want)
+				b->bus_at = now_ms();
+	}
+	gk_ipc_free(msg);
+}
+
 static int run_until(bench *b, bool *flag, double timeout_ms)
 {
 	double deadline = now_ms() + timeout_ms;
@@ -110,8 +133,11 @@ static int run_until(bench *b, bool *flag, double timeout_ms)
 			return -1;
 		int64_t t = gk_kube_mux_timeout_ms(b->mux);
 		int wait = (t < 0 || t > left) ? (int)left + 1 : (int)t;
-		struct pollfd p = { .fd = gk_kube_mux_fd(b->mux), .events = POLLIN };
-		poll(&p, 1, wait);
+		struct pollfd p[2] = { { .fd = gk_kube_mux_fd(b->mux), .events = POLLIN },
+				       { .fd = b->sub ? gk_ipc_sub_fd(b->sub) : -1, .events = POLLIN } };
+		poll(p, b->sub ? 2 : 1, wait);
+		if (b->sub && p[1].revents)
+			gk_ipc_sub_dispatch(b->sub);
 		gk_kube_mux_run(b->mux);
 	}
 	return 0;
@@ -139,7 +165,7 @@ int main(int argc, char **argv)
 {
 	static bench B;
 	bench *b = &B;
-	const char *kubeconfig = NULL;
+	const char *kubeconfig = NULL, *events = NULL;
 	long n = 1000;
 	b->ns = "intel-gpu-base-operator";
 	b->policy = "bench";
@@ -149,6 +175,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--policy")) b->policy = argv[i + 1];
 		else if (!strcmp(argv[i], "--n")) n = atol(argv[i + 1]);
 		else if (!strcmp(argv[i], "--mode")) b->baseline = !strcmp(argv[i + 1], "baseline");
+		else if (!strcmp(argv[i], "--events")) events = argv[i + 1];
 		else { fprintf(stderr, "reconcile_lat: unknown option %s\n", argv[i]); return 2; }
 	}
 	if (n < 1 || n > 1000000)
@@ -160,6 +187,11 @@ int main(int argc, char **argv)
 	gk_kube_opts ko = { .qps = -1 };
 	if (gk_kube_config_load(&cfg, kubeconfig, &e) || gk_kube_client_new(&b->kc, &cfg, &ko, &e) ||
 	    gk_kube_client_new(&b->wc, &cfg, &ko, &e) || gk_kube_mux_new(&b->mux, b->kc, &e)) {
+		fprintf(stderr, "reconcile_lat: %s\n", e.msg);
+		return 1;
+	}
+	if (events && (gk_ipc_sub_open(&b->sub, events, NULL, on_bus, NULL, b, &e) ||
+		       gk_ipc_sub_topic(b->sub, "clusterpolicy", &gpukmm__event__descriptor, &e))) {
 		fprintf(stderr, "reconcile_lat: %s\n", e.msg);
 		return 1;
 	}
@@ -202,8 +234,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	double *lat = calloc((size_t)n, sizeof(double));
+	double *bus = calloc((size_t)n, sizeof(double));
+	long nbus = 0;
 	double r0, w0, r1, w1;
-	if (!lat || stats(b, &r0, &w0))
+	if (!lat || !bus || stats(b, &r0, &w0))
 		return 1;
 	gk_kube_ref cpr = pr;
 	cpr.name = b->policy;
@@ -213,6 +247,7 @@ int main(int argc, char **argv)
 		snprintf(body, sizeof(body), "{\"spec\":{\"nodeSelector\":{\"bench\":\"%ld\"}}}", i);
 		b->want = i;
 		b->seen = false;
+		b->bus_at = 0;
 		double t0 = now_ms();
 		gk_kube_status st;
 		if (gk_kube_patch(b->wc, &cpr, GK_PATCH_MERGE, body, NULL, false, NULL, &st, &e)) {
@@ -224,21 +259,31 @@ int main(int argc, char **argv)
 			break;
 		}
 		lat[done++] = now_ms() - t0;
+		if (b->bus_at)
+			bus[nbus++] = b->bus_at - t0;
 	}
 	if (stats(b, &r1, &w1))
 		return 1;
 	qsort(lat, (size_t)done, sizeof(double), cmp_d);
+	qsort(bus, (size_t)nbus, sizeof(double), cmp_d);
 	double sum = 0;
 	for (long i = 0; i < done; i++)
 		sum += lat[i];
 	double p50 = done ? lat[(done - 1) / 2] : 0, p99 = done ? lat[(long)((done - 1) * 0.99)] : 0;
 	double writes = w1 - w0 - (double)done; /* minus the driver's policy patches */
 	printf("{\"mode\":\"%s\",\"n\":%ld,\"done\":%ld,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f,"
-	       "\"mean_ms\":%.3f,\"requests\":%.0f,\"writes\":%.0f,\"writes_per_change\":%.3f}\n",
+	       "\"mean_ms\":%.3f,\"requests\":%.0f,\"writes\":%.0f,\"writes_per_change\":%.3f",
 	       b->baseline ? "baseline" : "e2e", n, done, p50, p99, done ? lat[done - 1] : 0,
 	       done ? sum / (double)done : 0, r1 - r0 - (double)done - 2, writes,
 	       done ? writes / (double)done : 0);
+	if (nbus)
+		printf(",\"bus_n\":%ld,\"bus_p50_ms\":%.3f,\"bus_p99_ms\":%.3f", nbus, bus[(nbus - 1) / 2],
+		       bus[(long)((nbus - 1) * 0.99)]);
+	printf("}\n");
 	free(lat);
+	free(bus);
+	if (b->sub)
+		gk_ipc_sub_close(b->sub);
 	gk_kube_watch_stop(mw);
 	if (pw)
 		gk_kube_watch_stop(pw);

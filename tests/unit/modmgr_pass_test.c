@@ -14,6 +14,7 @@ typedef struct fake {
 	char calls[32][96];
 	int n;
 	int rc_create, rc_patch, rc_del, rc_get, rc_fin, rc_diff;
+	int rc_start;                  /* a verb that cannot even start (mux full) */
 	const char *msg;
 	bool diff_says_changed;
 	bool del_leaves_object;        /* KMM finalizer holds it */
@@ -21,6 +22,11 @@ typedef struct fake {
 	char fins[4][64];
 	size_t n_fins;
 	Gpukmm__Module *get_result;    /* what a re-read returns */
+	/* the call in flight: its result is handed over by complete() */
+	gk_mm_run *run;
+	int rc;
+	ProtobufCMessage *out;
+	int cancels;
 } fake;
 
 static fake FK;
@@ -30,6 +36,34 @@ static void call(const char *fmt, const char *a)
 {
 	cr_assert_lt(FK.n, 32);
 	snprintf(FK.calls[FK.n++], 96, fmt, a ? a : "");
+}
+
+/* A verb starts: the result is kept until complete() (never delivered from
+ * inside the verb, as lib/kube's async calls). */
+static int start(gk_mm_run *r, int rc, ProtobufCMessage *out, void **handle, gk_err *err)
+{
+	cr_assert_null(FK.run, "one call in flight per pass");
+	if (FK.rc_start) {
+		if (out)
+			protobuf_c_message_free_unpacked(out, NULL);
+		return gk_err_set(err, FK.rc_start, "too many calls in flight");
+	}
+	FK.run = r;
+	FK.rc = rc;
+	FK.out = out;
+	*handle = &FK;
+	return 0;
+}
+
+/* Deliver the result of the call in flight. */
+static void complete(void)
+{
+	cr_assert_not_null(FK.run);
+	gk_mm_run *r = FK.run;
+	ProtobufCMessage *out = FK.out;
+	FK.run = NULL;
+	FK.out = NULL;
+	gk_mm_run_done(r, FK.rc, out, FK.rc ? FK.msg : NULL);
 }
 
 static Gpukmm__Module *mkmodule(const char *name, const char *uid, bool deleting)
@@ -60,47 +94,41 @@ static int f_render(void *u, const Gpukmm__ClusterPolicy *cp, cJSON **obj, gk_er
 	*obj = cJSON_CreateObject();
 	return 0;
 }
-static int f_create(void *u, const cJSON *obj, Gpukmm__Module **out, gk_err *err)
+static int f_create(void *u, gk_mm_run *r, const cJSON *obj, void **h, gk_err *err)
 {
 	call("create", NULL);
-	if (FK.rc_create)
-		return gk_err_set(err, FK.rc_create, "%s", FK.msg);
-	*out = mkmodule("gpu-gpu", "uid-new", false);
-	return 0;
+	Gpukmm__Module *m = FK.rc_create ? NULL : mkmodule("gpu-gpu", "uid-new", false);
+	return start(r, FK.rc_create, m ? &m->base : NULL, h, err);
 }
-static int f_patch(void *u, const char *name, const char *patch, Gpukmm__Module **out, gk_err *err)
+static int f_patch(void *u, gk_mm_run *r, const char *name, const char *patch, void **h, gk_err *err)
 {
 	call("patch %s", name);
-	if (FK.rc_patch)
-		return gk_err_set(err, FK.rc_patch, "%s", FK.msg);
-	*out = mkmodule(name, "uid-m1", false);
-	return 0;
+	Gpukmm__Module *m = FK.rc_patch ? NULL : mkmodule(name, "uid-m1", false);
+	return start(r, FK.rc_patch, m ? &m->base : NULL, h, err);
 }
-static int f_del(void *u, const char *name, const char *uid, Gpukmm__Module **out, gk_err *err)
+static int f_del(void *u, gk_mm_run *r, const char *name, const char *uid, void **h, gk_err *err)
 {
 	call("delete %s", name);
 	snprintf(FK.last_uid, sizeof(FK.last_uid), "%s", uid ? uid : "");
-	if (FK.rc_del)
-		return gk_err_set(err, FK.rc_del, "%s", FK.msg);
-	*out = FK.del_leaves_object ? mkmodule(name, uid, true) : NULL;
-	return 0;
+	Gpukmm__Module *m = !FK.rc_del && FK.del_leaves_object ? mkmodule(name, uid, true) : NULL;
+	return start(r, FK.rc_del, m ? &m->base : NULL, h, err);
 }
-static int f_get(void *u, const char *name, Gpukmm__Module **out, gk_err *err)
+static int f_get(void *u, gk_mm_run *r, const char *name, void **h, gk_err *err)
 {
 	call("get %s", name);
 	if (FK.rc_get)
-		return gk_err_set(err, FK.rc_get, "not found");
-	*out = FK.get_result;
+		return start(r, FK.rc_get, NULL, h, err);
+	Gpukmm__Module *m = FK.get_result;
 	FK.get_result = NULL;
-	return *out ? 0 : gk_err_set(err, GK_NOT_FOUND, "not found");
+	return start(r, m ? 0 : GK_NOT_FOUND, m ? &m->base : NULL, h, err);
 }
-static int f_fin(void *u, const char *policy, const char *rv, char *const *fins, size_t n,
-		 Gpukmm__ClusterPolicy **out, gk_err *err)
+static int f_fin(void *u, gk_mm_run *r, const char *policy, const char *rv, char *const *fins, size_t n,
+		 void **h, gk_err *err)
 {
 	call("finalizers %s", policy);
 	snprintf(FK.last_rv, sizeof(FK.last_rv), "%s", rv ? rv : "");
 	if (FK.rc_fin)
-		return gk_err_set(err, FK.rc_fin, "%s", FK.msg);
+		return start(r, FK.rc_fin, NULL, h, err);
 	FK.n_fins = n;
 	for (size_t i = 0; i < n && i < 4; i++)
 		snprintf(FK.fins[i], 64, "%s", fins[i]);
@@ -122,13 +150,21 @@ static int f_fin(void *u, const char *policy, const char *rv, char *const *fins,
 		cp->spec->kernel_module = calloc(1, sizeof(*cp->spec->kernel_module));
 		gpukmm__kernel_module_spec__init(cp->spec->kernel_module);
 	}
-	*out = cp;
-	return 0;
+	return start(r, 0, &cp->base, h, err);
+}
+static void f_cancel(void *u, void *h)
+{
+	cr_assert_eq(h, &FK);
+	FK.cancels++;
+	if (FK.out)
+		protobuf_c_message_free_unpacked(FK.out, NULL);
+	FK.run = NULL;
+	FK.out = NULL;
 }
 
 static const gk_mm_ops OPS = {
 	.diff = f_diff, .render = f_render, .create = f_create, .patch = f_patch,
-	.del = f_del, .get = f_get, .set_finalizers = f_fin,
+	.del = f_del, .get = f_get, .set_finalizers = f_fin, .cancel = f_cancel,
 };
 
 /* ---- view fixture ----------------------------------------------------------- */
@@ -200,12 +236,43 @@ static void teardown(void)
 	gk_mmv_free(V);
 	if (FK.get_result)
 		protobuf_c_message_free_unpacked(&FK.get_result->base, NULL);
+	if (FK.out)
+		protobuf_c_message_free_unpacked(FK.out, NULL);
 }
 
-static void pass(void)
+static int ENDED;
+static gk_mm_plan *ENDED_PLAN;
+static void on_end(void *user, gk_mm_plan *plan)
+{
+	cr_assert_eq(user, &FK);
+	ENDED++;
+	ENDED_PLAN = plan;
+}
+
+/* Start a pass without completing anything; returns the run (NULL: over). */
+static gk_mm_run *pass_start(void)
 {
 	FK.n = 0;
-	cr_assert_eq(gk_mm_pass(V, "gpu", &OPS, &P, &ST, NULL), 0);
+	ENDED = 0;
+	memset(&P, 0, sizeof(P));
+	gk_mm_run *r = NULL;
+	cr_assert_eq(gk_mm_pass_start(V, "gpu", &OPS, &P, &ST, on_end, &FK, &r), 0);
+	cr_assert_eq(ENDED, 0, "the callback never runs from inside the start");
+	cr_assert_eq(r != NULL, FK.run != NULL, "a run exists exactly while a call is in flight");
+	return r;
+}
+
+/* One whole pass: each call completes in turn until the pass ends. */
+static void pass(void)
+{
+	gk_mm_run *r = pass_start();
+	while (r && FK.run) {
+		cr_assert_eq(ENDED, 0);
+		complete();
+	}
+	cr_assert_eq(ENDED, r ? 1 : 0, "the callback runs once, after the last call");
+	if (r)
+		cr_assert_eq(ENDED_PLAN, &P);
 }
 
 static bool has_error(const char *s)
@@ -437,9 +504,8 @@ Test(pass, finalizer_remove_on_gone_policy_is_fine)
 	cr_assert_not(P.failed);
 }
 
-Test(pass, not_leader_touches_nothing)
+static void lose_leadership(void)
 {
-	put_cp(true, false, false);
 	Gpukmm__Leadership l;
 	gpukmm__leadership__init(&l);
 	l.has_leader = 1;
@@ -448,7 +514,81 @@ Test(pass, not_leader_touches_nothing)
 	e.object_case = GPUKMM__EVENT__OBJECT_LEADERSHIP;
 	e.leadership = &l;
 	gk_mmv_apply(V, "leadership", &e, NULL);
+}
+
+Test(pass, not_leader_touches_nothing)
+{
+	put_cp(true, false, false);
+	lose_leadership();
 	pass();
 	cr_assert_eq(FK.n, 0);
 	cr_assert(P.idle);
+}
+
+/* ---- the step machine: what happens while a call is in flight --------------- */
+
+Test(pass, one_call_at_a_time_in_order)
+{
+	put_cp(true, false, false);
+	gk_mm_run *r = pass_start();
+	cr_assert_not_null(r);
+	cr_assert_eq(FK.n, 1, "only the finalizer write is started");
+	cr_assert_str_eq(FK.calls[0], "finalizers gpu");
+	complete();
+	cr_assert_eq(ENDED, 0);
+	cr_assert_eq(FK.n, 3, "the create starts from the finalizer's completion");
+	cr_assert_str_eq(FK.calls[2], "create");
+	complete();
+	cr_assert_eq(ENDED, 1);
+	cr_assert_not(P.failed);
+	cr_assert(P.has_success_event);
+}
+
+Test(pass, leadership_lost_while_in_flight_stops_the_writes)
+{
+	put_cp(true, false, false);
+	gk_mm_run *r = pass_start();
+	cr_assert_not_null(r);
+	lose_leadership(); /* arrives while the finalizer write is in flight */
+	complete();
+	cr_assert_eq(ENDED, 1, "the pass ends at the completion");
+	cr_assert_eq(FK.n, 1, "no Module written once we no longer lead");
+	cr_assert(P.idle, "nothing reported either");
+	cr_assert_eq(ST.creates, 0);
+}
+
+Test(pass, policy_gone_while_in_flight_ends_quietly)
+{
+	put_cp(true, false, false);
+	gk_mm_run *r = pass_start();
+	cr_assert_not_null(r);
+	gk_mmv_put_policy(V, "gpu", NULL, NULL);
+	complete();
+	cr_assert_eq(ENDED, 1);
+	cr_assert_eq(FK.n, 1, "nothing rendered for a policy that is gone");
+	cr_assert_not(P.failed, "its delete event queues the key again");
+}
+
+Test(pass, cancel_in_flight_drops_the_call)
+{
+	put_cp(true, true, false);
+	put_module(false);
+	FK.diff_says_changed = true;
+	gk_mm_run *r = pass_start();
+	cr_assert_not_null(r);
+	cr_assert_str_eq(FK.calls[FK.n - 1], "patch gpu-gpu");
+	gk_mm_run_cancel(r); /* shutdown */
+	cr_assert_eq(FK.cancels, 1);
+	cr_assert_eq(ENDED, 0, "no callback after a cancel");
+	cr_assert_eq(ST.patches, 0);
+}
+
+Test(pass, a_call_that_cannot_start_fails_the_pass_at_once)
+{
+	put_cp(true, true, false);
+	FK.rc_start = GK_RESOURCE_EXHAUSTED;
+	gk_mm_run *r = pass_start();
+	cr_assert_null(r, "over on return");
+	cr_assert(P.failed, "retried with backoff");
+	cr_assert(has_error("failed to reconcile KMM Module gpu-gpu for ClusterPolicy gpu: too many calls in flight"));
 }

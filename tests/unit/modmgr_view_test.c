@@ -149,6 +149,52 @@ Test(view, module_events_mark_owner_and_name_policy)
 	gk_mmv_free(v);
 }
 
+Test(view, an_event_of_the_version_already_held_changes_nothing)
+{
+	gk_mmv *v = mk(0);
+	/* our write's answer is folded in; then its watch event arrives */
+	mfx m;
+	mkmod(&m, "gpu-gpu", NS, "gpu");
+	m.md.resource_version = "7";
+	cr_assert_eq(gk_mmv_put_module(v, "gpu-gpu", &m.m, NULL), 0);
+	cpfx c;
+	mkcp(&c, "gpu");
+	c.md.resource_version = "5";
+	cr_assert_eq(gk_mmv_put_policy(v, "gpu", &c.cp, NULL), 0);
+	reset_dirty();
+	Gpukmm__Event e = ev_of(GPUKMM__EVENT_TYPE__MODIFIED);
+	e.object_case = GPUKMM__EVENT__OBJECT_MODULE;
+	e.module = &m.m;
+	gk_mmv_apply(v, "module", &e, NULL);
+	e.object_case = GPUKMM__EVENT__OBJECT_CLUSTER_POLICY;
+	e.cluster_policy = &c.cp;
+	gk_mmv_apply(v, "clusterpolicy", &e, NULL);
+	cr_assert_eq(n_dirty, 0, "the echo of our own write runs no pass");
+	/* a newer version does */
+	m.md.resource_version = "8";
+	e.object_case = GPUKMM__EVENT__OBJECT_MODULE;
+	e.module = &m.m; /* (a oneof: one pointer at a time) */
+	gk_mmv_apply(v, "module", &e, NULL);
+	cr_assert(is_dirty("gpu"));
+	cr_assert_str_eq(gk_mmv_module(v, "gpu-gpu")->metadata->resource_version, "8");
+	/* and a delete of the same version is still a delete */
+	reset_dirty();
+	e.type = GPUKMM__EVENT_TYPE__DELETED;
+	gk_mmv_apply(v, "module", &e, NULL);
+	cr_assert(is_dirty("gpu"));
+	cr_assert_null(gk_mmv_module(v, "gpu-gpu"));
+	/* objects without a resourceVersion are always taken */
+	c.md.resource_version = NULL;
+	cr_assert_eq(gk_mmv_put_policy(v, "gpu", &c.cp, NULL), 0);
+	reset_dirty();
+	e.type = GPUKMM__EVENT_TYPE__MODIFIED;
+	e.object_case = GPUKMM__EVENT__OBJECT_CLUSTER_POLICY;
+	e.cluster_policy = &c.cp;
+	gk_mmv_apply(v, "clusterpolicy", &e, NULL);
+	cr_assert(is_dirty("gpu"));
+	gk_mmv_free(v);
+}
+
 Test(view, claims_mark_all_only_when_any_flips)
 {
 	gk_mmv *v = mk(0);
