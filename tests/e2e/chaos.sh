@@ -22,6 +22,7 @@ BUILD=${BUILD:-build}
 export GPUKMM_SRC GPUKMM_BIN GPUKMM_TBIN
 . tests/lib/kubesim.sh
 . tests/lib/nodeprofile.sh
+. tests/lib/controller.sh
 NS=intel-gpu-base-operator
 LONG=${CHAOS_LONG:-}
 DUR=${CHAOS_SECONDS:-$([ -n "$LONG" ] && echo 300 || echo 15)}
@@ -37,23 +38,9 @@ D=$(mktemp -d "${TMPDIR:-/tmp}/gpukmm-chaos.XXXXXX") || exit 1
 chmod 700 "$D"
 FAILED=0
 FK_PID=
-declare -A SUP=() GEN=()   # controller supervisors A and B: pid, start count (in the identity)
 ok() { echo "ok - $*"; }
 nok() { echo "not ok - $*"; FAILED=1; }
 
-STOP_RC=0
-stop_pid() { # PID: TERM, wait up to 30 s, KILL; exit code in STOP_RC
-	# (30 s: the supervisor stops its services one by one, up to 5 s each, then
-	# SIGKILLs and says so in its exit code — its verdict is what we check)
-	local p=$1 i
-	STOP_RC=0
-	[ -n "$p" ] || return 0
-	kill -TERM "$p" 2>/dev/null
-	for i in $(seq 1 300); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-	kill -KILL "$p" 2>/dev/null
-	wait "$p" 2>/dev/null
-	STOP_RC=$?
-}
 cleanup() {
 	local c
 	for c in "${!SUP[@]}"; do stop_pid "${SUP[$c]}"; done
@@ -117,41 +104,10 @@ np_follow_start
 
 # the controller profile without the webhook (its ephemeral port would change on
 # every restart; admission is covered by the demo and the webhook tests), twice,
-# leader-elected: each start gets a new identity (ctrl-A-1, ctrl-A-2…, like a new
-# pod), so a restarted controller does not take its own old Lease back at once.
-ctrl_config() { # NAME IDENTITY_OR_EMPTY(no leader election)
-	local le='"args": []'
-	[ -n "$2" ] && le="\"args\": [\"--leader-elect\", \"--identity\", \"$2\", \"--lease-duration\", \"4\", \"--renew-deadline\", \"3\", \"--retry-period\", \"1\"]"
-	local svcs="{\"name\": \"watcher\", \"credentials\": true, $le},
- {\"name\": \"modmgr\", \"credentials\": true},"
-	[ -n "$CHAOS_GATER" ] && svcs="$svcs {\"name\": \"gater\", \"credentials\": true},"
-	svcs="$svcs {\"name\": \"statusd\", \"credentials\": true, \"args\": [\"--grace-ms\", \"2000\"]}"
-	printf '{"intensity": {"max_restarts": 255, "window_ms": 1000}, "services": [%s]}\n' "$svcs" |
-		jq '.services |= map(. + {"backoff": {"initial_ms": 100, "max_ms": 2000}})' >"$D/ctrl-$1.json"
-}
-ctrl_start() { # NAME [nolease [LOG_LEVEL]]
-	local c=$1 lvl=${3:-${GPUKMM_LOG_LEVEL:-warn}}
-	GEN[$c]=$((${GEN[$c]:-0} + 1))
-	ctrl_config "$c" "$([ -z "${2:-}" ] && echo "ctrl-$c-${GEN[$c]}")"
-	OPERATOR_NAMESPACE=$NS GPUKMM_LOG_LEVEL=$lvl "$GPUKMM_BIN/gpukmm" --profile controller \
-		--config "$D/ctrl-$c.json" --runtime-dir "$D/run-$c" --kubeconfig "$D/kubeconfig" >>"$D/controller-$c.log" 2>&1 &
-	SUP[$c]=$!
-}
-ctrl_ready() { kill -0 "${SUP[$1]}" 2>/dev/null && "$GPUKMM_BIN/gpukmmctl" status --runtime-dir "$D/run-$1" --timeout-ms 1000 >/dev/null 2>&1; }
-wait_until() { # SECONDS CMD...
-	local end=$((SECONDS + $1)); shift
-	until "$@"; do [ $SECONDS -ge $end ] && return 1; sleep 0.2; done
-}
+# leader-elected (tests/lib/controller.sh)
 ctrl_start A
 ctrl_start B
 wait_until 60 ctrl_ready A && wait_until 60 ctrl_ready B && ok "two controllers ready" || { nok "two controllers ready"; exit 1; }
-holder() { kraw GET "/apis/coordination.k8s.io/v1/namespaces/$NS/leases/gpukmm-controller" | jq -r '.spec.holderIdentity // empty' 2>/dev/null; }
-leader() { # the controller whose current identity holds the Lease (empty: none)
-	local h c
-	h=$(holder)
-	for c in "${!SUP[@]}"; do [ "$h" = "ctrl-$c-${GEN[$c]}" ] && echo "$c"; done
-}
-has_leader() { [ -n "$(leader)" ]; }
 wait_until 30 has_leader && ok "one controller leads (Lease held by $(holder))" || nok "a controller takes the Lease"
 
 # ---- the driver -------------------------------------------------------------------
@@ -286,9 +242,15 @@ node_action() {
 	esac
 }
 
+T_SETUP=$SECONDS
 end=$((SECONDS + DUR))
+mid=$((SECONDS + DUR / 2))
 while [ $SECONDS -lt $end ]; do
 	ACTIONS=$((ACTIONS + 1))
+	# every run, however short, has at least one leader failover and one node
+	# supervisor kill (from the middle on)
+	if [ $SECONDS -ge $mid ] && [ $LEADERKILLS = 0 ]; then kill_leader; continue; fi
+	if [ $SECONDS -ge $mid ] && [ $NODESUPKILLS = 0 ]; then kill_node_sup; continue; fi
 	r=$((RANDOM % 100))
 	if [ $r -lt 45 ]; then policy_action
 	elif [ $r -lt 53 ]; then node_action
@@ -316,7 +278,8 @@ for c in $(claims_list); do kraw DELETE "/apis/resource.k8s.io/v1/namespaces/use
 for n in $(kraw GET /api/v1/nodes | jq -r '.items[].metadata.name'); do
 	kraw PATCH "/api/v1/nodes/$n" '{"spec":{"unschedulable":null}}' application/merge-patch+json >/dev/null
 done
-fo=$(printf '%s\n' "${FAILOVERS[@]}" | sort -n | awk '{a[NR]=$1} END {if (NR) printf "%d ms median, %d ms max", a[int((NR+1)/2)], a[NR]; else printf "none"}')
+fo=none
+[ ${#FAILOVERS[@]} -gt 0 ] && fo=$(printf '%s\n' "${FAILOVERS[@]}" | sort -n | awk '{a[NR]=$1} END {printf "%d ms median, %d ms max", a[int((NR+1)/2)], a[NR]}')
 echo "# $ACTIONS driver steps: $KILLS services killed -9, $SUPKILLS controller supervisor kills, $LEADERKILLS leader kills" \
 	"(takeover by the other controller: ${#FAILOVERS[@]} within 20 s, $fo; $LATE_FAILOVERS later), $NODESUPKILLS node supervisor kills," \
 	"$FAULTS fault sets, $RESTARTS kubesim restarts, $CLAIMS claims allocated, $(np_nodes | wc -l) GPU nodes"
@@ -330,6 +293,7 @@ div=$(grep -c '^DIVERGE' <<<"$last")
 echo "# divergences after ${CONVERGE}s at most: $div"
 if [ "$div" = 0 ]; then
 	ok "cluster equals the calm computation $((SECONDS - t0))s after the faults stopped (seed $SEED)"
+	echo "# time to converge: $((SECONDS - t0)) s (setup took ${T_SETUP} s, chaos ${DUR} s)"
 else
 	nok "cluster converges after the chaos (seed $SEED): $div divergences"
 	sed 's/^/#   /' <<<"$last"
@@ -341,7 +305,7 @@ wait_until 10 has_leader && ok "after the chaos one controller leads ($(holder))
 
 # ---- a fresh controller agrees: it writes nothing ---------------------------------
 for c in A B; do
-	stop_pid "${SUP[$c]}"; unset "SUP[$c]"
+	ctrl_stop "$c"
 	[ "$STOP_RC" = 0 ] && ok "controller $c stops cleanly on SIGTERM after the chaos" || nok "controller $c exit code $STOP_RC on SIGTERM"
 done
 own='[.modules, .clusterpolicies, .daemonsets, .nodes] | map(. // 0)'
@@ -373,7 +337,7 @@ else
 fi
 bash "$CHECK" "$KUBESIM_URL" "$NS" >"$D/check2.log" 2>&1 && ok "still no divergence after the fresh start" ||
 	{ nok "divergence after the fresh start"; sed 's/^/#   /' "$D/check2.log"; }
-stop_pid "${SUP[F]}"; unset "SUP[F]"
+ctrl_stop F
 [ "$STOP_RC" = 0 ] && ok "fresh controller stops cleanly" || nok "fresh controller exit code $STOP_RC"
 np_follow_stop
 bad= cnt=0
