@@ -190,7 +190,7 @@ kill_leader() { # kill -9 the leading controller: the other must take the Lease 
 	sup_kill9 "${SUP[$l]}" "$D/run-$l"
 	LEADERKILLS=$((LEADERKILLS + 1))
 	# the Lease lasts 4 s; under API faults a takeover may take longer: give it 20 s
-	if wait_until 20 bash -c "[ \"\$(curl -s $KUBESIM_URL/apis/coordination.k8s.io/v1/namespaces/$NS/leases/gpukmm-controller | jq -r '.spec.holderIdentity // empty')\" = ctrl-$o-${GEN[$o]} ]"; then
+	if wait_until 20 eval "[ \"\$(holder)\" = ctrl-$o-${GEN[$o]} ]"; then
 		FAILOVERS+=($(( ($(date +%s%N) - t0) / 1000000 )))
 	else
 		LATE_FAILOVERS=$((LATE_FAILOVERS + 1))

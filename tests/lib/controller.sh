@@ -11,27 +11,11 @@
 #   ctrl_ready NAME             running and every service Ready (gpukmmctl status)
 #   ctrl_stop NAME              SIGTERM, SIGKILL after 30 s; STOP_RC = its exit code
 #   holder / leader / has_leader   the Lease's holderIdentity / the NAME holding it
-#   wait_until SECONDS CMD...   poll CMD every 0.2 s until it succeeds
+#   (and stop_pid, wait_until from tests/lib/proc.sh)
 # SUP[NAME] = supervisor pid, GEN[NAME] = starts so far. CTRL_GRACE_MS: statusd's
 # grace period (default 2000).
 declare -A SUP=() GEN=()
-STOP_RC=0
-stop_pid() { # PID: TERM, wait up to 30 s, KILL; exit code in STOP_RC
-	# (30 s: a supervisor stops its services one by one, up to 5 s each, then
-	# SIGKILLs and says so in its exit code — its verdict is what we check)
-	local p=$1 i
-	STOP_RC=0
-	[ -n "$p" ] || return 0
-	kill -TERM "$p" 2>/dev/null
-	for i in $(seq 1 300); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-	kill -KILL "$p" 2>/dev/null
-	wait "$p" 2>/dev/null
-	STOP_RC=$?
-}
-wait_until() { # SECONDS CMD...
-	local end=$((SECONDS + $1)); shift
-	until "$@"; do [ $SECONDS -ge $end ] && return 1; sleep 0.2; done
-}
+. "$GPUKMM_SRC/tests/lib/proc.sh"
 ctrl_config() { # NAME IDENTITY_OR_EMPTY(no leader election)
 	local le='"args": []'
 	[ -n "$2" ] && le="\"args\": [\"--leader-elect\", \"--identity\", \"$2\", \"--lease-duration\", \"4\", \"--renew-deadline\", \"3\", \"--retry-period\", \"1\"]"

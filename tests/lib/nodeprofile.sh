@@ -20,6 +20,7 @@
 #   np_nodes                    the nodes started so far
 # NP_LOG_LEVEL (default warn), NP_INTERVAL_MS (prober interval, default 1000).
 
+. "$GPUKMM_SRC/tests/lib/proc.sh"
 declare -A NP_PID=()
 NP_DIR= NP_KUBECONFIG= NP_FOLLOW_PID= NP_RC=0
 
@@ -70,14 +71,8 @@ np_pids() { # NODE: the supervisor and its live children
 }
 
 np_stop() { # NODE
-	local p=${NP_PID[$1]:-} i
-	NP_RC=0
-	[ -n "$p" ] || return 0
-	kill -TERM "$p" 2>/dev/null
-	for i in $(seq 1 150); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-	kill -KILL "$p" 2>/dev/null
-	wait "$p" 2>/dev/null
-	NP_RC=$?
+	stop_pid "${NP_PID[$1]:-}" 15
+	NP_RC=$STOP_RC
 	unset "NP_PID[$1]"
 }
 
