@@ -9,10 +9,10 @@
 #
 # The cluster: gpu-rhel-1, gpu-rhel-2 (RHEL 9 kernel), gpu-ubuntu-1 (Ubuntu 24.04
 # kernel), cpu-1 (no GPU); the device-plugin / DRA / XPU Manager DaemonSets of the
-# policy. Each GPU node's prober reads a fake root (tests/fixtures/mk-probe-fixture.sh)
-# whose kernel matches the Node: "oot-avail" (GPU, OoT xe installed, not loaded)
-# until fake-kmm puts the KMM ready label on the node, then "oot-idle" (OoT xe
-# loaded) — the demo's stand-in for KMM's worker pod running modprobe there.
+# policy. Each GPU node's prober reads a fake root whose kernel matches the Node:
+# "oot-avail" (GPU, OoT xe installed, not loaded) until fake-kmm puts the KMM ready
+# label on the node, then "oot-idle" (OoT xe loaded) — the stand-in for KMM's worker
+# pod running modprobe there (tests/lib/nodeprofile.sh, shared with the chaos test).
 # The webhook serves plain HTTP here (kubesim calls it by URL); in a cluster it
 # serves TLS (deploy/webhook).
 set -u
@@ -25,6 +25,7 @@ READY_KEY="kmm.node.kubernetes.io/$NS.$CP-gpu.ready"
 CHECK=${DEMO_CHECK:-}
 FAILED=0
 . tests/lib/kubesim.sh
+. tests/lib/nodeprofile.sh
 
 D=$(mktemp -d "${TMPDIR:-/tmp}/gpukmm-demo.XXXXXX") || exit 1
 chmod 700 "$D"
@@ -45,14 +46,17 @@ stop_all() {
 		fi
 	done
 	PIDS=()
+	NP_CHECK=$CHECK np_stop_all >"$D/np-stop.out"
+	grep -q '^not ok' "$D/np-stop.out" && FAILED=1
+	cat "$D/np-stop.out"
 	kubesim_stop >/dev/null 2>&1
-	if grep -lE 'Sanitizer|runtime error' "$D"/*.log >/dev/null 2>&1; then
+	if grep -lE 'Sanitizer|runtime error' "$D"/*.log "$D"/np/*.log >/dev/null 2>&1; then
 		echo "not ok - no sanitizer report in any process log"
-		grep -h -A15 -E 'Sanitizer|runtime error' "$D"/*.log | head -60 | sed 's/^/#   /'
+		grep -h -A15 -E 'Sanitizer|runtime error' "$D"/*.log "$D"/np/*.log | head -60 | sed 's/^/#   /'
 		FAILED=1
 	fi
 	if [ "$FAILED" != 0 ]; then
-		for f in "$D"/*.log; do echo "# ---- $f"; tail -25 "$f" | sed 's/^/#   /'; done
+		for f in "$D"/*.log "$D"/np/*.log; do echo "# ---- $f"; tail -25 "$f" | sed 's/^/#   /'; done
 	fi
 	rm -rf "$D"
 	[ "$FAILED" = 0 ]
@@ -182,24 +186,9 @@ k apply -f "$D/webhooks.yaml" >>"$D/apply.log" 2>&1
 milestone "admission webhooks registered (served by the controller's gpukmm-webhook)" 10 \
 	k get validatingwebhookconfiguration gpukmm-validating-webhook-configuration
 
-# --- one node profile per GPU node
-for n in $GPU_NODES; do
-	mkdir -p "$D/fx/$n"
-	for s in oot-avail oot-idle; do
-		GK_FIXTURE_KVER=${KVER[$n]} tests/fixtures/mk-probe-fixture.sh "$s" "$D/fx/$n/$s" >>"$D/fixtures.log" 2>&1
-	done
-	ln -sfn oot-avail "$D/fx/$n/root"
-	cat >"$D/node-$n.json" <<J
-{"services": [
-  {"name": "prober", "args": ["--root", "$D/fx/$n/root", "--interval-ms", "1000", "--debounce-ms", "100"]},
-  {"name": "statusd", "credentials": true, "args": ["--mode", "node", "--debounce-ms", "100"]}
-]}
-J
-	NODE_NAME=$n GPUKMM_LOG_LEVEL=${GPUKMM_LOG_LEVEL:-warn} "$GPUKMM_BIN/gpukmm" --profile node \
-		--config "$D/node-$n.json" --runtime-dir "$D/run-$n" --kubeconfig "$D/kubeconfig" >"$D/node-$n.log" 2>&1 &
-	PIDS+=($!)
-	SUPS[$!]="gpukmm --profile node ($n)"
-done
+# --- one node profile per GPU node (tests/lib/nodeprofile.sh)
+np_init "$D" "$D/kubeconfig"
+for n in $GPU_NODES; do np_start "$n" "${KVER[$n]}" || { echo "not ok - node profile of $n starts"; FAILED=1; exit 1; }; done
 say "gpukmm --profile node started on $GPU_NODES (prober + statusd --mode node)"
 node_report() { kj "/api/v1/nodes/$1" | jq -e "$2" >/dev/null; }
 for n in $GPU_NODES; do
@@ -209,18 +198,7 @@ done
 
 # The stand-in for KMM's worker pods: when KMM marks xe loaded on a node, that
 # node's fake root switches to "OoT xe loaded" (and back when KMM unloads it).
-(
-	trap 'exit 0' TERM
-	while :; do
-		for n in $GPU_NODES; do
-			want=oot-avail
-			node_ready "$n" && want=oot-idle
-			[ "$(readlink "$D/fx/$n/root")" = "$want" ] || ln -sfn "$want" "$D/fx/$n/root"
-		done
-		sleep 0.3
-	done
-) >/dev/null 2>&1 &
-PIDS+=($!)
+np_follow_start
 
 # --- the policy
 say "kubectl apply -f deploy/examples/clusterpolicy-kmm.yaml"
@@ -315,7 +293,7 @@ if [ -n "${KEEP:-}" ] && [ -z "$CHECK" ]; then
 	echo "   kubectl --server $KUBESIM_URL get clusterpolicy $CP -o yaml"
 	echo "   kubectl --server $KUBESIM_URL apply -f deploy/examples/clusterpolicy-kmm.yaml"
 	echo "   $GPUKMM_BIN/gpukmmctl status --runtime-dir $D/run-controller"
-	echo "   $GPUKMM_BIN/gpukmmctl probe --root $D/fx/gpu-rhel-1/root"
+	echo "   $GPUKMM_BIN/gpukmmctl probe --root $NP_DIR/gpu-rhel-1/root"
 	echo "   Ctrl-C stops everything"
 	while kill -0 "${PIDS[0]}" 2>/dev/null; do sleep 1; done
 fi

@@ -1,69 +1,68 @@
 #!/bin/bash
-# Chaos: while a driver changes the policies (add/remove kernelModule, image
+# Chaos: two controller supervisors (`gpukmm --profile controller`, leader
+# election on one Lease) and one `gpukmm --profile node` per GPU node (prober on
+# a fake root + node-mode statusd, tests/lib/nodeprofile.sh) run against kubesim
+# + fake-kmm. While a driver changes the policies (add/remove kernelModule, image
 # changes, version toggles, policies deleted and recreated, GPU ResourceClaims
-# allocated/freed, nodes joining and cordoned), kill -9 random services of the
-# controller (and now and then the supervisor itself, restarted like systemd
-# would), inject API faults through kubesim (5xx, 429, 409, cut watches, forced
-# 410, latency) and restart kubesim on its --state-dir. Then the faults stop, the
-# claims are freed, and within a deadline the cluster must equal what a fresh,
-# calm computation gives (tests/lib/chaos_check.sh reads only the API server);
-# finally a freshly started controller must find nothing to write.
-#   make check: short run (CHAOS_SECONDS, default 20)
-#   make chaos: CHAOS_LONG=1, 300 s of chaos; CHAOS_SEED=N repeats a run
+# allocated/freed, nodes joining and cordoned), kill -9 random services of every
+# supervisor, whole supervisors (restarted like systemd / the DaemonSet would),
+# and the current leader (the other controller must take the Lease over), inject
+# API faults through kubesim (5xx, 429, 409, cut watches, forced 410, latency) and
+# restart kubesim on its --state-dir. Then the faults stop, the claims are freed,
+# and within a deadline the cluster must equal what a fresh, calm computation
+# gives, status.nodes included (tests/lib/chaos_check.sh reads only the API
+# server); finally a freshly started controller must find nothing to write.
+#   make check: short run (CHAOS_SECONDS, default 15)
+#   make chaos: CHAOS_LONG=1, 300 s of chaos; CHAOS_SEED=N repeats a run;
+#   CHAOS_KEEP=1 keeps the logs; CHAOS_FRESH_LOG_LEVEL=debug for the fresh controller
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
 BUILD=${BUILD:-build}
 : "${GPUKMM_SRC:=$PWD}" "${GPUKMM_BIN:=$PWD/$BUILD/bin}" "${GPUKMM_TBIN:=$PWD/$BUILD/tests/bin}"
 export GPUKMM_SRC GPUKMM_BIN GPUKMM_TBIN
 . tests/lib/kubesim.sh
+. tests/lib/nodeprofile.sh
+. tests/lib/controller.sh
 NS=intel-gpu-base-operator
 LONG=${CHAOS_LONG:-}
-DUR=${CHAOS_SECONDS:-$([ -n "$LONG" ] && echo 300 || echo 20)}
+DUR=${CHAOS_SECONDS:-$([ -n "$LONG" ] && echo 300 || echo 15)}
 CONVERGE=${CHAOS_CONVERGE_SECONDS:-$([ -n "$LONG" ] && echo 180 || echo 60)}
 SEED=${CHAOS_SEED:-$(( $(date +%s) % 100000 ))}
 RANDOM=$SEED
 CHECK="$GPUKMM_SRC/tests/lib/chaos_check.sh"
 CHAOS_GATER=; [ -x "$GPUKMM_BIN/gpukmm-gater" ] && CHAOS_GATER=1
-export CHAOS_GATER
+CHAOS_NODES=1
+MAX_NODES=$([ -n "$LONG" ] && echo 8 || echo 5)
+export CHAOS_GATER CHAOS_NODES
 D=$(mktemp -d "${TMPDIR:-/tmp}/gpukmm-chaos.XXXXXX") || exit 1
 chmod 700 "$D"
 FAILED=0
-SUP_PID= FK_PID=
+FK_PID=
 ok() { echo "ok - $*"; }
 nok() { echo "not ok - $*"; FAILED=1; }
 
-STOP_RC=0
-stop_pid() { # PID: TERM, wait up to 30 s, KILL; exit code in STOP_RC
-	# (30 s: the supervisor stops its services one by one, up to 5 s each, then
-	# SIGKILLs and says so in its exit code — its verdict is what we check)
-	local p=$1 i
-	STOP_RC=0
-	[ -n "$p" ] || return 0
-	kill -TERM "$p" 2>/dev/null
-	for i in $(seq 1 300); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-	kill -KILL "$p" 2>/dev/null
-	wait "$p" 2>/dev/null
-	STOP_RC=$?
-}
 cleanup() {
-	[ -n "$SUP_PID" ] && stop_pid "$SUP_PID"
+	local c
+	for c in "${!SUP[@]}"; do stop_pid "${SUP[$c]}"; done
+	SUP=()
+	np_stop_all
 	[ -n "$FK_PID" ] && stop_pid "$FK_PID"
-	SUP_PID= FK_PID=
+	FK_PID=
 	kubesim_stop >/dev/null 2>&1
-	if grep -lE 'Sanitizer|runtime error' "$D"/*.log >/dev/null 2>&1; then
+	if grep -lE 'Sanitizer|runtime error' "$D"/*.log "$D"/np/*.log >/dev/null 2>&1; then
 		echo "not ok - no sanitizer report in any process log"
-		grep -h -B2 -A20 -E 'Sanitizer|runtime error' "$D"/*.log | head -80 | sed 's/^/#   /'
+		grep -h -B2 -A20 -E 'Sanitizer|runtime error' "$D"/*.log "$D"/np/*.log | head -80 | sed 's/^/#   /'
 	fi
 	if [ "$FAILED" != 0 ]; then
-		for f in "$D"/*.log; do echo "# ---- $f"; grep -v ' DEBUG ' "$f" | tail -30 | sed 's/^/#   /'; done
+		for f in "$D"/*.log "$D"/np/*.log; do echo "# ---- $f"; grep -v ' DEBUG ' "$f" | tail -30 | sed 's/^/#   /'; done
 	fi
-	rm -rf "$D"
+	[ -n "${CHAOS_KEEP:-}" ] && echo "# kept $D" || rm -rf "$D"
 }
 trap cleanup EXIT
 
 # ---- the cluster ------------------------------------------------------------------
 KUBESIM_NO_TRAP=1 kubesim_start --state-dir "$D/state" || { nok "kubesim starts"; exit 1; }
-echo "# seed $SEED, ${DUR}s of chaos, converge within ${CONVERGE}s, gater: ${CHAOS_GATER:-not built}"
+echo "# seed $SEED, ${DUR}s of chaos, converge within ${CONVERGE}s, gater: ${CHAOS_GATER:-not built}, up to $MAX_NODES GPU nodes"
 cat >"$D/kubeconfig" <<K
 apiVersion: v1
 kind: Config
@@ -81,8 +80,11 @@ mknode() { # NAME KERNEL
 	kraw PATCH "/api/v1/nodes/$1/status" "{\"status\":{\"nodeInfo\":{\"kernelVersion\":\"$2\"}}}" application/merge-patch+json >/dev/null
 }
 KERNELS=(6.8.0-45-generic 5.14.0-427.13.1.el9_4.x86_64 6.8.0-50-generic)
-for i in 1 2 3; do mknode "gpu-$i" "${KERNELS[$((i % 3))]}"; done
-NEXT_NODE=4
+np_init "$D" "$D/kubeconfig"
+addnode() { # NAME KERNEL: the Node and its node profile
+	mknode "$1" "$2"
+	np_start "$1" "$2" || nok "node profile of $1 starts"
+}
 POLICIES=(chaos-a chaos-b)
 for p in "${POLICIES[@]}"; do
 	for ds in device-plugin gpu-dra xpu-manager; do
@@ -96,27 +98,17 @@ fk_start() {
 	FK_PID=$!
 }
 fk_start
+for i in 1 2 3; do addnode "gpu-$i" "${KERNELS[$((i % 3))]}"; done
+NEXT_NODE=4
+np_follow_start
 
 # the controller profile without the webhook (its ephemeral port would change on
-# every restart; admission is covered by the demo and the webhook tests)
-svcs='{"name": "watcher", "credentials": true, "args": ["--leader-elect", "--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "1"]},
- {"name": "modmgr", "credentials": true},'
-[ -n "$CHAOS_GATER" ] && svcs="$svcs {\"name\": \"gater\", \"credentials\": true},"
-svcs="$svcs {\"name\": \"statusd\", \"credentials\": true, \"args\": [\"--grace-ms\", \"2000\"]}"
-printf '{"intensity": {"max_restarts": 255, "window_ms": 1000}, "services": [%s]}\n' "$svcs" |
-	jq '.services |= map(. + {"backoff": {"initial_ms": 100, "max_ms": 2000}})' >"$D/controller.json"
-sup_start() {
-	OPERATOR_NAMESPACE=$NS GPUKMM_LOG_LEVEL=${GPUKMM_LOG_LEVEL:-warn} "$GPUKMM_BIN/gpukmm" --profile controller \
-		--config "$D/controller.json" --runtime-dir "$D/run" --kubeconfig "$D/kubeconfig" >>"$D/controller.log" 2>&1 &
-	SUP_PID=$!
-}
-sup_ready() { kill -0 "$SUP_PID" 2>/dev/null && "$GPUKMM_BIN/gpukmmctl" status --runtime-dir "$D/run" --timeout-ms 1000 >/dev/null 2>&1; }
-wait_until() { # SECONDS CMD...
-	local end=$((SECONDS + $1)); shift
-	until "$@"; do [ $SECONDS -ge $end ] && return 1; sleep 0.2; done
-}
-sup_start
-wait_until 60 sup_ready && ok "controller ready" || { nok "controller ready"; exit 1; }
+# every restart; admission is covered by the demo and the webhook tests), twice,
+# leader-elected (tests/lib/controller.sh)
+ctrl_start A
+ctrl_start B
+wait_until 60 ctrl_ready A && wait_until 60 ctrl_ready B && ok "two controllers ready" || { nok "two controllers ready"; exit 1; }
+wait_until 30 has_leader && ok "one controller leads (Lease held by $(holder))" || nok "a controller takes the Lease"
 
 # ---- the driver -------------------------------------------------------------------
 KM() { # IMAGE_TAG VERSION(or "")
@@ -133,7 +125,7 @@ for p in "${POLICIES[@]}"; do mkpolicy "$p"; done
 # (ordered upgrade) out of scope: nodes are not labelled, so a versioned Module
 # loads nowhere — the checker then wants Ready=False with 0/0
 declare -A VER=()
-CLAIMS=0 KILLS=0 FAULTS=0 RESTARTS=0 SUPKILLS=0 ACTIONS=0
+CLAIMS=0 KILLS=0 FAULTS=0 RESTARTS=0 SUPKILLS=0 NODESUPKILLS=0 LEADERKILLS=0 ACTIONS=0
 claim_new() {
 	local c="claim-$RANDOM"
 	kraw POST /apis/resource.k8s.io/v1/namespaces/user/resourceclaims "{\"apiVersion\":\"resource.k8s.io/v1\",\"kind\":\"ResourceClaim\",\"metadata\":{\"name\":\"$c\",\"namespace\":\"user\"},\"spec\":{\"devices\":{\"requests\":[{\"name\":\"gpu\",\"exactly\":{\"deviceClassName\":\"gpu.intel.com\"}}]}}}" >/dev/null
@@ -148,27 +140,62 @@ claim_free_one() {
 	c=$(claims_list | shuf -n1 --random-source=<(yes "$RANDOM"))
 	[ -n "$c" ] && kraw DELETE "/apis/resource.k8s.io/v1/namespaces/user/resourceclaims/$c" >/dev/null
 }
-kill_child() {
+sup_dirs() { # the runtime dirs of every running supervisor
+	local c n
+	for c in "${!SUP[@]}"; do echo "$D/run-$c"; done
+	for n in $(np_nodes); do echo "$NP_DIR/$n/run"; done
+}
+child_pids() { # DIR...: the services' pids of those supervisors
+	local d
+	for d in "$@"; do
+		"$GPUKMM_BIN/gpukmmctl" status --runtime-dir "$d" --json --timeout-ms 1000 2>/dev/null |
+			jq -r '.. | objects | select(has("pid")) | .pid | select(. > 0)' 2>/dev/null
+	done
+}
+kill_child() { # any service of any supervisor, controller or node
 	local pids pid
-	pids=$(child_pids)
+	pids=$(child_pids $(sup_dirs))
 	[ -n "$pids" ] || return 0
 	pid=$(shuf -n1 --random-source=<(yes "$RANDOM") <<<"$pids")
 	kill -KILL "$pid" 2>/dev/null && KILLS=$((KILLS + 1))
 }
-child_pids() {
-	"$GPUKMM_BIN/gpukmmctl" status --runtime-dir "$D/run" --json --timeout-ms 1000 2>/dev/null |
-		jq -r '.. | objects | select(has("pid")) | .pid | select(. > 0)' 2>/dev/null
-}
 none_alive() { local p; for p in "$@"; do kill -0 "$p" 2>/dev/null && return 1; done; return 0; }
-kill_supervisor() { # like the controller pod's node dying: kill -9, start again
+sup_kill9() { # PID RUNTIME_DIR: like the pod's node dying; its children die with it (PR_SET_PDEATHSIG)
 	local kids
-	kids=$(child_pids)
-	kill -KILL "$SUP_PID" 2>/dev/null
-	wait "$SUP_PID" 2>/dev/null
-	# its children die with it (PR_SET_PDEATHSIG)
+	kids=$(child_pids "$2")
+	kill -KILL "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
 	wait_until 20 none_alive $kids || nok "children of a killed supervisor exit (PDEATHSIG): $kids"
-	sup_start
+}
+kill_controller() { # CONTROLLER: kill -9 it, start it again (a new identity)
+	sup_kill9 "${SUP[$1]}" "$D/run-$1"
+	ctrl_start "$1"
 	SUPKILLS=$((SUPKILLS + 1))
+}
+kill_node_sup() { # a random node supervisor: kill -9, start again
+	local n
+	n=$(np_nodes | shuf -n1 --random-source=<(yes "$RANDOM"))
+	[ -n "$n" ] || return 0
+	sup_kill9 "${NP_PID[$n]}" "$NP_DIR/$n/run"
+	np_start "$n"
+	NODESUPKILLS=$((NODESUPKILLS + 1))
+}
+FAILOVERS=() LATE_FAILOVERS=0
+kill_leader() { # kill -9 the leading controller: the other must take the Lease over
+	local l o t0
+	l=$(leader)
+	[ -n "$l" ] || return 0
+	o=$([ "$l" = A ] && echo B || echo A)
+	t0=$(date +%s%N)
+	sup_kill9 "${SUP[$l]}" "$D/run-$l"
+	LEADERKILLS=$((LEADERKILLS + 1))
+	# the Lease lasts 4 s; under API faults a takeover may take longer: give it 20 s
+	if wait_until 20 eval "[ \"\$(holder)\" = ctrl-$o-${GEN[$o]} ]"; then
+		FAILOVERS+=($(( ($(date +%s%N) - t0) / 1000000 )))
+	else
+		LATE_FAILOVERS=$((LATE_FAILOVERS + 1))
+	fi
+	ctrl_start "$l"
 }
 faults_set() { kraw PUT /kubesim/faults "$1" >/dev/null && FAULTS=$((FAULTS + 1)); }
 faults_clear() { kraw PUT /kubesim/faults '{"rules": []}' >/dev/null; }
@@ -209,36 +236,53 @@ policy_action() {
 }
 node_action() {
 	case $((RANDOM % 3)) in
-	0) [ $NEXT_NODE -le 8 ] && mknode "gpu-$NEXT_NODE" "${KERNELS[$((RANDOM % 3))]}" && NEXT_NODE=$((NEXT_NODE + 1)) ;;
+	0) [ $NEXT_NODE -le "$MAX_NODES" ] && addnode "gpu-$NEXT_NODE" "${KERNELS[$((RANDOM % 3))]}" && NEXT_NODE=$((NEXT_NODE + 1)) ;;
 	1) kraw PATCH "/api/v1/nodes/gpu-$((1 + RANDOM % 3))" '{"spec":{"unschedulable":true}}' application/merge-patch+json >/dev/null ;;
 	2) kraw PATCH "/api/v1/nodes/gpu-$((1 + RANDOM % 3))" '{"spec":{"unschedulable":null}}' application/merge-patch+json >/dev/null ;;
 	esac
 }
 
+T_SETUP=$SECONDS
 end=$((SECONDS + DUR))
+mid=$((SECONDS + DUR / 2))
 while [ $SECONDS -lt $end ]; do
 	ACTIONS=$((ACTIONS + 1))
+	# every run, however short, has at least one leader failover and one node
+	# supervisor kill (from the middle on)
+	if [ $SECONDS -ge $mid ] && [ $LEADERKILLS = 0 ]; then kill_leader; continue; fi
+	if [ $SECONDS -ge $mid ] && [ $NODESUPKILLS = 0 ]; then kill_node_sup; continue; fi
 	r=$((RANDOM % 100))
 	if [ $r -lt 45 ]; then policy_action
-	elif [ $r -lt 55 ]; then node_action
-	elif [ $r -lt 75 ]; then kill_child
-	elif [ $r -lt 88 ]; then random_faults
-	elif [ $r -lt 94 ]; then faults_clear
-	elif [ $r -lt 97 ]; then kubesim_restart
-	else kill_supervisor
+	elif [ $r -lt 53 ]; then node_action
+	elif [ $r -lt 71 ]; then kill_child
+	elif [ $r -lt 83 ]; then random_faults
+	elif [ $r -lt 88 ]; then faults_clear
+	elif [ $r -lt 91 ]; then kubesim_restart
+	elif [ $r -lt 94 ]; then kill_node_sup
+	elif [ $r -lt 97 ]; then kill_leader
+	else kill_controller "$( ((RANDOM % 2)) && echo A || echo B)"
 	fi
 	sleep 0.$((1 + RANDOM % 4))
 done
 
 # ---- calm: no faults, no claims, every node schedulable -----------------------------
 faults_clear
-kill -0 "$SUP_PID" 2>/dev/null && ok "the supervisor survived the chaos (or its restarts)" ||
-	{ nok "the supervisor is running after the chaos"; tail -5 "$D/controller.log" | sed 's/^/#   /'; sup_start; }
+for c in A B; do
+	kill -0 "${SUP[$c]}" 2>/dev/null && ok "controller $c survived the chaos (or its restarts)" ||
+		{ nok "controller $c is running after the chaos"; tail -5 "$D/controller-$c.log" | sed 's/^/#   /'; ctrl_start "$c"; }
+done
+for n in $(np_nodes); do
+	kill -0 "${NP_PID[$n]}" 2>/dev/null || { nok "node supervisor $n is running after the chaos"; np_start "$n"; }
+done
 for c in $(claims_list); do kraw DELETE "/apis/resource.k8s.io/v1/namespaces/user/resourceclaims/$c" >/dev/null; done
 for n in $(kraw GET /api/v1/nodes | jq -r '.items[].metadata.name'); do
 	kraw PATCH "/api/v1/nodes/$n" '{"spec":{"unschedulable":null}}' application/merge-patch+json >/dev/null
 done
-echo "# $ACTIONS driver steps: $KILLS services killed -9, $SUPKILLS supervisor kills, $FAULTS fault sets, $RESTARTS kubesim restarts, $CLAIMS claims allocated"
+fo=none
+[ ${#FAILOVERS[@]} -gt 0 ] && fo=$(printf '%s\n' "${FAILOVERS[@]}" | sort -n | awk '{a[NR]=$1} END {printf "%d ms median, %d ms max", a[int((NR+1)/2)], a[NR]}')
+echo "# $ACTIONS driver steps: $KILLS services killed -9, $SUPKILLS controller supervisor kills, $LEADERKILLS leader kills" \
+	"(takeover by the other controller: ${#FAILOVERS[@]} within 20 s, $fo; $LATE_FAILOVERS later), $NODESUPKILLS node supervisor kills," \
+	"$FAULTS fault sets, $RESTARTS kubesim restarts, $CLAIMS claims allocated, $(np_nodes | wc -l) GPU nodes"
 t0=$SECONDS
 last=
 until last=$(bash "$CHECK" "$KUBESIM_URL" "$NS" 2>&1); do
@@ -249,30 +293,58 @@ div=$(grep -c '^DIVERGE' <<<"$last")
 echo "# divergences after ${CONVERGE}s at most: $div"
 if [ "$div" = 0 ]; then
 	ok "cluster equals the calm computation $((SECONDS - t0))s after the faults stopped (seed $SEED)"
+	echo "# time to converge: $((SECONDS - t0)) s (setup took ${T_SETUP} s, chaos ${DUR} s)"
 else
 	nok "cluster converges after the chaos (seed $SEED): $div divergences"
 	sed 's/^/#   /' <<<"$last"
 	echo "#   policies: $(kraw GET /apis/intel.com/v1alpha1/clusterpolicies | jq -c '[.items[] | {n: .metadata.name, g: .metadata.generation, km: (.spec.kernelModule != null), v: .spec.kernelModule.version, st: .status}]' | head -c 3000)"
-	"$GPUKMM_BIN/gpukmmctl" status --runtime-dir "$D/run" 2>&1 | sed 's/^/#   /'
+	echo "#   lease holder: $(holder)"
+	for c in A B; do "$GPUKMM_BIN/gpukmmctl" status --runtime-dir "$D/run-$c" 2>&1 | sed "s/^/#   $c: /"; done
 fi
+wait_until 10 has_leader && ok "after the chaos one controller leads ($(holder))" || nok "a controller leads after the chaos (holder '$(holder)')"
 
 # ---- a fresh controller agrees: it writes nothing ---------------------------------
-stop_pid "$SUP_PID"; SUP_PID=
-[ "$STOP_RC" = 0 ] && ok "controller stops cleanly on SIGTERM after the chaos" || nok "controller exit code $STOP_RC on SIGTERM"
+for c in A B; do
+	ctrl_stop "$c"
+	[ "$STOP_RC" = 0 ] && ok "controller $c stops cleanly on SIGTERM after the chaos" || nok "controller $c exit code $STOP_RC on SIGTERM"
+done
+own='[.modules, .clusterpolicies, .daemonsets, .nodes] | map(. // 0)'
 w0=$(kraw GET /kubesim/stats | jq -c '.writesByResource')
-sup_start
-wait_until 60 sup_ready && ok "a fresh controller starts" || nok "a fresh controller starts"
-# every service has done its first pass once it is ready; statusd's grace is 2 s
-sleep 4 # nothing to wait for: we check that nothing happens
+# one controller, no leader election: the calm run's view of the final cluster
+ctrl_start F nolease "${CHAOS_FRESH_LOG_LEVEL:-}"
+wait_until 60 ctrl_ready F && ok "a fresh controller starts" || nok "a fresh controller starts"
+NPOL=$(kraw GET /apis/intel.com/v1alpha1/clusterpolicies | jq '.items | length')
+# Nothing to wait for but the services' own word that they are done: one pass per
+# policy in modmgr and the gater, one report per policy from each accepted by
+# statusd, statusd past its grace period (it re-evaluates everything then) and
+# idle (statusd_pending 0) — all in one Control.List answer of the supervisor.
+fresh_done() {
+	"$GPUKMM_BIN/gpukmmctl" status --runtime-dir "$D/run-F" --json --timeout-ms 2000 2>/dev/null | jq -e \
+		--argjson p "$NPOL" --argjson gater "$([ -n "$CHAOS_GATER" ] && echo 1 || echo 0)" '
+		[.services[]? | {(.name): (([.counters[]? | {(.name): (.value | tonumber)}] | add // {}) + {up: ((.uptime_ms // .uptimeMs // 0) | tonumber)})}] | add
+		| (.modmgr.modmgr_passes_total // 0) >= $p
+		and ($gater == 0 or (.gater.gater_passes_total // 0) >= $p)
+		and (.statusd.statusd_reports // 0) >= $p * (1 + $gater)
+		and .statusd.up > 2500 and .statusd.statusd_pending == 0' >/dev/null
+}
+wait_until 60 fresh_done && ok "the fresh controller's services report their first passes done and statusd idle" ||
+	nok "the fresh controller's first passes (counters: $("$GPUKMM_BIN/gpukmmctl" status --runtime-dir "$D/run-F" --json 2>/dev/null | jq -c '[.services[]? | {(.name): [.counters[]? | "\(.name)=\(.value)"]}]'))"
 w1=$(kraw GET /kubesim/stats | jq -c '.writesByResource')
-own='[.modules, .clusterpolicies, ."clusterpolicies/status", .daemonsets] | map(. // 0)'
 if [ "$(jq -c "$own" <<<"$w0")" = "$(jq -c "$own" <<<"$w1")" ]; then
-	ok "the fresh controller finds nothing to write"
+	ok "the fresh controller finds nothing to write (modules, clusterpolicies + status, daemonsets, nodes)"
 else
 	nok "the fresh controller writes: before $w0, after $w1"
 fi
 bash "$CHECK" "$KUBESIM_URL" "$NS" >"$D/check2.log" 2>&1 && ok "still no divergence after the fresh start" ||
 	{ nok "divergence after the fresh start"; sed 's/^/#   /' "$D/check2.log"; }
-stop_pid "$SUP_PID"; SUP_PID=
+ctrl_stop F
 [ "$STOP_RC" = 0 ] && ok "fresh controller stops cleanly" || nok "fresh controller exit code $STOP_RC"
+np_follow_stop
+bad= cnt=0
+for n in $(np_nodes); do
+	np_stop "$n"
+	cnt=$((cnt + 1))
+	[ "$NP_RC" = 0 ] || bad="$bad $n:$NP_RC"
+done
+[ -z "$bad" ] && ok "all $cnt node supervisors stop cleanly on SIGTERM" || nok "node supervisors stop cleanly on SIGTERM (node:exit code$bad)"
 exit $FAILED

@@ -12,6 +12,14 @@
 #   - status: observedGeneration = generation, no errors, kmmStatus = the Module's
 #     available/desired counts (N/A without kernelModule), Ready=True iff nothing is
 #     left to load
+#   - status.nodes (CHAOS_NODES=1): the counts a calm statusd derives from the
+#     nodes the policy selects (kubernetes.io/arch=amd64 + spec.nodeSelector +
+#     the NFD label with useNFDLabeling) and their gpukmm.io/node-report
+#     annotations: gpuNodes, ootLoaded, inTreeLoaded, notLoaded, unknown,
+#     problemNodes and the nodes listed in problems (the first 10 by name); Ready=False while a selected GPU node lacks the OoT module
+#     the policy wants; and every GPU Node's own report tells the truth: its
+#     label gpukmm.io/xe.source is "oot" iff KMM put a ready label on it (the
+#     test's stand-in for KMM's worker pod flips the node's root then)
 #   - no policy stuck deleting (the caller frees every claim first)
 # Usage: chaos_check.sh API_URL NAMESPACE      exit 0 = no divergence
 set -u
@@ -26,6 +34,63 @@ mods=$(get "/apis/kmm.sigs.x-k8s.io/v1beta1/namespaces/$NS/modules") || exit 1
 dss=$(get "/apis/apps/v1/namespaces/$NS/daemonsets") || exit 1
 jq -e '.items' <<<"$cps" >/dev/null 2>&1 || { echo "DIVERGE: cannot list ClusterPolicies: $(head -c 200 <<<"$cps")"; exit 1; }
 jq -e '.items' <<<"$mods" >/dev/null 2>&1 || { echo "DIVERGE: cannot list Modules: $(head -c 200 <<<"$mods")"; exit 1; }
+if [ "${CHAOS_NODES:-}" = 1 ]; then
+	nodes=$(get /api/v1/nodes) && jq -e '.items' <<<"$nodes" >/dev/null 2>&1 ||
+		{ echo "DIVERGE: cannot list Nodes: $(head -c 200 <<<"$nodes")"; exit 1; }
+	# every GPU node runs a node profile: its report follows KMM's ready label
+	while read -r line; do diverge "$line"; done < <(jq -r '.items[]
+		| select(.metadata.labels["intel.feature.node.kubernetes.io/gpu"] == "true")
+		| (any(.metadata.labels | keys[]; startswith("kmm.node.kubernetes.io/") and endswith(".ready"))) as $kmm
+		| (.metadata.labels["gpukmm.io/xe.source"] // "no label") as $src
+		| select($src != (if $kmm then "oot" else "none" end))
+		| "node \(.metadata.name): gpukmm.io/xe.source=\($src) but KMM ready label \(if $kmm then "present" else "absent" end)"' <<<"$nodes")
+fi
+# The node summary a calm statusd computes for policy $1 (JSON on stdin: {cp, nodes})
+# as {want: {gpuNodes...problemNodes}, blocking: N}. Per selected node: no readable
+# report = unknown (a problem); a report without a GPU (physical function) = not a
+# GPU node; else the module (moduleName, default xe) is OoT-loaded, in-tree
+# (loaded in-tree or built in) or not loaded; a problem node is one where the
+# module is not what the policy wants (OoT with kernelModule, in-tree without), or
+# no kernelMapping matches its kernel, or OoT with active VFs (problemList: the
+# first 10 of them by name, as status.nodes.problems lists them); "blocking" counts
+# GPU nodes without the OoT module the policy wants. (jq 1.6: an error after a
+# `try` is caught by it, so nothing below may fail on good input.)
+nodes_want='
+	.cp as $cp | ($cp.spec.kernelModule // null) as $km | (($km.moduleName // "") | if . == "" then "xe" else . end) as $mod
+	| ({"kubernetes.io/arch": "amd64"} + ($cp.spec.nodeSelector // {})
+	   + (if $cp.spec.useNFDLabeling == true then {"intel.feature.node.kubernetes.io/gpu": "true"} else {} end)) as $sel
+	| [.nodes.items[] | select(. as $n | all($sel | to_entries[]; ($n.metadata.labels // {})[.key] == .value))
+	   | .metadata.name as $nn | (.status.nodeInfo.kernelVersion // "") as $kv
+	   | ((.metadata.annotations // {})["gpukmm.io/node-report"] // null | try fromjson catch null) as $r
+	   | if $r == null then {unknown: 1}
+	     else ([$r.gpus[]? | select(.is_vf != true)] | length) as $pf
+	     | if $pf == 0 then empty else
+	       ([$r.gpus[]? | select(.is_vf == true)] | length) as $vfseen
+	       | ([$r.gpus[]? | select(.is_vf != true) | .sriov_numvfs // 0] | add // 0) as $numvfs
+	       | ([if $r.module then ($r.module | .name //= $r.module_name) else empty end, $r.related[]?]
+	          | map(select(.name == $mod)) | .[0]) as $m
+	       | if $m == null then {unknown: 1}
+	         else (($m.source // "SOURCE_UNKNOWN") | tostring) as $src
+	         | ($m.loaded == true and ($src == "SOURCE_OOT" or $src == "1")) as $oot
+	         | ($src == "SOURCE_BUILTIN" or ($m.loaded == true and $src == "SOURCE_IN_TREE")) as $intree
+	         | if $m.loaded == true and ($oot or $intree | not) then {unknown: 1}
+	           else ($km != null and $kv != "" and ([$km.kernelMappings[]? | (.literal != null and .literal == $kv)
+	                  or (.regexp != null and (.regexp as $re | $kv | test($re)))] | any | not)) as $nomap
+	           | {gpu: 1, oot: (if $oot then 1 else 0 end), intree: (if $oot | not and $intree then 1 else 0 end),
+	              notloaded: (if $oot or $intree then 0 else 1 end),
+	              problem: (if $km != null then $nomap or ($oot | not) or ($oot and ([$vfseen, $numvfs] | max) > 0)
+	                        else ($intree | not) end),
+	              blocking: ($km != null and ($oot | not))}
+	           end
+	         end
+	       end
+	     end | . + {node: $nn}] as $per
+	| {want: {gpuNodes: ([$per[].gpu // 0] | add // 0), ootLoaded: ([$per[].oot // 0] | add // 0),
+	          inTreeLoaded: ([$per[].intree // 0] | add // 0), notLoaded: ([$per[].notloaded // 0] | add // 0),
+	          unknown: ([$per[].unknown // 0] | add // 0),
+	          problemNodes: ([$per[] | select(.unknown == 1 or .problem == true)] | length),
+	          problemList: ([$per[] | select(.unknown == 1 or .problem == true) | .node] | sort | .[:10])},
+	   blocking: ([$per[] | select(.blocking == true)] | length)}'
 
 wanted_mods=()
 for name in $(jq -r '.items[].metadata.name' <<<"$cps"); do
@@ -73,6 +138,14 @@ for name in $(jq -r '.items[].metadata.name' <<<"$cps"); do
 		done
 	fi
 	st=$(jq -c '.status // {}' <<<"$cp")
+	if [ "${CHAOS_NODES:-}" = 1 ]; then
+		nw=$(jq -n -c --argjson cp "$cp" --argjson nodes "$nodes" "{cp: \$cp, nodes: \$nodes} | $nodes_want")
+		have=$(jq -c '.nodes // {} | {gpuNodes, ootLoaded, inTreeLoaded, notLoaded, unknown, problemNodes,
+			problemList: [.problems[]?.node]}' <<<"$st")
+		want=$(jq -c .want <<<"$nw")
+		[ "$have" = "$want" ] || diverge "$name: status.nodes $have, calm computation $want"
+		[ "$(jq .blocking <<<"$nw")" = 0 ] || want_ready=False
+	fi
 	jq -e --argjson g "$(jq .metadata.generation <<<"$cp")" '.observedGeneration == $g' <<<"$st" >/dev/null ||
 		diverge "$name: observedGeneration $(jq .observedGeneration <<<"$st") != generation $(jq .metadata.generation <<<"$cp")"
 	jq -e '(.errors // []) | length == 0' <<<"$st" >/dev/null || diverge "$name: status.errors $(jq -c .errors <<<"$st")"

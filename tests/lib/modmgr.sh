@@ -55,16 +55,33 @@ current-context: sim
 EOF
 }
 
+# Stops modmgr, the watcher and the fake statusd (SIGTERM, SIGKILL after 10 s) and
+# checks how each one ended: anything but exit 0 after SIGTERM (a crash, a leak
+# report under the sanitizers, a hang killed by SIGKILL) fails the test with a
+# "not ok" line naming the process, and its log is shown.
 mm_teardown() {
-	local p
-	for p in ${MM_MODMGR_PID:-} ${MM_WATCHER_PID:-} ${MM_STATUSD_PID:-}; do
-		kill -TERM "$p" 2>/dev/null
-	done
-	for p in ${MM_MODMGR_PID:-} ${MM_WATCHER_PID:-} ${MM_STATUSD_PID:-}; do
-		local i
-		for i in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
-		kill -KILL "$p" 2>/dev/null
+	local p i rc name
+	local -A who=()
+	[ -n "${MM_MODMGR_PID:-}" ] && who[$MM_MODMGR_PID]=gpukmm-modmgr
+	[ -n "${MM_WATCHER_PID:-}" ] && who[$MM_WATCHER_PID]=gpukmm-watcher
+	[ -n "${MM_STATUSD_PID:-}" ] && who[$MM_STATUSD_PID]=fake_statusd
+	for p in "${!who[@]}"; do kill -TERM "$p" 2>/dev/null; done
+	for p in "${!who[@]}"; do
+		name=${who[$p]}
+		for i in $(seq 1 200); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+		if kill -0 "$p" 2>/dev/null; then
+			kill -KILL "$p" 2>/dev/null
+			wait "$p" 2>/dev/null
+			notok "$name (pid $p) exits on SIGTERM within 10 s (SIGKILLed)"
+			continue
+		fi
 		wait "$p" 2>/dev/null
+		rc=$?
+		# 127: not our child any more (already reaped by the test): nothing to judge
+		case $rc in
+		0 | 127) ;;
+		*) notok "$name (pid $p) exits 0 on SIGTERM (exit $rc$([ "$rc" -gt 128 ] && echo ", signal $((rc - 128))"))" ;;
+		esac
 	done
 	MM_MODMGR_PID= MM_WATCHER_PID= MM_STATUSD_PID=
 	if [ "$MM_FAILED" != 0 ] && [ -n "${MM_DIR:-}" ]; then

@@ -1,0 +1,45 @@
+# Controller profiles for end-to-end tests: `gpukmm --profile controller` (watcher,
+# modmgr, gater when built, statusd; no webhook) against kubesim, one or more at a
+# time, leader-elected on the Lease gpukmm-controller. Source after
+# tests/lib/kubesim.sh; needs $D (a private temp dir with $D/kubeconfig) and $NS.
+#
+#   ctrl_start NAME [nolease [LOG_LEVEL]]   start controller NAME (runtime dir $D/run-NAME,
+#                               log $D/controller-NAME.log); each start gets a new
+#                               identity ctrl-NAME-<n> (like a new pod), so a restarted
+#                               controller does not take its own old Lease back at
+#                               once; "nolease": no leader election (always writes)
+#   ctrl_ready NAME             running and every service Ready (gpukmmctl status)
+#   ctrl_stop NAME              SIGTERM, SIGKILL after 30 s; STOP_RC = its exit code
+#   holder / leader / has_leader   the Lease's holderIdentity / the NAME holding it
+#   (and stop_pid, wait_until from tests/lib/proc.sh)
+# SUP[NAME] = supervisor pid, GEN[NAME] = starts so far. CTRL_GRACE_MS: statusd's
+# grace period (default 2000).
+declare -A SUP=() GEN=()
+. "$GPUKMM_SRC/tests/lib/proc.sh"
+ctrl_config() { # NAME IDENTITY_OR_EMPTY(no leader election)
+	local le='"args": []'
+	[ -n "$2" ] && le="\"args\": [\"--leader-elect\", \"--identity\", \"$2\", \"--lease-duration\", \"4\", \"--renew-deadline\", \"3\", \"--retry-period\", \"1\"]"
+	local svcs="{\"name\": \"watcher\", \"credentials\": true, $le},
+ {\"name\": \"modmgr\", \"credentials\": true},"
+	[ -x "$GPUKMM_BIN/gpukmm-gater" ] && svcs="$svcs {\"name\": \"gater\", \"credentials\": true},"
+	svcs="$svcs {\"name\": \"statusd\", \"credentials\": true, \"args\": [\"--grace-ms\", \"${CTRL_GRACE_MS:-2000}\"]}"
+	printf '{"intensity": {"max_restarts": 255, "window_ms": 1000}, "services": [%s]}\n' "$svcs" |
+		jq '.services |= map(. + {"backoff": {"initial_ms": 100, "max_ms": 2000}})' >"$D/ctrl-$1.json"
+}
+ctrl_start() { # NAME [nolease [LOG_LEVEL]]
+	local c=$1 lvl=${3:-${GPUKMM_LOG_LEVEL:-warn}}
+	GEN[$c]=$((${GEN[$c]:-0} + 1))
+	ctrl_config "$c" "$([ -z "${2:-}" ] && echo "ctrl-$c-${GEN[$c]}")"
+	OPERATOR_NAMESPACE=$NS GPUKMM_LOG_LEVEL=$lvl "$GPUKMM_BIN/gpukmm" --profile controller \
+		--config "$D/ctrl-$c.json" --runtime-dir "$D/run-$c" --kubeconfig "$D/kubeconfig" >>"$D/controller-$c.log" 2>&1 &
+	SUP[$c]=$!
+}
+ctrl_ready() { kill -0 "${SUP[$1]}" 2>/dev/null && "$GPUKMM_BIN/gpukmmctl" status --runtime-dir "$D/run-$1" --timeout-ms 1000 >/dev/null 2>&1; }
+ctrl_stop() { stop_pid "${SUP[$1]:-}"; unset "SUP[$1]"; }
+holder() { kraw GET "/apis/coordination.k8s.io/v1/namespaces/$NS/leases/gpukmm-controller" | jq -r '.spec.holderIdentity // empty' 2>/dev/null; }
+leader() { # the controller whose current identity holds the Lease (empty: none)
+	local h c
+	h=$(holder)
+	for c in "${!SUP[@]}"; do [ "$h" = "ctrl-$c-${GEN[$c]}" ] && echo "$c"; done
+}
+has_leader() { [ -n "$(leader)" ]; }

@@ -1,0 +1,117 @@
+# The node side of a simulated cluster: one `gpukmm --profile node` (gpukmm-prober
+# on a fake node root + gpukmm-statusd --mode node) per GPU node, as the demo, the
+# chaos test and the node scenario tests run it. Source after tests/lib/kubesim.sh.
+#
+#   np_init DIR KUBECONFIG      where everything goes (DIR/np), the kubeconfig the
+#                               node statusd writes with
+#   np_start NODE KERNEL        builds the fake roots for KERNEL (once per kernel:
+#                               "oot-avail" = GPU, OoT xe installed, not loaded;
+#                               "oot-idle" = OoT xe loaded; tests/fixtures/mk-probe-fixture.sh)
+#                               and starts the node supervisor: NP_PID[NODE]
+#   np_kernel NODE KERNEL       the node boots another kernel (its root follows; the
+#                               Node's status.nodeInfo is the caller's business)
+#   np_follow_start             the stand-in for KMM's worker pods: a loop that points
+#                               each node's root at "oot-idle" while the Node carries
+#                               any KMM ready label (kmm.node.kubernetes.io/*.ready)
+#                               and at "oot-avail" otherwise
+#   np_pids NODE                the node supervisor's pid and its children's
+#   np_stop NODE / np_stop_all  SIGTERM (SIGKILL after 15 s); NP_RC = the supervisor's
+#                               exit code (0: it and its services stopped cleanly)
+#   np_nodes                    the nodes started so far
+# NP_LOG_LEVEL (default warn), NP_INTERVAL_MS (prober interval, default 1000).
+
+. "$GPUKMM_SRC/tests/lib/proc.sh"
+declare -A NP_PID=()
+NP_DIR= NP_KUBECONFIG= NP_FOLLOW_PID= NP_RC=0
+
+np_init() { # DIR KUBECONFIG
+	NP_DIR=$1/np NP_KUBECONFIG=$2
+	mkdir -p "$NP_DIR/fx"
+}
+
+np_fixtures() { # KERNEL: the two roots of that kernel, built once
+	local s
+	for s in oot-avail oot-idle; do
+		[ -d "$NP_DIR/fx/$1/$s" ] && continue
+		GK_FIXTURE_KVER=$1 "$GPUKMM_SRC/tests/fixtures/mk-probe-fixture.sh" "$s" "$NP_DIR/fx/$1/$s" \
+			>>"$NP_DIR/fixtures.log" 2>&1 || return 1
+	done
+}
+
+np_kernel() { # NODE KERNEL
+	np_fixtures "$2" || return 1
+	mkdir -p "$NP_DIR/$1"
+	echo "$2" >"$NP_DIR/$1/kernel"
+	ln -sfn "$NP_DIR/fx/$2/$(np_state "$1")" "$NP_DIR/$1/root"
+}
+np_state() { cat "$NP_DIR/$1/state" 2>/dev/null || echo oot-avail; }
+
+np_start() { # NODE [KERNEL]: KERNEL defaults to the node's last one
+	local n=$1 kv=${2:-$(cat "$NP_DIR/$1/kernel" 2>/dev/null)}
+	[ -n "$kv" ] || return 1
+	np_kernel "$n" "$kv" || return 1
+	cat >"$NP_DIR/$n/node.json" <<J
+{"services": [
+  {"name": "prober", "args": ["--root", "$NP_DIR/$n/root", "--interval-ms", "${NP_INTERVAL_MS:-1000}", "--debounce-ms", "100"]},
+  {"name": "statusd", "credentials": true, "args": ["--mode", "node", "--debounce-ms", "100"]}
+]}
+J
+	NODE_NAME=$n GPUKMM_LOG_LEVEL=${NP_LOG_LEVEL:-warn} "$GPUKMM_BIN/gpukmm" --profile node \
+		--config "$NP_DIR/$n/node.json" --runtime-dir "$NP_DIR/$n/run" --kubeconfig "$NP_KUBECONFIG" \
+		>>"$NP_DIR/node-$n.log" 2>&1 &
+	NP_PID[$n]=$!
+}
+
+np_nodes() { printf '%s\n' "${!NP_PID[@]}" | sort; }
+np_pids() { # NODE: the supervisor and its live children
+	local p=${NP_PID[$1]:-}
+	[ -n "$p" ] || return 0
+	echo "$p"
+	pgrep -P "$p" 2>/dev/null
+}
+
+np_stop() { # NODE
+	stop_pid "${NP_PID[$1]:-}" 15
+	NP_RC=$STOP_RC
+	unset "NP_PID[$1]"
+}
+
+np_stop_all() { # prints "ok"/"not ok" per node supervisor when NP_CHECK=1
+	local n
+	np_follow_stop
+	for n in $(np_nodes); do
+		np_stop "$n"
+		[ -n "${NP_CHECK:-}" ] || continue
+		if [ "$NP_RC" = 0 ]; then echo "ok - gpukmm --profile node ($n) stopped cleanly on SIGTERM"
+		else echo "not ok - gpukmm --profile node ($n) stopped cleanly on SIGTERM (exit $NP_RC)"; fi
+	done
+}
+
+# One GET of all Nodes per round; a node's root is switched only when its state
+# changes (the prober sees the new tree on its next interval).
+np_follow_start() {
+	(
+		trap 'exit 0' TERM
+		while :; do
+			curl -s --max-time 5 "$KUBESIM_URL/api/v1/nodes" 2>/dev/null |
+				jq -r '.items[]? | "\(.metadata.name) \(any(.metadata.labels // {} | keys[];
+					startswith("kmm.node.kubernetes.io/") and endswith(".ready")))"' 2>/dev/null |
+				while read -r n loaded; do
+					[ -f "$NP_DIR/$n/kernel" ] || continue
+					want=oot-avail
+					[ "$loaded" = true ] && want=oot-idle
+					[ "$(np_state "$n")" = "$want" ] && continue
+					echo "$want" >"$NP_DIR/$n/state"
+					ln -sfn "$NP_DIR/fx/$(cat "$NP_DIR/$n/kernel")/$want" "$NP_DIR/$n/root"
+				done
+			sleep 0.3
+		done
+	) >/dev/null 2>&1 &
+	NP_FOLLOW_PID=$!
+}
+np_follow_stop() {
+	[ -n "$NP_FOLLOW_PID" ] || return 0
+	kill -TERM "$NP_FOLLOW_PID" 2>/dev/null
+	wait "$NP_FOLLOW_PID" 2>/dev/null
+	NP_FOLLOW_PID=
+}
