@@ -148,6 +148,11 @@ int gk_policy_render_module(const Gpukmm__ClusterPolicy *cp, const gk_policy_opt
  * ownerReferences}, spec} as it would be created. NULL on OOM. */
 cJSON *gk_policy_module_to_json(const Gpukmm__Module *m);
 
+/* RFC 7386 JSON merge patch turning a into b, recursing into objects (a key of a
+ * missing from b becomes null at any depth; arrays and scalars are replaced whole).
+ * *out is NULL when a equals b. Returns false on OOM. Pure. */
+bool gk_policy_merge_diff(const cJSON *a, const cJSON *b, cJSON **out);
+
 /* ---- existing vs desired ------------------------------------------------------------ */
 /* Compares the managed parts (controller owner reference, selector, tolerations,
  * imageRepoSecret, moduleLoader) of the existing Module with the desired one,

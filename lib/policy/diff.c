@@ -47,8 +47,7 @@ static void normalise(cJSON *spec, const cJSON *desired_spec)
 		cJSON_DeleteItemFromObjectCaseSensitive(mp, "dirName");
 }
 
-/* RFC 7386 patch turning a into b; *out NULL when equal. false on OOM. */
-static bool merge_diff(const cJSON *a, const cJSON *b, cJSON **out)
+bool gk_policy_merge_diff(const cJSON *a, const cJSON *b, cJSON **out)
 {
 	*out = NULL;
 	if (cJSON_IsObject(a) && cJSON_IsObject(b)) {
@@ -74,7 +73,7 @@ static bool merge_diff(const cJSON *a, const cJSON *b, cJSON **out)
 					cJSON_Delete(p);
 					return false;
 				}
-			} else if (!merge_diff(old, e, &sub)) {
+			} else if (!gk_policy_merge_diff(old, e, &sub)) {
 				cJSON_Delete(p);
 				return false;
 			}
@@ -179,7 +178,7 @@ int gk_policy_module_diff(const Gpukmm__Module *existing, const Gpukmm__Module *
 		goto oom;
 	normalise(want, NULL);
 	normalise(have, want);
-	if (!merge_diff(have, want, &spec_patch))
+	if (!gk_policy_merge_diff(have, want, &spec_patch))
 		goto oom;
 	cJSON_Delete(want);
 	cJSON_Delete(have);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpukmm/policy.h"
 #include "merge.h"
 
 /* A string field owned by one component: the report's value when it has one,
@@ -333,43 +334,24 @@ fail:
 
 cJSON *gk_sd_status_patch(const cJSON *cur, const cJSON *want, bool *oom)
 {
+	/* a recursive diff: a nested key statusd no longer wants (status.nodes.problems
+	 * once no node has a problem) must become null, or the merge patch keeps it */
 	*oom = false;
 	if (cur && !cJSON_IsObject(cur))
 		cur = NULL;
-	cJSON *st = cJSON_CreateObject();
+	cJSON *st = NULL;
+	if (!gk_policy_merge_diff(cur, want, &st)) {
+		*oom = true;
+		return NULL;
+	}
 	if (!st)
-		goto fail;
-	const cJSON *it;
-	cJSON_ArrayForEach(it, want)
-	{
-		const cJSON *c = cJSON_GetObjectItemCaseSensitive(cur, it->string);
-		if (c && cJSON_Compare(c, it, 1))
-			continue;
-		cJSON *d = cJSON_Duplicate(it, 1);
-		if (!d)
-			goto fail;
-		cJSON_AddItemToObject(st, it->string, d);
-	}
-	cJSON_ArrayForEach(it, cur)
-	{
-		if (it->string && !cJSON_GetObjectItemCaseSensitive(want, it->string)) {
-			cJSON *n = cJSON_CreateNull();
-			if (!n)
-				goto fail;
-			cJSON_AddItemToObject(st, it->string, n);
-		}
-	}
-	if (!st->child) {
+		return NULL;
+	cJSON *p = cJSON_CreateObject();
+	if (!p) {
+		*oom = true;
 		cJSON_Delete(st);
 		return NULL;
 	}
-	cJSON *p = cJSON_CreateObject();
-	if (!p)
-		goto fail;
 	cJSON_AddItemToObject(p, "status", st);
 	return p;
-fail:
-	*oom = true;
-	cJSON_Delete(st);
-	return NULL;
 }

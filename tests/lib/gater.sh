@@ -3,7 +3,7 @@
 # statusd in $MM_DIR).
 #
 #   gt_start_gater / gt_stop_gater [SIG]   (re)start or stop gpukmm-gater
-#   gt_teardown                            stops the gater, then mm_teardown
+#   gt_teardown                            mm_teardown (which stops the gater too, checking it exits 0)
 #   mk_ds NS NAME 'SELECTOR-JSON' ['LABELS-JSON']   create a DaemonSet (JSON POST)
 #   ds_json NS NAME / ds_sel NS NAME       the object / its template nodeSelector
 #   gated NS NAME [POLICY] / ungated NS NAME [POLICY]   our ready-label key present ("") / absent
@@ -28,19 +28,7 @@ gt_stop_gater() {
 	return $rc
 }
 
-gt_teardown() {
-	if [ -n "${GT_GATER_PID:-}" ]; then
-		kill -TERM "$GT_GATER_PID" 2>/dev/null
-		local i
-		for i in $(seq 1 100); do kill -0 "$GT_GATER_PID" 2>/dev/null || break; sleep 0.05; done
-		kill -KILL "$GT_GATER_PID" 2>/dev/null
-		wait "$GT_GATER_PID" 2>/dev/null
-		GT_GATER_PID=
-	fi
-	if [ -n "${MM_DIR:-}" ] && grep -qE "Sanitizer|runtime error" "$MM_DIR"/*.log 2>/dev/null; then
-		notok "no sanitizer reports"
-		grep -h -A20 -E "Sanitizer|runtime error" "$MM_DIR"/*.log | sed 's/^/#   /' | head -40
-	fi
+gt_teardown() { # mm_teardown stops the gater too and checks its exit code
 	mm_teardown
 }
 

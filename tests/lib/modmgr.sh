@@ -65,6 +65,7 @@ mm_teardown() {
 	[ -n "${MM_MODMGR_PID:-}" ] && who[$MM_MODMGR_PID]=gpukmm-modmgr
 	[ -n "${MM_WATCHER_PID:-}" ] && who[$MM_WATCHER_PID]=gpukmm-watcher
 	[ -n "${MM_STATUSD_PID:-}" ] && who[$MM_STATUSD_PID]=fake_statusd
+	[ -n "${GT_GATER_PID:-}" ] && who[$GT_GATER_PID]=gpukmm-gater # tests/lib/gater.sh
 	for p in "${!who[@]}"; do kill -TERM "$p" 2>/dev/null; done
 	for p in "${!who[@]}"; do
 		name=${who[$p]}
@@ -83,7 +84,11 @@ mm_teardown() {
 		*) notok "$name (pid $p) exits 0 on SIGTERM (exit $rc$([ "$rc" -gt 128 ] && echo ", signal $((rc - 128))"))" ;;
 		esac
 	done
-	MM_MODMGR_PID= MM_WATCHER_PID= MM_STATUSD_PID=
+	MM_MODMGR_PID= MM_WATCHER_PID= MM_STATUSD_PID= GT_GATER_PID=
+	if [ -n "${MM_DIR:-}" ] && grep -qE "Sanitizer|runtime error" "$MM_DIR"/*.log 2>/dev/null; then
+		notok "no sanitizer reports"
+		grep -h -A20 -E "Sanitizer|runtime error" "$MM_DIR"/*.log | sed 's/^/#   /' | head -40
+	fi
 	if [ "$MM_FAILED" != 0 ] && [ -n "${MM_DIR:-}" ]; then
 		for f in "$MM_DIR"/*.log; do
 			[ -f "$f" ] || continue

@@ -200,3 +200,30 @@ Test(statusd_merge, modmgr_condition_is_used_and_garbage_current_ignored)
 	cJSON_Delete(w);
 	cJSON_Delete(cur);
 }
+
+/* a merge patch keeps nested keys it does not mention: once no node has a problem,
+ * status.nodes.problems must be nulled, or the list stays stale and every later
+ * evaluation re-sends the same patch (found by chaos.sh) */
+Test(statusd_merge, nested_key_gone_becomes_null_and_then_nothing_is_written)
+{
+	cJSON *cur = cJSON_Parse("{\"kmmStatus\":\"3/3\",\"nodes\":{\"gpuNodes\":3,\"problemNodes\":1,"
+				 "\"problems\":[{\"node\":\"n1\",\"reason\":\"NoReport\"}]}}");
+	cJSON *want = cJSON_Parse("{\"kmmStatus\":\"3/3\",\"nodes\":{\"gpuNodes\":3,\"problemNodes\":0}}");
+	bool oom;
+	cJSON *p = gk_sd_status_patch(cur, want, &oom);
+	cr_assert_not_null(p);
+	cr_assert_not(oom);
+	const cJSON *st = cJSON_GetObjectItem(p, "status");
+	cr_assert_null(cJSON_GetObjectItem(st, "kmmStatus"), "unchanged keys are not sent");
+	const cJSON *n = cJSON_GetObjectItem(st, "nodes");
+	cr_assert(cJSON_IsNull(cJSON_GetObjectItem(n, "problems")), "stale problems nulled");
+	cr_assert_eq(cJSON_GetObjectItem(n, "problemNodes")->valueint, 0);
+	cr_assert_null(cJSON_GetObjectItem(n, "gpuNodes"), "unchanged nested keys are not sent");
+	cJSON_Delete(p);
+	/* the API applies the patch: the next evaluation writes nothing */
+	cJSON_DeleteItemFromObject(cJSON_GetObjectItem(cur, "nodes"), "problems");
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(cur, "nodes"), "problemNodes", cJSON_CreateNumber(0));
+	cr_assert_null(gk_sd_status_patch(cur, want, &oom));
+	cJSON_Delete(cur);
+	cJSON_Delete(want);
+}
