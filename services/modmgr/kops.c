@@ -9,6 +9,7 @@
 #include "gpukmm/kube.h"
 #include "gpukmm/log.h"
 #include "gpukmm/policy.h"
+#include "gpukmm/wsub.h"
 
 struct gk_mm_kops {
 	gk_kube_config cfg;
@@ -135,7 +136,7 @@ void gk_mm_kops_free(gk_mm_kops *k)
 static int desired(gk_mm_kops *k, const Gpukmm__ClusterPolicy *cp, Gpukmm__Module **out, gk_err *err)
 {
 	*out = NULL;
-	Gpukmm__ClusterPolicy *c = (Gpukmm__ClusterPolicy *)gk_mmv_clone(&cp->base);
+	Gpukmm__ClusterPolicy *c = (Gpukmm__ClusterPolicy *)gk_wsub_clone(&cp->base);
 	if (!c)
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
 	int rc = GK_OK;

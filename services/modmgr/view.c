@@ -5,15 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct obj {
-	char *key;
-	ProtobufCMessage *msg;
-} obj;
-
-typedef struct objtab {
-	obj *v;
-	size_t n, cap;
-} objtab;
+#include "gpukmm/wsub.h"
 
 /* sorted set of "ns/name" strings */
 typedef struct keyset {
@@ -27,93 +19,11 @@ struct gk_mmv {
 	size_t max;
 	gk_mmv_dirty_fn dirty;
 	void *user;
-	objtab policies, modules;
+	gk_wsub_tab policies, modules;
 	keyset claims, pods;
 	bool synced, kmm, dra, leader;
 	uint64_t ignored;
 };
-
-ProtobufCMessage *gk_mmv_clone(const ProtobufCMessage *m)
-{
-	if (!m)
-		return NULL;
-	size_t len = protobuf_c_message_get_packed_size(m);
-	uint8_t stackbuf[1024];
-	uint8_t *buf = len <= sizeof(stackbuf) ? stackbuf : malloc(len);
-	if (!buf)
-		return NULL;
-	protobuf_c_message_pack(m, buf);
-	ProtobufCMessage *c = protobuf_c_message_unpack(m->descriptor, NULL, len, buf);
-	if (buf != stackbuf)
-		free(buf);
-	return c;
-}
-
-/* ---- object tables ----------------------------------------------------------- */
-
-static obj *tab_find(const objtab *t, const char *key)
-{
-	for (size_t i = 0; i < t->n; i++)
-		if (strcmp(t->v[i].key, key) == 0)
-			return &t->v[i];
-	return NULL;
-}
-
-static void tab_del(objtab *t, const char *key)
-{
-	obj *o = tab_find(t, key);
-	if (!o)
-		return;
-	free(o->key);
-	protobuf_c_message_free_unpacked(o->msg, NULL);
-	*o = t->v[--t->n];
-}
-
-static void tab_clear(objtab *t)
-{
-	for (size_t i = 0; i < t->n; i++) {
-		free(t->v[i].key);
-		protobuf_c_message_free_unpacked(t->v[i].msg, NULL);
-	}
-	free(t->v);
-	memset(t, 0, sizeof(*t));
-}
-
-/* Store a copy of msg under key (replacing). */
-static int tab_put(gk_mmv *v, objtab *t, const char *key, const ProtobufCMessage *msg, gk_err *err)
-{
-	ProtobufCMessage *c = gk_mmv_clone(msg);
-	if (!c)
-		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: cannot copy %s", key);
-	obj *o = tab_find(t, key);
-	if (o) {
-		protobuf_c_message_free_unpacked(o->msg, NULL);
-		o->msg = c;
-		return GK_OK;
-	}
-	if (t->n >= v->max) {
-		protobuf_c_message_free_unpacked(c, NULL);
-		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: more than %zu objects, dropping %s",
-				  v->max, key);
-	}
-	if (t->n == t->cap) {
-		size_t nc = t->cap ? t->cap * 2 : 16;
-		obj *nv = realloc(t->v, nc * sizeof(*nv));
-		if (!nv) {
-			protobuf_c_message_free_unpacked(c, NULL);
-			return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: out of memory");
-		}
-		t->v = nv;
-		t->cap = nc;
-	}
-	char *k = strdup(key);
-	if (!k) {
-		protobuf_c_message_free_unpacked(c, NULL);
-		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: out of memory");
-	}
-	t->v[t->n++] = (obj){ k, c };
-	return GK_OK;
-}
 
 /* ---- key sets -------------------------------------------------------------------- */
 
@@ -201,6 +111,8 @@ int gk_mmv_new(gk_mmv **out, const gk_mmv_opts *o, gk_mmv_dirty_fn fn, void *use
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: out of memory");
 	}
 	v->max = o && o->max_objects ? o->max_objects : 4096;
+	gk_wsub_tab_init(&v->policies, v->max);
+	gk_wsub_tab_init(&v->modules, v->max);
 	v->dirty = fn;
 	v->user = user;
 	v->leader = true;
@@ -212,8 +124,8 @@ void gk_mmv_free(gk_mmv *v)
 {
 	if (!v)
 		return;
-	tab_clear(&v->policies);
-	tab_clear(&v->modules);
+	gk_wsub_tab_clear(&v->policies);
+	gk_wsub_tab_clear(&v->modules);
 	set_clear(&v->claims);
 	set_clear(&v->pods);
 	free(v->ns);
@@ -289,8 +201,8 @@ int gk_mmv_load_snapshot(gk_mmv *v, const Gpukmm__SnapshotReply *s, gk_err *err)
 {
 	/* old keys dirty first: a policy gone meanwhile is reconciled as gone */
 	mark_all(v);
-	tab_clear(&v->policies);
-	tab_clear(&v->modules);
+	gk_wsub_tab_clear(&v->policies);
+	gk_wsub_tab_clear(&v->modules);
 	set_clear(&v->claims);
 	set_clear(&v->pods);
 	int rc = GK_OK;
@@ -301,7 +213,7 @@ int gk_mmv_load_snapshot(gk_mmv *v, const Gpukmm__SnapshotReply *s, gk_err *err)
 			v->ignored++;
 			continue;
 		}
-		int r = tab_put(v, &v->policies, name, &cp->base, err);
+		int r = gk_wsub_tab_put(&v->policies, name, &cp->base, err);
 		if (r)
 			rc = r;
 	}
@@ -312,7 +224,7 @@ int gk_mmv_load_snapshot(gk_mmv *v, const Gpukmm__SnapshotReply *s, gk_err *err)
 			v->ignored++;
 			continue;
 		}
-		int r = tab_put(v, &v->modules, name, &m->base, err);
+		int r = gk_wsub_tab_put(&v->modules, name, &m->base, err);
 		if (r)
 			rc = r;
 	}
@@ -368,9 +280,9 @@ int gk_mmv_apply(gk_mmv *v, const char *topic, const Gpukmm__Event *ev, gk_err *
 			return GK_OK;
 		int rc = GK_OK;
 		if (del)
-			tab_del(&v->policies, name);
+			gk_wsub_tab_del(&v->policies, name);
 		else
-			rc = tab_put(v, &v->policies, name, &ev->cluster_policy->base, err);
+			rc = gk_wsub_tab_put(&v->policies, name, &ev->cluster_policy->base, err);
 		mark(v, name);
 		return rc;
 	}
@@ -380,16 +292,16 @@ int gk_mmv_apply(gk_mmv *v, const char *topic, const Gpukmm__Event *ev, gk_err *
 		if (!name || !in_ns(v, m->metadata))
 			break;
 		/* the old owner too, should the ownerRef have changed */
-		obj *old = tab_find(&v->modules, name);
-		if (!del && old && same_version(((const Gpukmm__Module *)old->msg)->metadata, m->metadata))
+		const Gpukmm__Module *old = (const Gpukmm__Module *)gk_wsub_tab_get(&v->modules, name);
+		if (!del && old && same_version(old->metadata, m->metadata))
 			return GK_OK;
 		if (old)
-			module_keys(v, name, (const Gpukmm__Module *)old->msg, mark);
+			module_keys(v, name, old, mark);
 		int rc = GK_OK;
 		if (del)
-			tab_del(&v->modules, name);
+			gk_wsub_tab_del(&v->modules, name);
 		else
-			rc = tab_put(v, &v->modules, name, &m->base, err);
+			rc = gk_wsub_tab_put(&v->modules, name, &m->base, err);
 		module_keys(v, name, m, mark);
 		return rc;
 	}
@@ -438,14 +350,12 @@ int gk_mmv_apply(gk_mmv *v, const char *topic, const Gpukmm__Event *ev, gk_err *
 
 const Gpukmm__ClusterPolicy *gk_mmv_policy(const gk_mmv *v, const char *name)
 {
-	obj *o = tab_find(&v->policies, name);
-	return o ? (const Gpukmm__ClusterPolicy *)o->msg : NULL;
+	return (const Gpukmm__ClusterPolicy *)gk_wsub_tab_get(&v->policies, name);
 }
 
 const Gpukmm__Module *gk_mmv_module(const gk_mmv *v, const char *name)
 {
-	obj *o = tab_find(&v->modules, name);
-	return o ? (const Gpukmm__Module *)o->msg : NULL;
+	return (const Gpukmm__Module *)gk_wsub_tab_get(&v->modules, name);
 }
 
 void gk_mmv_view(const gk_mmv *v, const char *policy, gk_mm_view *out)
@@ -469,19 +379,19 @@ void gk_mmv_view(const gk_mmv *v, const char *policy, gk_mm_view *out)
 int gk_mmv_put_module(gk_mmv *v, const char *name, const Gpukmm__Module *m, gk_err *err)
 {
 	if (!m) {
-		tab_del(&v->modules, name);
+		gk_wsub_tab_del(&v->modules, name);
 		return GK_OK;
 	}
-	return tab_put(v, &v->modules, name, &m->base, err);
+	return gk_wsub_tab_put(&v->modules, name, &m->base, err);
 }
 
 int gk_mmv_put_policy(gk_mmv *v, const char *name, const Gpukmm__ClusterPolicy *cp, gk_err *err)
 {
 	if (!cp) {
-		tab_del(&v->policies, name);
+		gk_wsub_tab_del(&v->policies, name);
 		return GK_OK;
 	}
-	return tab_put(v, &v->policies, name, &cp->base, err);
+	return gk_wsub_tab_put(&v->policies, name, &cp->base, err);
 }
 
 void gk_mmv_state_get(const gk_mmv *v, gk_mmv_state *out)

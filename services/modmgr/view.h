@@ -65,8 +65,5 @@ typedef struct gk_mmv_state {
 } gk_mmv_state;
 void gk_mmv_state_get(const gk_mmv *v, gk_mmv_state *out);
 
-/* Deep copy of any message (pack + unpack); NULL on failure. Free with
- * protobuf_c_message_free_unpacked(m, NULL). */
-ProtobufCMessage *gk_mmv_clone(const ProtobufCMessage *m);
 
 #endif
