@@ -17,10 +17,7 @@ cleanup() {
 trap cleanup EXIT
 ok() { echo "ok - $1"; }
 nok() { echo "not ok - $1"; [ -n "${2:-}" ] && tail -n 30 "$2" | sed 's/^/#   /'; }
-wait_for() { # deadline_s cmd...: poll, never sleep for synchronisation
-	local end=$((SECONDS + $1)); shift
-	until "$@"; do [ $SECONDS -ge $end ] && return 1; sleep 0.05; done
-}
+. "${GPUKMM_SRC:-.}/tests/lib/proc.sh" # wait_until SECONDS CMD...
 if ! unshare --pid --fork --mount-proc true 2>/dev/null; then
 	echo "skip - no pid namespace here (unshare needs CAP_SYS_ADMIN): PID 1 behaviour not checked"
 	exit 0
@@ -51,7 +48,7 @@ for i in 1 2 3; do
 	G="$G,$(svc g$i grandchild ',"--after-ms","200"'),\"restart\":\"temporary\",\"ready\":{\"required\":false}}"
 done
 start a "{\"services\":[$(svc ok ready)}$G]}"
-if wait_for $((10 * SLOW)) sup_pid >/dev/null; then
+if wait_until $((10 * SLOW)) sup_pid >/dev/null; then
 	SP=$(sup_pid)
 	ns=$(awk '/^NSpid:/ { print $NF }' "/proc/$SP/status")
 	[ "$ns" = 1 ] && ok "the supervisor is PID 1 in its namespace" || nok "the supervisor is PID 1 (NSpid ends in $ns)"
@@ -60,17 +57,17 @@ else
 	exit 0
 fi
 orphans() { [ "$(cat "$T"/g?.trace 2>/dev/null | grep -c '^orphan-exit ')" -ge "$1" ]; }
-if wait_for $((20 * SLOW)) orphans 3; then
+if wait_until $((20 * SLOW)) orphans 3; then
 	ok "three grandchildren were orphaned and ran to their end"
 else
 	nok "grandchildren orphaned and ended" "$T/a.log"
 fi
 reaped() { [ "$(grep -c "not a service's main process" "$T/a.log")" -ge "$1" ]; }
-wait_for $((5 * SLOW)) reaped 3 && ok "PID 1 reaped the orphans (no service's main process)" ||
+wait_until $((5 * SLOW)) reaped 3 && ok "PID 1 reaped the orphans (no service's main process)" ||
 	nok "PID 1 reaped the orphans" "$T/a.log"
 no_zombies() { [ "$(zombies_of "$SP")" = 0 ]; }
-wait_for $((5 * SLOW)) no_zombies && ok "no zombie under PID 1" || nok "no zombie under PID 1 ($(zombies_of "$SP"))"
-wait_for $((10 * SLOW)) ready a && ok "the other service stays ready" || nok "the other service stays ready" "$T/a.log"
+wait_until $((5 * SLOW)) no_zombies && ok "no zombie under PID 1" || nok "no zombie under PID 1 ($(zombies_of "$SP"))"
+wait_until $((10 * SLOW)) ready a && ok "the other service stays ready" || nok "the other service stays ready" "$T/a.log"
 kill -TERM "$SP"
 wait "$UPID"
 rc=$?
@@ -79,7 +76,7 @@ UPID=
 
 # 2. a service that ignores SIGTERM: SIGKILLed after its stop timeout, PID 1 exits 128+15
 start b "{\"services\":[$(svc stubborn ignore-term),\"stop\":{\"timeout_ms\":300}}]}"
-if wait_for $((10 * SLOW)) ready b; then
+if wait_until $((10 * SLOW)) ready b; then
 	SP=$(sup_pid)
 	kill -TERM "$SP"
 	wait "$UPID"
