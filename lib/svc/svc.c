@@ -215,7 +215,6 @@ static void on_control_fd(gk_loop *l, int fd, uint32_t ev, void *user)
 	gk_ipc_client_dispatch(svc->control);
 }
 
-
 int gk_svc_init(gk_svc *svc, const char *name, int argc, char **argv, const gk_svc_opt *extra,
 		gk_err *err)
 {
