@@ -4,9 +4,11 @@
  * only marks ClusterPolicy keys dirty; the work queue runs passes (pass.c:
  * decide.c + writes through lib/kube's async calls on this loop, one pass in
  * flight per key, at most MAX_INFLIGHT at once); after each pass a
- * StatusReport goes to statusd and the plan's Events go to the API. On start and after any bus gap
- * the view is rebuilt from a Watcher.Snapshot (events that arrive while the
- * snapshot is in flight are buffered and replayed when newer than it). */
+ * StatusReport goes to statusd and the plan's Events go to the API. The bus
+ * is consumed through lib/wsub: on start and after any bus gap the view is
+ * rebuilt from a Watcher.Snapshot (events that arrive while the snapshot is in
+ * flight are buffered and replayed when newer than it); passes wait while a
+ * resync is out. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,23 +32,14 @@
 #include "pass.h"
 #include "view.h"
 
-#define SNAPSHOT_TIMEOUT_MS 10000
-#define SNAPSHOT_RETRY_MS 200
 #define REPORT_TIMEOUT_MS 5000
 #define REPORT_RETRY_MS 2000
 #define PASSES_PER_TICK 32
-#define BUFFER_MAX 4096
 #define MAX_INFLIGHT 16 /* passes with an API call in flight */
 
 static const char *const TOPICS[] = { "clusterpolicy", "module", "resourceclaim", "pod",
 				      "discovery", "leadership" };
 #define N_TOPICS (sizeof(TOPICS) / sizeof(TOPICS[0]))
-
-typedef struct buffered {
-	char topic[32];
-	uint64_t seq;
-	ProtobufCMessage *msg;
-} buffered;
 
 /* A pass waiting for its API call (its key is "processing" in the queue). */
 typedef struct inflight {
@@ -58,8 +51,7 @@ typedef struct inflight {
 
 typedef struct mm {
 	gk_svc svc;
-	gk_ipc_sub *sub;
-	gk_ipc_client *watcher;
+	gk_wsub *bus;
 	gk_ipc_client *statusd;
 	gk_mmv *view;
 	gk_wq *q;
@@ -70,24 +62,17 @@ typedef struct mm {
 	double qps;
 	char host[128];
 
-	bool snapshot_inflight, snapshot_again, have_view;
-	gk_timer_id snap_timer;
-	buffered *buf;
-	size_t n_buf;
-	bool buf_overflow;
-
 	gk_timer_id q_timer;
 	int64_t q_due;
 	inflight fly[MAX_INFLIGHT];
 	uint64_t n_fly;
 
 	gk_mm_pass_stats pst;
-	uint64_t snapshots, gaps, events, reports_ok, reports_failed, events_written, events_failed;
+	uint64_t reports_ok, reports_failed, events_written, events_failed;
 	uint64_t queue_depth;
 } mm;
 
 static void schedule(mm *m);
-static void request_snapshot(mm *m);
 
 /* ---- dirty keys → queue ------------------------------------------------------ */
 
@@ -270,10 +255,8 @@ static void on_queue_timer(gk_loop *l, gk_timer_id id, void *user)
 {
 	mm *m = user;
 	m->q_timer = 0;
-	if (!m->have_view || m->snapshot_inflight) {
-		schedule(m);
-		return;
-	}
+	if (!gk_wsub_synced(m->bus))
+		return; /* a resync is out: resynced() schedules again */
 	for (int i = 0; i < PASSES_PER_TICK && m->n_fly < MAX_INFLIGHT; i++) {
 		const char *k = gk_wq_get(m->q, gk_mono_ms());
 		if (!k)
@@ -288,8 +271,8 @@ static void on_queue_timer(gk_loop *l, gk_timer_id id, void *user)
 /* (Re)arm the queue timer for the queue's next deadline. */
 static void schedule(mm *m)
 {
-	if (!m->have_view || m->snapshot_inflight || m->n_fly >= MAX_INFLIGHT)
-		return; /* passes wait for a consistent view / a pass to end (it calls us) */
+	if (!gk_wsub_synced(m->bus) || m->n_fly >= MAX_INFLIGHT)
+		return; /* passes wait for a consistent view (resynced() calls us) / a pass to end (so does it) */
 	int64_t now = gk_mono_ms();
 	int64_t next = gk_wq_next_ms(m->q, now);
 	gk_wq_stats qs;
@@ -309,146 +292,36 @@ static void schedule(mm *m)
 	m->q_timer = gk_loop_timer(m->svc.loop, next, on_queue_timer, m);
 }
 
-/* ---- bus ----------------------------------------------------------------------- */
+/* ---- the watcher view (lib/wsub) ------------------------------------------------- */
 
-static void apply_event(mm *m, const char *topic, ProtobufCMessage *msg)
+static int view_reset(void *user, const Gpukmm__SnapshotReply *s, gk_err *err)
 {
-	gk_err e;
-	if (gk_mmv_apply(m->view, topic, (const Gpukmm__Event *)msg, &e) != GK_OK)
-		GK_WARN("view: %s", e.msg);
+	return gk_mmv_load_snapshot(((mm *)user)->view, s, err);
 }
 
-static void on_event(void *user, const char *topic, uint64_t seq, ProtobufCMessage *msg)
+static int view_apply(void *user, const char *topic, const Gpukmm__Event *ev, gk_err *err)
 {
 	mm *m = user;
-	m->events++;
-	if (!m->have_view || m->snapshot_inflight) {
-		/* keep it: replayed after the snapshot when newer than it */
-		if (m->n_buf < BUFFER_MAX && m->buf && strlen(topic) < sizeof(m->buf[0].topic)) {
-			buffered *b = &m->buf[m->n_buf++];
-			snprintf(b->topic, sizeof(b->topic), "%s", topic);
-			b->seq = seq;
-			b->msg = msg;
-			return;
-		}
-		m->buf_overflow = true;
-		gk_ipc_free(msg);
-		return;
-	}
-	apply_event(m, topic, msg);
-	gk_ipc_free(msg);
+	int rc = gk_mmv_apply(m->view, topic, ev, err); /* marks keys dirty (on_dirty) */
 	schedule(m);
+	return rc;
 }
 
-static void on_gap(void *user, const char *topic, uint64_t expected, uint64_t got)
+static void view_resynced(void *user, bool first)
 {
 	mm *m = user;
-	m->gaps++;
-	GK_INFO("bus gap on %s (expected %llu, got %llu): resync by snapshot", topic,
-		(unsigned long long)expected, (unsigned long long)got);
-	request_snapshot(m);
-}
-
-static void on_sub_fd(gk_loop *l, int fd, uint32_t events, void *user)
-{
-	mm *m = user;
-	gk_ipc_sub_dispatch(m->sub);
-}
-
-static void on_client_fd(gk_loop *l, int fd, uint32_t events, void *user)
-{
-	gk_ipc_client_dispatch(user);
-}
-
-/* ---- snapshots -------------------------------------------------------------- */
-
-static void on_snap_timer(gk_loop *l, gk_timer_id id, void *user)
-{
-	mm *m = user;
-	m->snap_timer = 0;
-	request_snapshot(m);
-}
-
-static void drop_buffer(mm *m)
-{
-	for (size_t i = 0; i < m->n_buf; i++)
-		gk_ipc_free(m->buf[i].msg);
-	m->n_buf = 0;
-	m->buf_overflow = false;
-}
-
-static void on_snapshot(void *user, int code, ProtobufCMessage *reply, const char *errmsg)
-{
-	mm *m = user;
-	m->snapshot_inflight = false;
-	if (m->svc.stopping) {
-		if (reply)
-			gk_ipc_free(reply);
-		return;
-	}
-	const Gpukmm__SnapshotReply *s = (const Gpukmm__SnapshotReply *)reply;
-	if (code != GK_OK || !s || !(s->has_synced && s->synced) || m->buf_overflow) {
-		if (code != GK_OK)
-			GK_INFO("watcher snapshot: %s (retrying)", errmsg ? errmsg : gk_code_name(code));
-		if (reply)
-			gk_ipc_free(reply);
-		drop_buffer(m);
-		if (!m->snap_timer)
-			m->snap_timer = gk_loop_timer(m->svc.loop, SNAPSHOT_RETRY_MS, on_snap_timer, m);
-		return;
-	}
-	gk_err e;
-	if (gk_mmv_load_snapshot(m->view, s, &e) != GK_OK)
-		GK_WARN("snapshot: %s", e.msg);
-	gk_wsub_resume(m->sub, TOPICS, N_TOPICS, s);
-	/* replay what arrived meanwhile and is newer than the snapshot */
-	for (size_t i = 0; i < m->n_buf; i++) {
-		if (m->buf[i].seq > gk_wsub_snapshot_seq(s, m->buf[i].topic))
-			apply_event(m, m->buf[i].topic, m->buf[i].msg);
-	}
-	drop_buffer(m);
-	gk_ipc_free(reply);
-	m->snapshots++;
-	bool first = !m->have_view;
-	m->have_view = true;
 	gk_mmv_state vs;
 	gk_mmv_state_get(m->view, &vs);
 	GK_INFO("view rebuilt from snapshot: %zu policies, %zu modules, kmm=%d dra=%d leader=%d",
 		vs.policies, vs.modules, vs.kmm, vs.dra, vs.leader);
 	if (first)
 		gk_svc_ready(&m->svc);
-	if (m->snapshot_again) {
-		m->snapshot_again = false;
-		request_snapshot(m);
-		return;
-	}
 	schedule(m);
 }
 
-static void request_snapshot(mm *m)
+static void on_client_fd(gk_loop *l, int fd, uint32_t events, void *user)
 {
-	if (m->svc.stopping)
-		return;
-	if (m->snapshot_inflight) {
-		m->snapshot_again = true;
-		return;
-	}
-	Gpukmm__SnapshotRequest req;
-	gpukmm__snapshot_request__init(&req);
-	char *topics[N_TOPICS];
-	for (size_t i = 0; i < N_TOPICS; i++)
-		topics[i] = (char *)TOPICS[i];
-	req.topics = topics;
-	req.n_topics = N_TOPICS;
-	gk_err e;
-	if (gk_ipc_call_async(m->watcher, &gpukmm__watcher__descriptor, "Snapshot", &req.base,
-			      SNAPSHOT_TIMEOUT_MS, on_snapshot, m, &e) != GK_OK) {
-		GK_WARN("watcher snapshot: %s", e.msg);
-		if (!m->snap_timer)
-			m->snap_timer = gk_loop_timer(m->svc.loop, SNAPSHOT_RETRY_MS, on_snap_timer, m);
-		return;
-	}
-	m->snapshot_inflight = true;
+	gk_ipc_client_dispatch(user);
 }
 
 /* ---- main ----------------------------------------------------------------------- */
@@ -496,9 +369,6 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	rc = 1;
-	m->buf = calloc(BUFFER_MAX, sizeof(*m->buf));
-	if (!m->buf)
-		goto out;
 	if (gk_wq_new(&m->q, NULL, &err) || gk_mm_evrec_new(&m->evrec, 0, 0, &err))
 		goto fail;
 	gk_mmv_opts vo = { .ns = m->svc.ns };
@@ -509,20 +379,16 @@ int main(int argc, char **argv)
 		goto fail;
 	gk_mm_kops_ops(m->kops, &m->ops);
 
-	if (gk_ipc_sub_open(&m->sub, m->svc.addr.events, NULL, on_event, on_gap, m, &err))
-		goto fail;
-	for (size_t i = 0; i < N_TOPICS; i++)
-		if (gk_ipc_sub_topic(m->sub, TOPICS[i], &gpukmm__event__descriptor, &err))
-			goto fail;
-	if (gk_ipc_client_open(&m->watcher, m->svc.addr.watcher, NULL, &err))
-		goto fail;
 	if (m->svc.addr.statusd && gk_ipc_client_open(&m->statusd, m->svc.addr.statusd, NULL, &err))
 		goto fail;
-	if (gk_loop_add_fd(m->svc.loop, gk_ipc_sub_fd(m->sub), EPOLLIN, on_sub_fd, m, &err) ||
-	    gk_loop_add_fd(m->svc.loop, gk_ipc_client_fd(m->watcher), EPOLLIN, on_client_fd, m->watcher, &err) ||
-	    (m->statusd &&
-	     gk_loop_add_fd(m->svc.loop, gk_ipc_client_fd(m->statusd), EPOLLIN, on_client_fd, m->statusd, &err)))
+	if (m->statusd &&
+	    gk_loop_add_fd(m->svc.loop, gk_ipc_client_fd(m->statusd), EPOLLIN, on_client_fd, m->statusd, &err))
 		goto fail;
+	const gk_wsub_opts wo = { .topics = TOPICS, .n_topics = N_TOPICS };
+	const gk_wsub_view wv = { .user = m, .reset = view_reset, .apply = view_apply, .resynced = view_resynced };
+	if (gk_wsub_open(&m->bus, m->svc.loop, m->svc.addr.events, m->svc.addr.watcher, &wo, &wv, &err))
+		goto fail;
+	const gk_wsub_stats *bs = gk_wsub_stats_get(m->bus);
 
 	const gk_svc_counter counters[] = {
 		{ "modmgr_passes_total", "reconcile passes", &m->pst.passes },
@@ -532,9 +398,9 @@ int main(int argc, char **argv)
 		{ "modmgr_finalizer_writes_total", "ClusterPolicy finalizer writes", &m->pst.finalizer_writes },
 		{ "modmgr_conflicts_total", "409 conflicts (re-read and retried)", &m->pst.conflicts },
 		{ "modmgr_failed_passes_total", "passes that failed (retried with backoff)", &m->pst.failures },
-		{ "modmgr_snapshots_total", "view rebuilds from watcher snapshots", &m->snapshots },
-		{ "modmgr_bus_gaps_total", "bus sequence gaps", &m->gaps },
-		{ "modmgr_events_received_total", "bus events received", &m->events },
+		{ "modmgr_snapshots_total", "view rebuilds from watcher snapshots", &bs->snapshots },
+		{ "modmgr_bus_gaps_total", "bus sequence gaps", &bs->gaps },
+		{ "modmgr_events_received_total", "bus events received", &bs->events },
 		{ "modmgr_reports_ok_total", "status reports accepted", &m->reports_ok },
 		{ "modmgr_reports_failed_total", "status reports failed", &m->reports_failed },
 		{ "modmgr_k8s_events_written_total", "Kubernetes Events created or bumped", &m->events_written },
@@ -544,7 +410,6 @@ int main(int argc, char **argv)
 	};
 	gk_svc_set_counters(&m->svc, counters, sizeof(counters) / sizeof(counters[0]));
 
-	request_snapshot(m);
 	GK_INFO("started: namespace %s, service account %s", m->svc.ns, m->sa);
 	rc = gk_loop_run(m->svc.loop);
 	GK_INFO("stopping");
@@ -554,14 +419,7 @@ fail:
 	rc = 1;
 out:
 	m->svc.stopping = 1;
-	if (m->sub) {
-		gk_loop_del_fd(m->svc.loop, gk_ipc_sub_fd(m->sub));
-		gk_ipc_sub_close(m->sub);
-	}
-	if (m->watcher) {
-		gk_loop_del_fd(m->svc.loop, gk_ipc_client_fd(m->watcher));
-		gk_ipc_client_close(m->watcher); /* outstanding snapshot: GK_CANCELLED */
-	}
+	gk_wsub_close(m->bus); /* an outstanding snapshot is cancelled; before the view is freed */
 	if (m->statusd) {
 		gk_loop_del_fd(m->svc.loop, gk_ipc_client_fd(m->statusd));
 		gk_ipc_client_close(m->statusd);
@@ -572,9 +430,6 @@ out:
 			free(m->fly[i].plan);
 		}
 	}
-	if (m->buf)
-		drop_buffer(m);
-	free(m->buf);
 	gk_mm_kops_free(m->kops);
 	gk_mmv_free(m->view);
 	gk_mm_evrec_free(m->evrec);
