@@ -80,10 +80,6 @@ const gk_wsub_stats *gk_wsub_stats_get(const gk_wsub *w);
 
 /* The bus sequence number of `topic` at the time of the snapshot (0 if absent). */
 uint64_t gk_wsub_snapshot_seq(const Gpukmm__SnapshotReply *s, const char *topic);
-/* For a consumer not (yet) on gk_wsub: expect, on each of the n topics, the
- * message after the snapshot's number, from the snapshot's publisher epoch.
- * (gk_wsub does better: see wsub.c on events buffered during the snapshot.) */
-void gk_wsub_resume(gk_ipc_sub *sub, const char *const *topics, size_t n, const Gpukmm__SnapshotReply *s);
 
 /* ---- a view's objects: typed copies of watcher objects by key ----------------------
  *

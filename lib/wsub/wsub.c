@@ -40,12 +40,6 @@ uint64_t gk_wsub_snapshot_seq(const Gpukmm__SnapshotReply *s, const char *topic)
 	return 0;
 }
 
-void gk_wsub_resume(gk_ipc_sub *sub, const char *const *topics, size_t n, const Gpukmm__SnapshotReply *s)
-{
-	for (size_t i = 0; i < n; i++)
-		gk_ipc_sub_set_seq(sub, topics[i], gk_wsub_snapshot_seq(s, topics[i]), s->epoch);
-}
-
 static void request_snapshot(gk_wsub *w);
 
 static void apply(gk_wsub *w, const char *topic, const ProtobufCMessage *msg)
