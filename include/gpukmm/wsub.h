@@ -15,7 +15,7 @@
  *     epoch) so nothing is applied twice and nothing missed goes unnoticed.
  * The view itself is the caller's, behind three callbacks.
  *
- * Adopting it (what the gater and statusd did): keep the view's own
+ * Adopting it (what modmgr, the gater and statusd did): keep the view's own
  * load_snapshot/apply functions as the reset/apply callbacks; do in
  * `resynced` what followed the snapshot (log the view, gk_svc_ready on
  * first, schedule work); gate work on gk_wsub_synced(); point the
