@@ -177,6 +177,55 @@ Test(loop, zero_ms_timer_rearming_yields_each_iteration)
 	gk_loop_free(l);
 }
 
+/* A timer already due runs on the next iteration without the timerfd: the fd
+ * callbacks of that iteration run first, a cancel from one of them holds, a
+ * later timer still fires through the timerfd, and once nothing is due the
+ * loop blocks again (no spin). */
+struct duectx { int timer_hits; gk_timer_id victim; struct fdctx fd; };
+static void on_due(gk_loop *l, gk_timer_id id, void *u)
+{
+	((struct duectx *)u)->timer_hits++;
+}
+static void on_fd_cancels(gk_loop *l, int fd, uint32_t ev, void *u)
+{
+	struct duectx *c = u;
+	uint64_t v;
+	cr_assert_eq(read(fd, &v, sizeof(v)), 8);
+	c->fd.hits++;
+	gk_loop_cancel(l, c->victim);
+}
+Test(loop, due_timer_runs_after_the_fds_of_the_next_iteration)
+{
+	gk_loop *l = mk();
+	struct duectx c = { 0 };
+	gk_err e;
+	int efd = eventfd(0, EFD_NONBLOCK);
+	cr_assert_eq(gk_loop_add_fd(l, efd, EPOLLIN, on_fd_cancels, &c, &e), 0);
+	uint64_t one = 1;
+	cr_assert_eq(write(efd, &one, 8), 8);
+	gk_loop_timer(l, 0, on_due, &c);
+	c.victim = gk_loop_timer(l, 0, on_due, &c);
+	/* asked to block forever, yet returns: the fd, then the one timer left */
+	cr_assert_eq(gk_loop_once(l, -1), 2);
+	cr_assert_eq(c.fd.hits, 1);
+	cr_assert_eq(c.timer_hits, 1, "the cancelled due timer must not run");
+
+	gk_loop_timer(l, 40, on_due, &c);
+	gk_loop_timer(l, 0, on_due, &c);
+	cr_assert_eq(gk_loop_once(l, -1), 1);
+	cr_assert_eq(c.timer_hits, 2);
+	int64_t t0 = now_ms();
+	cr_assert_eq(gk_loop_once(l, 5000), 1, "the 40 ms timer fires through the timerfd");
+	cr_assert_geq(now_ms() - t0, 30, "it must not have run early");
+	cr_assert_eq(c.timer_hits, 3);
+	t0 = now_ms();
+	cr_assert_eq(gk_loop_once(l, 60), 0);
+	cr_assert_geq(now_ms() - t0, 50, "nothing due: the iteration blocks");
+	gk_loop_del_fd(l, efd);
+	close(efd);
+	gk_loop_free(l);
+}
+
 static void on_sig(gk_loop *l, int signo, void *u)
 {
 	*(int *)u = signo;
