@@ -130,6 +130,15 @@ void gk_kube_backoff_reset(gk_kube_backoff *b);
 /* Uniform random in [lo, hi] from the backoff's generator (timeoutSeconds). */
 int64_t gk_kube_rand_range(gk_kube_backoff *b, int64_t lo, int64_t hi);
 
+/* The wait before re-reading after a 409 Conflict (optimistic concurrency):
+ * GK_KUBE_CONFLICT_MS doubled per 409 in a row — *streak counts them and is
+ * advanced here (the caller zeroes it after a success). The 409 after
+ * GK_KUBE_CONFLICT_ATTEMPTS in a row waits pause_ms instead and starts the
+ * streak over: 20, 40, 80, 160, 320, pause_ms, 20, … */
+#define GK_KUBE_CONFLICT_MS 20
+#define GK_KUBE_CONFLICT_ATTEMPTS 5
+int gk_kube_conflict_delay(int *streak, int pause_ms);
+
 /* ---- watch framing (pure) ---------------------------------------------- */
 
 typedef struct gk_kube_framer gk_kube_framer;

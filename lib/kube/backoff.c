@@ -74,3 +74,14 @@ int64_t gk_kube_backoff_next(gk_kube_backoff *b, int64_t now_ms)
 	b->cur_ms = next > (double)b->max_ms ? b->max_ms : (int64_t)next;
 	return d;
 }
+
+int gk_kube_conflict_delay(int *streak, int pause_ms)
+{
+	int n = *streak > 0 ? *streak : 0;
+	if (n >= GK_KUBE_CONFLICT_ATTEMPTS) {
+		*streak = 0;
+		return pause_ms;
+	}
+	*streak = n + 1;
+	return GK_KUBE_CONFLICT_MS << n;
+}

@@ -10,8 +10,7 @@
 #include "gpukmm/log.h"
 
 #define MAX_ENTRIES 4096 /* DaemonSets with a call, a backoff or an error: the view's bound */
-#define CONFLICT_MS 20   /* first re-read after a 409, doubled per 409 in a row */
-#define ATTEMPTS 5       /* 409s in a row before RETRY_MS */
+#define CONFLICT_PAUSE_MS 1000 /* after GK_KUBE_CONFLICT_ATTEMPTS 409s in a row */
 #define RETRY_MS 500     /* after an API error, doubled per failure in a row */
 #define RETRY_MAX_MS 30000
 
@@ -205,12 +204,10 @@ static void on_call(void *user, int rc, cJSON *out, const gk_kube_status *st, co
 			protobuf_c_message_free_unpacked(&ds->base, NULL);
 	} else if (!reading && (rc == GK_ABORTED || rc == GK_ALREADY_EXISTS)) {
 		k->st.conflicts++;
-		int n = e->conflicts++;
-		if (n >= ATTEMPTS)
-			e->conflicts = 0;
+		int ms = gk_kube_conflict_delay(&e->conflicts, CONFLICT_PAUSE_MS);
 		GK_DEBUG("DaemonSet %s/%s changed meanwhile (%s): re-reading", e->ns, e->name, msg);
 		if (gk_gtv_leader(k->view))
-			after(e, n < ATTEMPTS ? CONFLICT_MS << n : 1000, true);
+			after(e, ms, true);
 		else
 			gk_gtv_touch_ds(k->view, e->ns, e->name); /* no longer ours to write */
 	} else {

@@ -17,9 +17,7 @@
 #include "merge.h"
 #include "nodes.h"
 
-#define ATTEMPTS 5       /* 409s in a row before the policy waits for RETRY_MS */
-#define RETRY_MS 1000    /* after an API error */
-#define CONFLICT_MS 20   /* first re-read after a 409, doubled per attempt */
+#define RETRY_MS 1000    /* after an API error, and after GK_KUBE_CONFLICT_ATTEMPTS 409s in a row */
 #define MAX_INFLIGHT 16  /* policies with an API call in flight */
 
 /* API calls run on a lib/kube mux attached to the service loop: a policy's
@@ -281,11 +279,8 @@ static void on_call(void *user, int rc, cJSON *out, const gk_kube_status *st, co
 		/* re-read and recompute, backing off; leadership is checked again
 		 * when the read completes */
 		c->st.write_conflicts++;
-		int n = e->conflicts++;
 		GK_DEBUG("ClusterPolicy %s: conflict, re-reading", e->name);
-		finish(c, e, false, n < ATTEMPTS ? CONFLICT_MS << n : RETRY_MS);
-		if (n >= ATTEMPTS)
-			e->conflicts = 0;
+		finish(c, e, false, gk_kube_conflict_delay(&e->conflicts, RETRY_MS));
 	} else if (rc == GK_NOT_FOUND) {
 		finish(c, e, true, 0);
 	} else {

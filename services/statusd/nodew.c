@@ -8,9 +8,7 @@
 #include "node.h"
 #include "nodew.h"
 
-#define RETRY_MS 1000   /* after an API error */
-#define CONFLICT_MS 20  /* first re-read after a 409, doubled per 409 in a row */
-#define ATTEMPTS 5      /* 409s in a row before RETRY_MS */
+#define RETRY_MS 1000   /* after an API error, and after GK_KUBE_CONFLICT_ATTEMPTS 409s in a row */
 
 enum step { STEP_GET, STEP_PATCH };
 
@@ -139,10 +137,7 @@ static void on_call(void *user, int rc, cJSON *out, const gk_kube_status *st, co
 		finish(w, true, 0);
 	} else if (rc == GK_ABORTED) {
 		w->st.conflicts++;
-		int n = w->conflicts++;
-		if (n >= ATTEMPTS)
-			w->conflicts = 0;
-		finish(w, false, n < ATTEMPTS ? CONFLICT_MS << n : RETRY_MS);
+		finish(w, false, gk_kube_conflict_delay(&w->conflicts, RETRY_MS));
 	} else {
 		w->st.errors++;
 		GK_WARN("write Node %s: %s", w->name, msg);

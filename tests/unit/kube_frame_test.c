@@ -440,6 +440,21 @@ Test(bucket, burst_then_rate)
 		cr_assert_eq(gk_kube_bucket_take(&u, 0), 0);
 }
 
+Test(backoff, conflict_delay_doubles_then_pauses_and_starts_over)
+{
+	/* the spacing gater and statusd re-read with after 409s in a row */
+	static const int want[] = {20, 40, 80, 160, 320, 777, 20, 40, 80, 160, 320, 777, 20};
+	int streak = 0;
+	for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+		cr_assert_eq(gk_kube_conflict_delay(&streak, 777), want[i], "409 #%zu", i + 1);
+	cr_assert_eq(streak, 1);
+	streak = 0; /* what a success does */
+	cr_assert_eq(gk_kube_conflict_delay(&streak, 1000), 20);
+	streak = -3; /* never negative in use: treated as a fresh streak */
+	cr_assert_eq(gk_kube_conflict_delay(&streak, 1000), 20);
+	cr_assert_eq(streak, 1);
+}
+
 Test(backoff, doubles_caps_jitters_resets)
 {
 	gk_kube_backoff b;
