@@ -50,14 +50,8 @@ stop_all() {
 	grep -q '^not ok' "$D/np-stop.out" && FAILED=1
 	cat "$D/np-stop.out"
 	kubesim_stop >/dev/null 2>&1
-	if grep -lE 'Sanitizer|runtime error' "$D"/*.log "$D"/np/*.log >/dev/null 2>&1; then
-		echo "not ok - no sanitizer report in any process log"
-		grep -h -A15 -E 'Sanitizer|runtime error' "$D"/*.log "$D"/np/*.log | head -60 | sed 's/^/#   /'
-		FAILED=1
-	fi
-	if [ "$FAILED" != 0 ]; then
-		for f in "$D"/*.log "$D"/np/*.log; do echo "# ---- $f"; tail -25 "$f" | sed 's/^/#   /'; done
-	fi
+	san_check "$D"/*.log "$D"/np/*.log || FAILED=1
+	[ "$FAILED" = 0 ] || log_tails 25 "$D"/*.log "$D"/np/*.log
 	rm -rf "$D"
 	[ "$FAILED" = 0 ]
 }

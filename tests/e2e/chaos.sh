@@ -17,10 +17,6 @@
 #   CHAOS_KEEP=1 keeps the logs; CHAOS_FRESH_LOG_LEVEL=debug for the fresh controller
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
-BUILD=${BUILD:-build}
-: "${GPUKMM_SRC:=$PWD}" "${GPUKMM_BIN:=$PWD/$BUILD/bin}" "${GPUKMM_TBIN:=$PWD/$BUILD/tests/bin}"
-export GPUKMM_SRC GPUKMM_BIN GPUKMM_TBIN
-. tests/lib/kubesim.sh
 . tests/lib/nodeprofile.sh
 . tests/lib/controller.sh
 NS=intel-gpu-base-operator
@@ -49,13 +45,8 @@ cleanup() {
 	[ -n "$FK_PID" ] && stop_pid "$FK_PID"
 	FK_PID=
 	kubesim_stop >/dev/null 2>&1
-	if grep -lE 'Sanitizer|runtime error' "$D"/*.log "$D"/np/*.log >/dev/null 2>&1; then
-		echo "not ok - no sanitizer report in any process log"
-		grep -h -B2 -A20 -E 'Sanitizer|runtime error' "$D"/*.log "$D"/np/*.log | head -80 | sed 's/^/#   /'
-	fi
-	if [ "$FAILED" != 0 ]; then
-		for f in "$D"/*.log "$D"/np/*.log; do echo "# ---- $f"; grep -v ' DEBUG ' "$f" | tail -30 | sed 's/^/#   /'; done
-	fi
+	san_check "$D"/*.log "$D"/np/*.log
+	[ "$FAILED" = 0 ] || log_tails 30 "$D"/*.log "$D"/np/*.log
 	[ -n "${CHAOS_KEEP:-}" ] && echo "# kept $D" || rm -rf "$D"
 }
 trap cleanup EXIT
@@ -63,14 +54,7 @@ trap cleanup EXIT
 # ---- the cluster ------------------------------------------------------------------
 KUBESIM_NO_TRAP=1 kubesim_start --state-dir "$D/state" || { nok "kubesim starts"; exit 1; }
 echo "# seed $SEED, ${DUR}s of chaos, converge within ${CONVERGE}s, gater: ${CHAOS_GATER:-not built}, up to $MAX_NODES GPU nodes"
-cat >"$D/kubeconfig" <<K
-apiVersion: v1
-kind: Config
-clusters: [{name: sim, cluster: {server: "$KUBESIM_URL"}}]
-users: [{name: u, user: {token: chaos}}]
-contexts: [{name: sim, context: {cluster: sim, user: u}}]
-current-context: sim
-K
+kubesim_kubeconfig "$D/kubeconfig" chaos
 k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml \
 	-f tests/fixtures/kmm/modules.kmm.sigs.x-k8s.io.crd.yaml >"$D/setup.log" 2>&1
 k wait --for condition=established --timeout=10s crd/clusterpolicies.intel.com crd/modules.kmm.sigs.x-k8s.io >>"$D/setup.log" 2>&1

@@ -10,6 +10,7 @@
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
 . tests/lib/kubesim.sh
+. tests/lib/proc.sh
 NS=intel-gpu-base-operator
 CP=gpu-kmm
 KEY="kmm.node.kubernetes.io/$NS.$CP-gpu.ready"
@@ -30,24 +31,11 @@ wait_for() { # DESC TIMEOUT_S CMD...
 	echo "# timed out after ${t}s waiting for: $desc" >&2
 	return 1
 }
-stop_pid() { # PID: SIGTERM, then SIGKILL after 10 s; returns its exit status
-	local p=$1 i
-	kill -TERM "$p" 2>/dev/null
-	for i in $(seq 1 200); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
-	kill -KILL "$p" 2>/dev/null
-	wait "$p" 2>/dev/null
-}
-teardown() {
-	[ -n "$SUP_PID" ] && stop_pid "$SUP_PID"
-	[ -n "$FK_PID" ] && stop_pid "$FK_PID"
-	if grep -qE "Sanitizer|runtime error" "$D"/*.log 2>/dev/null; then
-		echo "not ok - no sanitizer reports"
-		grep -h -B2 -A20 -E "Sanitizer|runtime error" "$D"/*.log | sed 's/^/#   /' | head -60
-		FAILED=1
-	fi
-	if [ "$FAILED" != 0 ]; then
-		for f in "$D"/*.log; do echo "# ---- $(basename "$f") (last 60 lines)"; tail -60 "$f" | sed 's/^/#   /'; done
-	fi
+teardown() { # (stop_pid: SIGTERM, SIGKILL after 10 s)
+	stop_pid "$SUP_PID" 10
+	stop_pid "$FK_PID" 10
+	san_check "$D"/*.log || FAILED=1
+	[ "$FAILED" = 0 ] || log_tails 60 "$D"/*.log
 	kubesim_stop
 	rm -rf "$D"
 }
@@ -65,11 +53,7 @@ openssl req -x509 -newkey rsa:2048 -nodes -keyout "$D/ca.key" -out "$D/ca.crt" -
 		-days 1 -extfile "$D/ext" 2>/dev/null && chmod 600 "$D/tls.key" ||
 	{ echo "not ok - openssl test CA"; exit 1; }
 
-printf '%s\n' "apiVersion: v1" "kind: Config" \
-	"clusters: [{name: sim, cluster: {server: \"$KUBESIM_URL\"}}]" \
-	"users: [{name: u, user: {token: test-token}}]" \
-	"contexts: [{name: sim, context: {cluster: sim, user: u}}]" \
-	"current-context: sim" >"$D/kubeconfig"
+kubesim_kubeconfig "$D/kubeconfig" test-token
 
 # ---- the cluster: namespace, CRDs, nodes, KMM -----------------------------------------
 kc apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml \
@@ -177,8 +161,8 @@ check "/metrics: the gater's heartbeat counters (passes > 0, 3 writes, 0 conflic
 	"[ \"$(metric gpukmm_svc_gater_passes_total)\" -gt 0 ] && [ \"$(metric gpukmm_svc_gater_writes_total)\" = 3 ] && [ \"$(metric gpukmm_svc_gater_conflicts_total)\" = 0 ]"
 
 # ---- shutdown: SIGTERM stops everything, exit 0 -------------------------------------------
-stop_pid "$SUP_PID"
-rc=$?
+stop_pid "$SUP_PID" 10
+rc=$STOP_RC
 SUP_PID=
 check "gpukmm exits 0 on SIGTERM (rc $rc)" test "$rc" = 0
 exit $FAILED

@@ -6,14 +6,10 @@
 # nothing, SIGTERM exit 0. (Removal paths: gater_lifecycle.sh.)
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
-. tests/lib/kubesim.sh
-. tests/lib/modmgr.sh
 . tests/lib/gater.sh
 
 MM_WATCHER_FLAGS="--discovery-interval 1"
-mm_setup || { echo "not ok - setup"; exit 1; }
-trap gt_teardown EXIT
-mk_namespace apps
+gt_setup
 KEY="${GT_KEY_PREFIX}gpu-gpu.ready"
 
 # DaemonSets that exist before the policy (the operator deployed them)
@@ -24,7 +20,7 @@ mk_ds apps my-gpu-app '{"role":"gpu"}' '{"gpukmm.io/gate":"gpu"}'
 mk_ds apps other-app '{"role":"gpu"}' '{"gpukmm.io/gate":"other"}'
 w_created=$(ds_writes)
 gt_start_gater
-check "gater synced" wait_for "gater synced" 20 grep -q "view rebuilt from snapshot" "$MM_DIR/gater.log"
+check "gater synced" wait_for "gater synced" 20 gt_synced
 
 # ---- §8.1 item 9: no kernelModule → no key -------------------------------------------
 apply_cp gpu dp

@@ -2,8 +2,6 @@
 # gpukmm-gater writes (and reports) only while its watcher holds the leader Lease.
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
-. tests/lib/kubesim.sh
-. tests/lib/modmgr.sh
 . tests/lib/gater.sh
 
 MM_WATCHER_FLAGS="--leader-elect --retry-period 1"
@@ -19,7 +17,7 @@ mk_ds "$MM_NS" gpu-device-plugin '{"kubernetes.io/arch":"amd64"}'
 apply_cp gpu dp "$KM_BASIC"
 mm_start_watcher
 gt_start_gater
-check "gater synced (not leading)" wait_for "gater synced" 20 grep -q "view rebuilt from snapshot.*leader=0" "$MM_DIR/gater.log"
+check "gater synced (not leading)" wait_for "gater synced" 20 gt_synced ".*leader=0"
 w0=$(ds_writes)
 check "policy seen by the follower" wait_for "follower pass" 10 grep -q "ClusterPolicy gpu: not the leader, nothing written" "$MM_DIR/gater.log"
 check "a follower writes nothing" test "$(ds_writes)" = "$w0"

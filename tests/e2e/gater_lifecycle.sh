@@ -6,15 +6,10 @@
 # the policy deleted → keys removed and the report says deleted.
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
-. tests/lib/kubesim.sh
-. tests/lib/modmgr.sh
 . tests/lib/gater.sh
 
 MM_WATCHER_FLAGS="--discovery-interval 1"
-mm_setup || { echo "not ok - setup"; exit 1; }
-trap gt_teardown EXIT
-mk_namespace apps
-KEY="${GT_KEY_PREFIX}gpu-gpu.ready"
+gt_setup
 
 # DaemonSets that exist before the policy (the operator deployed them)
 mk_ds "$MM_NS" gpu-device-plugin '{"kubernetes.io/arch":"amd64","rack":"r1"}'
@@ -22,7 +17,7 @@ mk_ds "$MM_NS" gpu-xpu-manager '{"kubernetes.io/arch":"amd64"}'
 mk_ds "$MM_NS" gpu-gpu-dra '{"kubernetes.io/arch":"amd64"}'
 mk_ds apps my-gpu-app '{"role":"gpu"}' '{"gpukmm.io/gate":"gpu"}'
 gt_start_gater
-check "gater synced" wait_for "gater synced" 20 grep -q "view rebuilt from snapshot" "$MM_DIR/gater.log"
+check "gater synced" wait_for "gater synced" 20 gt_synced
 
 apply_cp gpu dp "$KM_BASIC"
 for d in gpu-device-plugin gpu-xpu-manager gpu-gpu-dra; do

@@ -8,15 +8,11 @@
 # flight exits 0 at once.
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
-. tests/lib/kubesim.sh
-. tests/lib/modmgr.sh
 . tests/lib/gater.sh
 . tests/lib/statusd.sh
 
 MM_WATCHER_FLAGS="--discovery-interval 1"
-mm_setup || { echo "not ok - setup"; exit 1; }
-sd_control_start
-trap 'sd_control_stop; gt_teardown' EXIT
+sd_setup
 mk_namespace apps
 SLOW_MS=5000 # under the gater's 15 s per-call bound: the writes complete
 N=5
@@ -28,7 +24,7 @@ all_gated() { local i; for i in $(seq 1 "$N"); do gated apps "app$i" || return 1
 GT_GATER_FLAGS="--control $SD_CONTROL --heartbeat-ms 200"
 mk_ds "$MM_NS" gpu-device-plugin '{"kubernetes.io/arch":"amd64"}'
 gt_start_gater
-check "gater synced" wait_for "gater synced" 20 grep -q "view rebuilt from snapshot" "$MM_DIR/gater.log"
+check "gater synced" wait_for "gater synced" 20 gt_synced
 apply_cp gpu dp "$KM_BASIC"
 check "gated (fast API)" wait_for "dp gated" 20 gated "$MM_NS" gpu-device-plugin
 check "heartbeats: one write, now idle" wait_for idle 10 hb '.gater_writes_total == 1 and .gater_writes_inflight == 0'

@@ -7,19 +7,13 @@
 # until they stop, and SIGTERM with a patch in flight exits 0 at once.
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
-. tests/lib/kubesim.sh
-. tests/lib/modmgr.sh
 . tests/lib/statusd.sh
 
-MM_NO_START=1 mm_setup || { echo "not ok - setup"; exit 1; }
-sd_control_start
-trap 'sd_control_stop; mm_teardown' EXIT
+MM_NO_START=1 sd_setup
 SLOW_MS=4000
 MM_MODMGR_FLAGS="--control $SD_CONTROL --heartbeat-ms 200"
 mm_start_watcher
 mm_start_modmgr
-faults() { kraw PUT /kubesim/faults "{\"rules\":[$1]}" >/dev/null; }
-ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
 mc() { sd_counter "$MM_MODMGR_PID" "$1"; }
 mc_is() { [ "$(mc "$1")" = "$2" ]; }
 mc_ge() { [ "$(mc "$1")" -ge "$2" ]; }

@@ -15,10 +15,6 @@
 # Every supervisor must stop cleanly at the end.
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
-BUILD=${BUILD:-build}
-: "${GPUKMM_SRC:=$PWD}" "${GPUKMM_BIN:=$PWD/$BUILD/bin}" "${GPUKMM_TBIN:=$PWD/$BUILD/tests/bin}"
-export GPUKMM_SRC GPUKMM_BIN GPUKMM_TBIN
-. tests/lib/kubesim.sh
 . tests/lib/nodeprofile.sh
 . tests/lib/controller.sh
 NS=intel-gpu-base-operator
@@ -46,14 +42,10 @@ cleanup() {
 	grep -q '^not ok' "$D/np-stop.out" && FAILED=1
 	[ -n "$FK_PID" ] && stop_pid "$FK_PID"
 	kubesim_stop >/dev/null 2>&1
-	if grep -lE 'Sanitizer|runtime error' "$D"/*.log "$D"/np/*.log >/dev/null 2>&1; then
-		echo "not ok - no sanitizer report in any process log"
-		grep -h -B2 -A20 -E 'Sanitizer|runtime error' "$D"/*.log "$D"/np/*.log | head -60 | sed 's/^/#   /'
-		FAILED=1
-	fi
+	san_check "$D"/*.log "$D"/np/*.log || FAILED=1
 	if [ "$FAILED" != 0 ]; then
 		echo "#   policy: $(cpj | jq -c '{g: .metadata.generation, status}' 2>/dev/null | head -c 2500)"
-		for f in "$D"/*.log "$D"/np/*.log; do echo "# ---- $(basename "$f")"; grep -v ' DEBUG ' "$f" | tail -20 | sed 's/^/#   /'; done
+		log_tails 20 "$D"/*.log "$D"/np/*.log
 	fi
 	rm -rf "$D"
 	exit $FAILED
@@ -61,9 +53,7 @@ cleanup() {
 trap cleanup EXIT
 
 KUBESIM_NO_TRAP=1 kubesim_start || { nok "kubesim starts"; exit 1; }
-printf '%s\n' "apiVersion: v1" "kind: Config" "clusters: [{name: sim, cluster: {server: \"$KUBESIM_URL\"}}]" \
-	"users: [{name: u, user: {token: scenarios}}]" "contexts: [{name: sim, context: {cluster: sim, user: u}}]" \
-	"current-context: sim" >"$D/kubeconfig"
+kubesim_kubeconfig "$D/kubeconfig" scenarios
 cpj() { kraw GET "/apis/intel.com/v1alpha1/clusterpolicies/$CP"; }
 cp_is() { cpj | jq -e "$1" >/dev/null; }
 node_is() { kraw GET "/api/v1/nodes/$1" | jq -e "$2" >/dev/null; }

@@ -3,30 +3,17 @@
 # sent with gpukmmctl ipc call; the ClusterPolicy status is read back raw.
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
-. tests/lib/kubesim.sh
-. tests/lib/modmgr.sh
 . tests/lib/statusd.sh
 
-MM_NO_START=1 mm_setup || { echo "not ok - setup"; exit 1; }
-sd_control_start
+MM_NO_START=1 sd_setup
 CTL="$GPUKMM_BIN/gpukmmctl"
 SD_SOCK="ipc://$MM_DIR/sd.sock"
-SD_PID=
 sd_start() {
 	"$GPUKMM_BIN/gpukmm-statusd" --mode controller --kubeconfig "$MM_DIR/kubeconfig" --listen "$SD_SOCK" \
 		--debounce-ms 300 --grace-ms "${SD_GRACE:-1500}" \
 		--control "$SD_CONTROL" --heartbeat-ms 200 >>"$MM_DIR/statusd-real.log" 2>&1 &
 	SD_PID=$!
 }
-sd_stop() {
-	[ -n "$SD_PID" ] || return 0
-	kill "-${1:-TERM}" "$SD_PID" 2>/dev/null
-	wait "$SD_PID" 2>/dev/null
-	local rc=$?
-	SD_PID=
-	return $rc
-}
-trap 'sd_stop KILL; sd_control_stop; mm_teardown' EXIT
 report() { "$CTL" ipc call "$SD_SOCK" gpukmm.Status.Report "$1" --timeout-ms 3000 >/dev/null 2>&1; }
 st() { cp_json | jq -c '.status // {}'; }
 st_has() { cp_json | jq -e ".status | $1" >/dev/null; }

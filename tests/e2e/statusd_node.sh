@@ -3,29 +3,16 @@
 # NodeReports sent with gpukmmctl ipc call, the Node read back raw.
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
-. tests/lib/kubesim.sh
-. tests/lib/modmgr.sh
 . tests/lib/statusd.sh
 
-MM_NO_START=1 MM_NO_KMM=1 mm_setup || { echo "not ok - setup"; exit 1; }
-sd_control_start
+MM_NO_START=1 MM_NO_KMM=1 sd_setup
 CTL="$GPUKMM_BIN/gpukmmctl"
 SD_SOCK="ipc://$MM_DIR/nsd.sock"
-SD_PID=
 sd_start() {
 	NODE_NAME=n1 "$GPUKMM_BIN/gpukmm-statusd" --mode node --kubeconfig "$MM_DIR/kubeconfig" --listen "$SD_SOCK" \
 		--debounce-ms 50 --control "$SD_CONTROL" --heartbeat-ms 200 >>"$MM_DIR/statusd-node.log" 2>&1 &
 	SD_PID=$!
 }
-sd_stop() {
-	[ -n "$SD_PID" ] || return 0
-	kill "-${1:-TERM}" "$SD_PID" 2>/dev/null
-	wait "$SD_PID" 2>/dev/null
-	local rc=$?
-	SD_PID=
-	return $rc
-}
-trap 'sd_stop KILL; sd_control_stop; mm_teardown' EXIT
 report() { "$CTL" ipc call "$SD_SOCK" gpukmm.Status.ReportNode "$1" --timeout-ms 3000 >/dev/null 2>&1; }
 node_json() { kraw GET /api/v1/nodes/n1; }
 node_has() { node_json | jq -e ".metadata | $1" >/dev/null; }

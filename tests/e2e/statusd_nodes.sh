@@ -6,18 +6,14 @@
 # component reports are sent with gpukmmctl ipc call.
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
-. tests/lib/kubesim.sh
-. tests/lib/modmgr.sh
 . tests/lib/statusd.sh
 
 MM_NO_START=1
 MM_WATCHER_FLAGS="--leader-elect --retry-period 1 --lease-name gpukmm-controller"
-mm_setup || { echo "not ok - setup"; exit 1; }
-sd_control_start
+sd_setup
 CTL="$GPUKMM_BIN/gpukmmctl"
 SD_SOCK="ipc://$MM_DIR/sd.sock"
 NSD_SOCK="ipc://$MM_DIR/nsd.sock"
-SD_PID= NSD_PID=
 sd_start() {
 	"$GPUKMM_BIN/gpukmm-statusd" --mode controller --kubeconfig "$MM_DIR/kubeconfig" --listen "$SD_SOCK" \
 		--watcher "ipc://$MM_DIR/watcher.sock" --events "ipc://$MM_DIR/events.sock" \
@@ -25,16 +21,6 @@ sd_start() {
 		--log-level debug >>"$MM_DIR/statusd-ctrl.log" 2>&1 &
 	SD_PID=$!
 }
-sd_stop() {
-	[ -n "$SD_PID" ] || return 0
-	kill "-${1:-TERM}" "$SD_PID" 2>/dev/null
-	wait "$SD_PID" 2>/dev/null
-	local rc=$?
-	SD_PID=
-	return $rc
-}
-nsd_stop() { [ -n "$NSD_PID" ] && kill -TERM "$NSD_PID" 2>/dev/null && wait "$NSD_PID" 2>/dev/null; NSD_PID=; }
-trap 'sd_stop KILL; nsd_stop; sd_control_stop; mm_teardown' EXIT
 
 report() { "$CTL" ipc call "$SD_SOCK" gpukmm.Status.Report "$1" --timeout-ms 3000 >/dev/null 2>&1; }
 st_has() { cp_json | jq -e ".status | $1" >/dev/null; }

@@ -7,25 +7,11 @@
 # status writes nothing, and SIGTERM with a write in flight exits 0 at once.
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
-. tests/lib/kubesim.sh
-. tests/lib/modmgr.sh
 . tests/lib/statusd.sh
 
-MM_NO_START=1 MM_NO_KMM=1 mm_setup || { echo "not ok - setup"; exit 1; }
-sd_control_start
+MM_NO_START=1 MM_NO_KMM=1 sd_setup
 CTL="$GPUKMM_BIN/gpukmmctl"
 SLOW_MS=3500 # under statusd's 4 s per-call bound: the write completes
-SD_PID= NSD_PID=
-stop() { # VAR SIGNAL: stop the process whose pid is in VAR, return its exit code
-	local p=${!1}
-	[ -n "$p" ] || return 0
-	kill "-$2" "$p" 2>/dev/null
-	wait "$p" 2>/dev/null
-	local rc=$?
-	printf -v "$1" ''
-	return $rc
-}
-trap 'stop SD_PID KILL; stop NSD_PID KILL; sd_control_stop; mm_teardown' EXIT
 slow_patch() { faults "{\"verb\":\"patch\",\"resource\":\"$1\",\"rate\":1,\"latencyMs\":$SLOW_MS}"; }
 # fast: answered within 1.5 s (a loop blocked on a 3.5 s write would not)
 report() { "$CTL" ipc call "ipc://$MM_DIR/sd.sock" gpukmm.Status.Report "$1" --timeout-ms "${2:-1500}" >/dev/null 2>&1; }
@@ -80,7 +66,7 @@ slow_patch clusterpolicies
 report "$(kmm 0/2)"
 wp=$(sd_counter "$SD_PID" statusd_writes)
 check "a write in flight" wait_for inflight 3 in_flight_hb "$SD_PID" 0 "$wp"
-stops_at_once "with a $SLOW_MS ms status write in flight" stop SD_PID TERM
+stops_at_once "with a $SLOW_MS ms status write in flight" sd_stop
 faults ""
 
 # ---- node mode ------------------------------------------------------------------------------
@@ -105,5 +91,5 @@ check "node statusd goes idle" sd_idle_after "$NSD_PID" statusd_writes "$w0" 15
 report_node "$(nrep 6.9)"
 wp=$(sd_counter "$NSD_PID" statusd_writes)
 check "a Node write in flight" wait_for ninflight 3 in_flight_hb "$NSD_PID" 0 "$wp"
-stops_at_once "(node mode) with a $SLOW_MS ms Node write in flight" stop NSD_PID TERM
+stops_at_once "(node mode) with a $SLOW_MS ms Node write in flight" nsd_stop
 exit ${MM_FAILED:-0}

@@ -5,39 +5,21 @@
 # KMM CRD installed after start is picked up (and removed), kill -9 mid-stream +
 # restart converges, leader election hand-over.
 set -u
-: "${GPUKMM_SRC:=$PWD}" "${GPUKMM_BIN:=build/bin}" "${GPUKMM_TBIN:=build/tests/bin}"
-. "$GPUKMM_SRC/tests/lib/kubesim.sh"
+cd "${GPUKMM_SRC:-.}" || exit 1
+. tests/lib/kubesim.sh
 
 CTL="$GPUKMM_BIN/gpukmmctl"
 WATCHER="$GPUKMM_BIN/gpukmm-watcher"
 NS=intel-gpu-base-operator
 KMM_CRD=$(ls "$GPUKMM_SRC"/tests/fixtures/kmm/*.yaml "$GPUKMM_SRC"/tests/fixtures/kmm-crd/*.yaml 2>/dev/null | head -1)
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/gk-watcher.XXXXXX") || exit 1
-chmod 700 "$T"
-PIDS=()
-cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	[ -n "${CONTROL_PID:-}" ] && kill -TERM "$CONTROL_PID" 2>/dev/null && wait "$CONTROL_PID" 2>/dev/null
-	kubesim_stop
-	rm -rf "$T"
-}
 KUBESIM_NO_TRAP=1
-trap cleanup EXIT
+trap '[ -n "${CONTROL_PID:-}" ] && kill -TERM "$CONTROL_PID" 2>/dev/null && wait "$CONTROL_PID" 2>/dev/null; kubesim_stop' EXIT
 
+# everything goes into kubesim's temp dir; kubesim_stop SIGKILLs the watchers and subscribers
 kubesim_start --history 100000 || { echo "not ok - kubesim starts"; exit 1; }
-cat >"$T/kubeconfig" <<EOK
-apiVersion: v1
-kind: Config
-current-context: sim
-clusters:
-- name: sim
-  cluster: {server: "$KUBESIM_URL"}
-contexts:
-- name: sim
-  context: {cluster: sim}
-EOK
+T=$KUBESIM_DIR
+kubesim_kubeconfig "$T/kubeconfig"
 
 # start_watcher NAME [flags...]: sockets in $T/NAME/, log in $T/NAME.log; sets WPID
 start_watcher() {
@@ -49,7 +31,7 @@ start_watcher() {
 		--listen "ipc://$T/$name/watcher.sock" --events "ipc://$T/$name/events.sock" \
 		--discovery-interval 0.3 "$@" >>"$T/$name.log" 2>&1 &
 	WPID=$!
-	PIDS+=("$WPID")
+	KUBESIM_CLIENTS+=("$WPID")
 }
 snap() { "$CTL" ipc call "ipc://$T/$1/watcher.sock" gpukmm.Watcher.Snapshot '{}' --timeout-ms 3000 2>/dev/null; }
 synced() { snap "$1" | grep -q '"synced":true'; }
@@ -112,7 +94,7 @@ check "discovery: KMM absent, DRA and ClusterPolicy present" \
 # ---- a subscriber sees every change, in order, with consecutive numbers ----
 "$CTL" ipc sub "ipc://$T/w1/events.sock" node --count 1000 --timeout-ms 60000 >"$T/sub.out" 2>"$T/sub.err" &
 SUB=$!
-PIDS+=("$SUB")
+KUBESIM_CLIENTS+=("$SUB")
 # the subscription is live once a canary change shows up
 i=0
 until grep -q canary "$T/sub.out" 2>/dev/null || [ $i -ge 50 ]; do
@@ -197,7 +179,7 @@ check "Watcher.Get: NOT_FOUND for an absent object" bash -c "! '$CTL' ipc call '
 # ---- KMM installed after the watcher started ----
 "$CTL" ipc sub "ipc://$T/w1/events.sock" discovery --count 1 --timeout-ms 20000 >"$T/disc.out" 2>/dev/null &
 DSUB=$!
-PIDS+=("$DSUB")
+KUBESIM_CLIENTS+=("$DSUB")
 k apply -f "$KMM_CRD" >/dev/null
 check "CRD install publishes Discovery{kmm: true}" wait_for 20 grep -q '"kmm":true' "$T/disc.out"
 k apply -f - >/dev/null <<'EOM'

@@ -6,31 +6,15 @@
 # cannot complete within the renew deadline steps down, and leads again once
 # the API is fast.
 set -u
-: "${GPUKMM_SRC:=$PWD}" "${GPUKMM_BIN:=build/bin}"
-. "$GPUKMM_SRC/tests/lib/kubesim.sh"
+cd "${GPUKMM_SRC:-.}" || exit 1
+. tests/lib/kubesim.sh
 
 CTL="$GPUKMM_BIN/gpukmmctl"
 NS=intel-gpu-base-operator
-T=$(mktemp -d "${TMPDIR:-/tmp}/gk-wslow.XXXXXX") || exit 1
-chmod 700 "$T"
-PIDS=()
-cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	kubesim_stop
-	rm -rf "$T"
-}
-KUBESIM_NO_TRAP=1
-trap cleanup EXIT
-
+# everything goes into kubesim's temp dir; its EXIT trap (kubesim_stop) SIGKILLs the watcher first
 kubesim_start || { echo "not ok - kubesim starts"; exit 1; }
-cat >"$T/kubeconfig" <<EOK
-apiVersion: v1
-kind: Config
-current-context: sim
-clusters: [{name: sim, cluster: {server: "$KUBESIM_URL"}}]
-contexts: [{name: sim, context: {cluster: sim}}]
-EOK
+T=$KUBESIM_DIR
+kubesim_kubeconfig "$T/kubeconfig"
 k apply -f - >/dev/null <<EON
 apiVersion: v1
 kind: Namespace
@@ -47,7 +31,7 @@ mkdir -m 700 "$T/w"
 	--identity a --leader-elect --lease-name slow --lease-duration 4 --renew-deadline 2 \
 	--retry-period 0.3 >>"$T/w.log" 2>&1 &
 W=$!
-PIDS+=("$W")
+KUBESIM_CLIENTS+=("$W")
 # an RPC that must be answered quickly: the loop is free
 snap() { "$CTL" ipc call "ipc://$T/w/watcher.sock" gpukmm.Watcher.Snapshot '{"topics":["discovery"]}' --timeout-ms "${1:-3000}" 2>/dev/null; }
 is_leader() { snap | grep -q '"leadership":{"leader":true'; }
@@ -59,7 +43,7 @@ check "watcher syncs" wait_for 20 synced
 check "and leads" wait_for 10 is_leader
 
 "$CTL" ipc sub "ipc://$T/w/events.sock" node --count 1000 --timeout-ms 60000 >"$T/sub.out" 2>"$T/sub.err" &
-PIDS+=($!)
+KUBESIM_CLIENTS+=($!)
 i=0
 until grep -q canary "$T/sub.out" 2>/dev/null || [ $i -ge 50 ]; do
 	k label node node-1 canary=$i --overwrite >/dev/null

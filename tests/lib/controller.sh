@@ -1,7 +1,7 @@
 # Controller profiles for end-to-end tests: `gpukmm --profile controller` (watcher,
 # modmgr, gater when built, statusd; no webhook) against kubesim, one or more at a
-# time, leader-elected on the Lease gpukmm-controller. Source after
-# tests/lib/kubesim.sh; needs $D (a private temp dir with $D/kubeconfig) and $NS.
+# time, leader-elected on the Lease gpukmm-controller. Sources tests/lib/kubesim.sh;
+# needs $D (a private temp dir with $D/kubeconfig) and $NS.
 #
 #   ctrl_start NAME [nolease [LOG_LEVEL]]   start controller NAME (runtime dir $D/run-NAME,
 #                               log $D/controller-NAME.log); each start gets a new
@@ -15,6 +15,7 @@
 # SUP[NAME] = supervisor pid, GEN[NAME] = starts so far. CTRL_GRACE_MS: statusd's
 # grace period (default 2000).
 declare -A SUP=() GEN=()
+. "${GPUKMM_SRC:-.}/tests/lib/kubesim.sh"
 . "$GPUKMM_SRC/tests/lib/proc.sh"
 ctrl_config() { # NAME IDENTITY_OR_EMPTY(no leader election)
 	local le='"args": []'

@@ -1,14 +1,18 @@
-# Shell helpers for the gater end-to-end tests: source after tests/lib/kubesim.sh
-# and tests/lib/modmgr.sh (which start kubesim, the watcher, modmgr and the fake
-# statusd in $MM_DIR).
+# Shell helpers for the gater end-to-end tests, on tests/lib/modmgr.sh (sourced here;
+# it starts kubesim, the watcher, modmgr and the fake statusd in $MM_DIR).
 #
+#   gt_setup                               mm_setup ("not ok - setup" and exit when it fails),
+#                                          gt_teardown as the EXIT trap, the namespace apps
 #   gt_start_gater / gt_stop_gater [SIG]   (re)start or stop gpukmm-gater
+#   gt_synced [RE]                         the gater has built its view from a snapshot (its
+#                                          log line, also matching RE after the words)
 #   gt_teardown                            mm_teardown (which stops the gater too, checking it exits 0)
 #   mk_ds NS NAME 'SELECTOR-JSON' ['LABELS-JSON']   create a DaemonSet (JSON POST)
 #   ds_json NS NAME / ds_sel NS NAME       the object / its template nodeSelector
 #   gated NS NAME [POLICY] / ungated NS NAME [POLICY]   our ready-label key present ("") / absent
 #   ds_writes                              kubesim writes to daemonsets so far
 #   gt_report_has JQ [POLICY]              the last gater report matches JQ
+. "${GPUKMM_SRC:-.}/tests/lib/modmgr.sh"
 GT_KEY_PREFIX="kmm.node.kubernetes.io/$MM_NS."
 
 gt_start_gater() {
@@ -18,19 +22,18 @@ gt_start_gater() {
 	GT_GATER_PID=$!
 }
 
-gt_stop_gater() {
-	local sig=${1:-TERM}
-	[ -n "${GT_GATER_PID:-}" ] || return 0
-	kill "-$sig" "$GT_GATER_PID" 2>/dev/null
-	wait "$GT_GATER_PID" 2>/dev/null
-	local rc=$?
-	GT_GATER_PID=
-	return $rc
-}
+gt_stop_gater() { stop_var GT_GATER_PID "${1:-TERM}"; }
 
 gt_teardown() { # mm_teardown stops the gater too and checks its exit code
 	mm_teardown
 }
+
+gt_setup() {
+	mm_setup || { echo "not ok - setup"; exit 1; }
+	trap gt_teardown EXIT
+	mk_namespace apps
+}
+gt_synced() { grep -q "view rebuilt from snapshot${1:-}" "$MM_DIR/gater.log"; }
 
 mk_ds() { # NS NAME SELECTOR-JSON [LABELS-JSON]
 	kraw POST "/apis/apps/v1/namespaces/$1/daemonsets" "{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\",

@@ -10,9 +10,17 @@
 # (temp dir: kubesim.log, kubectl cache). kubesim_start installs an EXIT trap that
 # stops kubesim unless the caller set KUBESIM_NO_TRAP=1 (then call kubesim_stop).
 # Functions return non-zero on failure; they never exit the caller.
+# KUBESIM_CLIENTS+=(PID): a process the script started against kubesim; kubesim_stop
+# SIGKILLs those still running first (a script that judges how one stops does that before).
+#   kubesim_kubeconfig FILE [TOKEN]          a kubeconfig for it (context sim, the token if given)
+# A script run by hand from the source tree (not by tests/run.sh, which exports them)
+# gets GPUKMM_SRC, GPUKMM_BIN and GPUKMM_TBIN defaulted here, below $BUILD (build).
 
-KUBESIM_BIN=${KUBESIM_BIN:-${GPUKMM_BIN:-build/bin}/kubesim}
+: "${BUILD:=build}" "${GPUKMM_SRC:=$PWD}" "${GPUKMM_BIN:=$GPUKMM_SRC/$BUILD/bin}" "${GPUKMM_TBIN:=$GPUKMM_SRC/$BUILD/tests/bin}"
+export GPUKMM_SRC GPUKMM_BIN GPUKMM_TBIN
+KUBESIM_BIN=${KUBESIM_BIN:-$GPUKMM_BIN/kubesim}
 KUBECTL=${KUBECTL:-kubectl}
+KUBESIM_CLIENTS=()
 
 kubesim_start() {
 	KUBESIM_DIR=$(mktemp -d "${TMPDIR:-/tmp}/kubesim.XXXXXX") || return 1
@@ -42,7 +50,9 @@ kubesim_start() {
 # Stops kubesim (SIGTERM, then SIGKILL after 10 s) and removes its temp dir unless
 # KUBESIM_KEEP=1. Returns kubesim's exit status.
 kubesim_stop() {
-	local rc=0
+	local rc=0 p
+	for p in "${KUBESIM_CLIENTS[@]}"; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	KUBESIM_CLIENTS=()
 	if [ -n "${KUBESIM_PID:-}" ]; then
 		kill -TERM "$KUBESIM_PID" 2>/dev/null
 		local i
@@ -60,6 +70,14 @@ kubesim_stop() {
 		KUBESIM_DIR=
 	fi
 	return $rc
+}
+
+kubesim_kubeconfig() { # FILE [TOKEN]
+	local user={}
+	[ -n "${2:-}" ] && user="{token: $2}"
+	printf '%s\n' "apiVersion: v1" "kind: Config" "clusters: [{name: sim, cluster: {server: \"$KUBESIM_URL\"}}]" \
+		"users: [{name: u, user: $user}]" "contexts: [{name: sim, context: {cluster: sim, user: u}}]" \
+		"current-context: sim" >"$1"
 }
 
 # Script tests that drive kubectl: `kubesim_need_kubectl || exit 0` prints the skip

@@ -1,4 +1,4 @@
-# Shell helpers for the modmgr end-to-end tests: source after tests/lib/kubesim.sh.
+# Shell helpers for the modmgr end-to-end tests (sources tests/lib/kubesim.sh and proc.sh).
 #
 #   mm_setup [kubesim flags...]   kubesim + CRDs (ClusterPolicy; KMM unless MM_NO_KMM=1),
 #                                 the operator namespace, a kubeconfig, fake statusd,
@@ -11,7 +11,10 @@
 #   last_report                   the last StatusReport line of policy gpu
 # Everything runs in $MM_DIR (mktemp -d); every process started here is stopped
 # by mm_teardown (the EXIT trap), SIGKILL after a grace period.
+# (and stop_var, stop_pid, wait_until, san_check, log_tails from tests/lib/proc.sh)
 
+. "${GPUKMM_SRC:-.}/tests/lib/kubesim.sh"
+. "$GPUKMM_SRC/tests/lib/proc.sh"
 MM_NS=${MM_NS:-intel-gpu-base-operator}
 MM_FAILED=0
 
@@ -34,26 +37,7 @@ wait_for() {
 	return 1
 }
 
-mm_kubeconfig() {
-	cat >"$MM_DIR/kubeconfig" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: sim
-  cluster:
-    server: $KUBESIM_URL
-users:
-- name: u
-  user:
-    token: test-token
-contexts:
-- name: sim
-  context:
-    cluster: sim
-    user: u
-current-context: sim
-EOF
-}
+mm_kubeconfig() { kubesim_kubeconfig "$MM_DIR/kubeconfig" test-token; }
 
 # Stops modmgr, the watcher and the fake statusd (SIGTERM, SIGKILL after 10 s) and
 # checks how each one ended: anything but exit 0 after SIGTERM (a crash, a leak
@@ -85,16 +69,9 @@ mm_teardown() {
 		esac
 	done
 	MM_MODMGR_PID= MM_WATCHER_PID= MM_STATUSD_PID= GT_GATER_PID=
-	if [ -n "${MM_DIR:-}" ] && grep -qE "Sanitizer|runtime error" "$MM_DIR"/*.log 2>/dev/null; then
-		notok "no sanitizer reports"
-		grep -h -A20 -E "Sanitizer|runtime error" "$MM_DIR"/*.log | sed 's/^/#   /' | head -40
-	fi
-	if [ "$MM_FAILED" != 0 ] && [ -n "${MM_DIR:-}" ]; then
-		for f in "$MM_DIR"/*.log; do
-			[ -f "$f" ] || continue
-			echo "# ---- $(basename "$f") (last 40 lines)"
-			tail -40 "$f" | sed 's/^/#   /'
-		done
+	if [ -n "${MM_DIR:-}" ]; then
+		san_check "$MM_DIR"/*.log || MM_FAILED=1
+		[ "$MM_FAILED" = 0 ] || log_tails 40 "$MM_DIR"/*.log
 	fi
 	kubesim_stop
 	[ -n "${MM_DIR:-}" ] && rm -rf "$MM_DIR"
@@ -120,15 +97,7 @@ mm_start_modmgr() {
 	MM_MODMGR_PID=$!
 }
 
-mm_stop_modmgr() {
-	local sig=${1:-TERM}
-	[ -n "${MM_MODMGR_PID:-}" ] || return 0
-	kill "-$sig" "$MM_MODMGR_PID" 2>/dev/null
-	wait "$MM_MODMGR_PID" 2>/dev/null
-	local rc=$?
-	MM_MODMGR_PID=
-	return $rc
-}
+mm_stop_modmgr() { stop_var MM_MODMGR_PID "${1:-TERM}"; }
 
 mm_install_kmm() {
 	k apply -f "$GPUKMM_SRC/tests/fixtures/kmm-crd/modules.kmm.sigs.x-k8s.io.crd.yaml" >/dev/null

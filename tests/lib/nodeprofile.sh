@@ -1,6 +1,6 @@
 # The node side of a simulated cluster: one `gpukmm --profile node` (gpukmm-prober
 # on a fake node root + gpukmm-statusd --mode node) per GPU node, as the demo, the
-# chaos test and the node scenario tests run it. Source after tests/lib/kubesim.sh.
+# chaos test and the node scenario tests run it. Sources tests/lib/kubesim.sh.
 #
 #   np_init DIR KUBECONFIG      where everything goes (DIR/np), the kubeconfig the
 #                               node statusd writes with
@@ -20,6 +20,7 @@
 #   np_nodes                    the nodes started so far
 # NP_LOG_LEVEL (default warn), NP_INTERVAL_MS (prober interval, default 1000).
 
+. "${GPUKMM_SRC:-.}/tests/lib/kubesim.sh"
 . "$GPUKMM_SRC/tests/lib/proc.sh"
 declare -A NP_PID=()
 NP_DIR= NP_KUBECONFIG= NP_FOLLOW_PID= NP_RC=0

@@ -1,6 +1,12 @@
-# Process helpers shared by tests/lib/controller.sh and tests/lib/nodeprofile.sh.
+# Process helpers for the test libraries (controller.sh, nodeprofile.sh, modmgr.sh and
+# those sourced after it) and the scripts:
 #   stop_pid PID [SECONDS]     SIGTERM, SIGKILL after SECONDS (default 30); STOP_RC = exit code
+#   stop_var VAR [SIG]         send SIG (default TERM) to the pid held in variable VAR, wait
+#                              for it and empty VAR; returns its exit code (0: VAR was empty)
 #   wait_until SECONDS CMD...  poll CMD every 0.2 s until it succeeds (1 on timeout)
+#   san_check FILE...          when any FILE (a process log) holds a sanitizer report: a
+#                              "not ok" line and the reports as comments, returns 1
+#   log_tails N FILE...        the last N lines of each FILE, as comments
 STOP_RC=0
 stop_pid() {
 	# (30 s: a supervisor stops its services one by one, up to 5 s each, then
@@ -14,7 +20,31 @@ stop_pid() {
 	wait "$p" 2>/dev/null
 	STOP_RC=$?
 }
+stop_var() {
+	local p=${!1:-} rc
+	[ -n "$p" ] || return 0
+	kill "-${2:-TERM}" "$p" 2>/dev/null
+	wait "$p" 2>/dev/null
+	rc=$?
+	printf -v "$1" ''
+	return $rc
+}
 wait_until() {
 	local end=$((SECONDS + $1)); shift
 	until "$@"; do [ $SECONDS -ge $end ] && return 1; sleep 0.2; done
+}
+san_check() {
+	grep -qE 'Sanitizer|runtime error' "$@" 2>/dev/null || return 0
+	echo "not ok - no sanitizer report in any process log"
+	grep -h -B2 -A20 -E 'Sanitizer|runtime error' "$@" 2>/dev/null | head -80 | sed 's/^/#   /'
+	return 1
+}
+log_tails() {
+	local n=$1 f
+	shift
+	for f in "$@"; do
+		[ -f "$f" ] || continue
+		echo "# ---- $f (last $n lines)"
+		tail -"$n" "$f" | sed 's/^/#   /'
+	done
 }

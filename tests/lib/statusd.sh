@@ -1,5 +1,12 @@
-# Shell helpers for the statusd end-to-end tests: source after tests/lib/modmgr.sh.
+# Shell helpers for the statusd end-to-end tests, on tests/lib/modmgr.sh (sourced here).
 #
+#   sd_setup                      mm_setup (as the MM_* variables say; "not ok - setup" and
+#                                 exit when it fails), sd_control_start, sd_teardown as the
+#                                 EXIT trap
+#   SD_PID / NSD_PID              the gpukmm-statusd (controller / node mode) a script starts
+#   sd_stop [SIG] / nsd_stop [SIG]   stop it (default TERM): its exit code
+#   sd_teardown                   SIGKILL SD_PID, SIGTERM NSD_PID (SIGKILL after 10 s),
+#                                 sd_control_stop, mm_teardown
 #   sd_control_start              a fake supervisor Control (tests/bin/fake_control) on
 #                                 $SD_CONTROL; give statusd --control "$SD_CONTROL" --heartbeat-ms 200
 #   sd_counter PID NAME           the counter NAME of the statusd process PID (0 when not yet known)
@@ -12,17 +19,27 @@
 #   ms_since T0                  ms since T0 (date +%s%N)
 #   stops_at_once WHAT CMD...    CMD stops a process (returns its exit code): checks exit 0, under 2 s
 
-SD_CONTROL_PID=
+. "${GPUKMM_SRC:-.}/tests/lib/modmgr.sh"
+SD_CONTROL_PID= SD_PID= NSD_PID=
 sd_control_start() {
 	SD_CONTROL="ipc://$MM_DIR/control.sock"
 	"$GPUKMM_TBIN/fake_control" --listen "$SD_CONTROL" >>"$MM_DIR/control.log" 2>&1 &
 	SD_CONTROL_PID=$!
 }
-sd_control_stop() {
-	[ -n "$SD_CONTROL_PID" ] || return 0
-	kill -TERM "$SD_CONTROL_PID" 2>/dev/null
-	wait "$SD_CONTROL_PID" 2>/dev/null
-	SD_CONTROL_PID=
+sd_control_stop() { stop_var SD_CONTROL_PID; }
+sd_setup() {
+	mm_setup || { echo "not ok - setup"; exit 1; }
+	sd_control_start
+	trap sd_teardown EXIT
+}
+sd_stop() { stop_var SD_PID "${1:-TERM}"; }
+nsd_stop() { stop_var NSD_PID "${1:-TERM}"; }
+sd_teardown() {
+	sd_stop KILL
+	stop_pid "$NSD_PID" 10
+	NSD_PID=
+	sd_control_stop
+	mm_teardown
 }
 sd_counters() { # PID -> {"name":value,...} of its latest heartbeat
 	"$GPUKMM_BIN/gpukmmctl" ipc call "$SD_CONTROL" gpukmm.Control.List '{}' --timeout-ms 2000 2>/dev/null |
