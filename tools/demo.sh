@@ -24,7 +24,6 @@ CP=gpu-kmm
 READY_KEY="kmm.node.kubernetes.io/$NS.$CP-gpu.ready"
 CHECK=${DEMO_CHECK:-}
 FAILED=0
-. tests/lib/kubesim.sh
 . tests/lib/nodeprofile.sh
 
 D=$(mktemp -d "${TMPDIR:-/tmp}/gpukmm-demo.XXXXXX") || exit 1

@@ -4,7 +4,6 @@
 # through the status subresource, as KMM would.
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
-. tests/lib/kubesim.sh
 . tests/lib/modmgr.sh
 
 mm_setup || { echo "not ok - setup"; exit 1; }

@@ -10,7 +10,6 @@
 #   - version toggle (KMM refuses it in place) with kill -9 between delete and recreate.
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
-. tests/lib/kubesim.sh
 . tests/lib/modmgr.sh
 
 MM_NO_START=1 mm_setup || { echo "not ok - setup"; exit 1; }

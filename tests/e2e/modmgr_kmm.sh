@@ -5,7 +5,6 @@
 # injection in modmgr.sh and with a fake API in tests/unit/modmgr_pass_test.c.)
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
-. tests/lib/kubesim.sh
 . tests/lib/modmgr.sh
 
 mm_setup || { echo "not ok - setup"; exit 1; }

@@ -2,7 +2,6 @@
 # gpukmm-modmgr writes only while its watcher holds the leader Lease.
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
-. tests/lib/kubesim.sh
 . tests/lib/modmgr.sh
 
 MM_WATCHER_FLAGS="--leader-elect --retry-period 1"

@@ -5,7 +5,6 @@
 # snapshot, counts it in its heartbeat counters and carries on).
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
-. tests/lib/kubesim.sh
 . tests/lib/modmgr.sh
 . tests/lib/statusd.sh
 

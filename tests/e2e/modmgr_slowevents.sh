@@ -5,7 +5,6 @@
 # Event write would hold the loop, and this second change, for 4 s).
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
-. tests/lib/kubesim.sh
 . tests/lib/modmgr.sh
 
 mm_setup || { echo "not ok - setup"; exit 1; }
