@@ -5,15 +5,12 @@
 # snapshot, counts it in its heartbeat counters and carries on).
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
-. tests/lib/modmgr.sh
 . tests/lib/statusd.sh
 
 MM_NO_KMM=1
 MM_WATCHER_FLAGS="--discovery-interval 1"
 MM_STATUSD_FLAGS="--fail-first 2"
-MM_NO_START=1 mm_setup || { echo "not ok - setup"; exit 1; }
-sd_control_start
-trap 'sd_control_stop; mm_teardown' EXIT
+MM_NO_START=1 sd_setup
 MM_MODMGR_FLAGS="--control $SD_CONTROL --heartbeat-ms 200"
 mm_start_watcher
 mm_start_modmgr
