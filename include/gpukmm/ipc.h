@@ -50,6 +50,7 @@ typedef struct gk_ipc_stats {
 	uint64_t received;       /* bus */
 	uint64_t gaps;           /* bus: sequence gaps detected */
 	uint64_t relistens;      /* server/pub: stuck listener re-created (nng#1518) */
+	uint64_t redials;        /* client/sub: dialer re-created after no connection (dialer.c) */
 } gk_ipc_stats;
 
 /* ---- RPC server ----------------------------------------------------------
@@ -199,6 +200,11 @@ int gk_ipc_sub_topic(gk_ipc_sub *s, const char *topic, const ProtobufCMessageDes
 void gk_ipc_sub_set_seq(gk_ipc_sub *s, const char *topic, uint64_t seq, uint32_t epoch);
 int gk_ipc_sub_fd(gk_ipc_sub *s);
 int gk_ipc_sub_dispatch(gk_ipc_sub *s);
+/* Call about once a second from the owner's thread (lib/wsub does): re-dials
+ * when no publisher has been connected for a while, since an nng 1.5.2 dialer
+ * can stop retrying for good after a publisher died mid-handshake. Returns 1
+ * when it re-dialed. */
+int gk_ipc_sub_service(gk_ipc_sub *s);
 void gk_ipc_sub_close(gk_ipc_sub *s);
 void gk_ipc_sub_stats(const gk_ipc_sub *s, gk_ipc_stats *out);
 

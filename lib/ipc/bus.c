@@ -195,6 +195,7 @@ typedef struct seq_entry {
 
 struct gk_ipc_sub {
 	nng_socket sock;
+	gk_ipc_dialer *dial;
 	nng_aio *aio;                 /* reused for every receive (see dispatch) */
 	gk_ipc_cfg cfg;
 	int fd;
@@ -240,7 +241,7 @@ int gk_ipc_sub_open(gk_ipc_sub **out, const char *url, const gk_ipc_opts *opts,
 		code = gk_err_set(err, GK_INTERNAL, "ipc: sub: recv fd: %s", nng_strerror(rv));
 		goto fail;
 	}
-	if ((code = gk_ipc_dial(s->sock, url, err)) != 0)
+	if ((code = gk_ipc_dialer_open(&s->dial, s->sock, url, &s->cfg, err)) != 0)
 		goto fail;
 	*out = s;
 	return 0;
@@ -395,13 +396,20 @@ void gk_ipc_sub_close(gk_ipc_sub *s)
 	if (!s)
 		return;
 	nng_close(s->sock);
+	gk_ipc_dialer_free(s->dial); /* after nng_close: its pipe callbacks are done */
 	nng_aio_free(s->aio);
 	free(s->topics);
 	free(s->seqs);
 	free(s);
 }
 
+int gk_ipc_sub_service(gk_ipc_sub *s)
+{
+	return gk_ipc_dialer_service(s->dial);
+}
+
 void gk_ipc_sub_stats(const gk_ipc_sub *s, gk_ipc_stats *out)
 {
 	*out = s->st;
+	out->redials = gk_ipc_dialer_redials(s->dial);
 }

@@ -45,7 +45,7 @@ struct gk_ipc_client {
 	gk_ipc_cfg cfg;
 	uint64_t client_id;
 	atomic_uint_fast64_t next_request;
-	atomic_int pipes;
+	gk_ipc_dialer *dial;       /* the connection, its pipe count and its re-dialing */
 	pthread_mutex_t mu;        /* everything below */
 	slot *pool;
 	int pool_n;
@@ -54,15 +54,6 @@ struct gk_ipc_client {
 	int efd;
 	gk_ipc_stats st;
 };
-
-static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
-{
-	gk_ipc_client *c = arg;
-	if (ev == NNG_PIPE_EV_ADD_POST)
-		atomic_fetch_add(&c->pipes, 1);
-	else if (ev == NNG_PIPE_EV_REM_POST)
-		atomic_fetch_sub(&c->pipes, 1);
-}
 
 int gk_ipc_client_open(gk_ipc_client **out, const char *url, const gk_ipc_opts *opts, gk_err *err)
 {
@@ -75,7 +66,6 @@ int gk_ipc_client_open(gk_ipc_client **out, const char *url, const gk_ipc_opts *
 	gk_ipc_cfg_from(opts, &c->cfg);
 	pthread_mutex_init(&c->mu, NULL);
 	atomic_init(&c->next_request, 1);
-	atomic_init(&c->pipes, 0);
 	c->efd = -1;
 	if (getrandom(&c->client_id, sizeof(c->client_id), 0) != sizeof(c->client_id))
 		c->client_id = (uint64_t)getpid() << 32 ^ (uint64_t)gk_mono_ms();
@@ -86,15 +76,13 @@ int gk_ipc_client_open(gk_ipc_client **out, const char *url, const gk_ipc_opts *
 		return gk_err_set(err, GK_INTERNAL, "ipc: req socket: %s", nng_strerror(rv));
 	}
 	int code;
-	nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_POST, pipe_cb, c);
-	nng_pipe_notify(c->sock, NNG_PIPE_EV_REM_POST, pipe_cb, c);
 	if ((code = gk_ipc_sock_setup(c->sock, &c->cfg, err)) != 0)
 		goto fail;
 	if ((c->efd = gk_evfd_new(err)) < 0) {
 		code = GK_INTERNAL;
 		goto fail;
 	}
-	if ((code = gk_ipc_dial(c->sock, url, err)) != 0)
+	if ((code = gk_ipc_dialer_open(&c->dial, c->sock, url, &c->cfg, err)) != 0)
 		goto fail;
 	*out = c;
 	return 0;
@@ -149,7 +137,7 @@ static nng_duration resend_ms(int timeout_ms)
 static int nng_code(gk_ipc_client *c, int rv, const char *what, gk_err *err)
 {
 	if (rv == NNG_ETIMEDOUT) {
-		if (atomic_load(&c->pipes) == 0)
+		if (gk_ipc_dialer_pipes(c->dial) == 0)
 			return gk_err_set(err, GK_UNAVAILABLE, "ipc: %s: no server is reachable", what);
 		return gk_err_set(err, GK_DEADLINE_EXCEEDED, "ipc: %s: deadline exceeded", what);
 	}
@@ -258,6 +246,7 @@ int gk_ipc_call(gk_ipc_client *c, const ProtobufCServiceDescriptor *svc, const c
 		nng_msg_free(m);
 		return err ? err->code : GK_RESOURCE_EXHAUSTED;
 	}
+	gk_ipc_dialer_service(c->dial);
 	nng_ctx_set_ms(s->ctx, NNG_OPT_REQ_RESENDTIME, resend_ms(timeout_ms));
 	nng_aio_set_msg(s->aio, m);
 	nng_aio_set_timeout(s->aio, timeout_ms);
@@ -368,6 +357,7 @@ int gk_ipc_call_async(gk_ipc_client *c, const ProtobufCServiceDescriptor *svc, c
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "ipc: async call: %s", nng_strerror(rv));
 	}
 	nng_ctx_set_ms(a->ctx, NNG_OPT_REQ_RESENDTIME, resend_ms(timeout_ms));
+	gk_ipc_dialer_service(c->dial);
 	pthread_mutex_lock(&c->mu);
 	a->next = c->calls;
 	if (c->calls)
@@ -432,7 +422,9 @@ static int run_completions(gk_ipc_client *c, int closing)
 int gk_ipc_client_dispatch(gk_ipc_client *c)
 {
 	gk_evfd_drain(c->efd);
-	return run_completions(c, 0);
+	int n = run_completions(c, 0);
+	gk_ipc_dialer_service(c->dial); /* a call that found no server: re-dial now if stale */
+	return n;
 }
 
 void gk_ipc_client_close(gk_ipc_client *c)
@@ -478,6 +470,7 @@ void gk_ipc_client_close(gk_ipc_client *c)
 	}
 	if (c->efd >= 0)
 		close(c->efd);
+	gk_ipc_dialer_free(c->dial); /* after nng_close: its pipe callbacks are done */
 	pthread_mutex_destroy(&c->mu);
 	free(c);
 }
@@ -487,4 +480,5 @@ void gk_ipc_client_stats(const gk_ipc_client *c, gk_ipc_stats *out)
 	pthread_mutex_lock((pthread_mutex_t *)&c->mu);
 	*out = c->st;
 	pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
+	out->redials = gk_ipc_dialer_redials(c->dial);
 }

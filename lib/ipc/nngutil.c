@@ -71,14 +71,6 @@ int gk_ipc_listen(nng_socket s, const char *url, const gk_ipc_cfg *c, char *url_
 	return 0;
 }
 
-int gk_ipc_dial(nng_socket s, const char *url, gk_err *err)
-{
-	int rv = nng_dial(s, url, NULL, NNG_FLAG_NONBLOCK);
-	if (rv != 0)
-		return gk_err_set(err, GK_INVALID_ARGUMENT, "ipc: dial %s: %s", url, nng_strerror(rv));
-	return 0;
-}
-
 int gk_evfd_new(gk_err *err)
 {
 	int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

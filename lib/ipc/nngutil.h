@@ -27,8 +27,21 @@ int gk_ipc_sock_setup(nng_socket s, const gk_ipc_cfg *c, gk_err *err);
  * the bound port) into url_out (cap bytes). */
 int gk_ipc_listen(nng_socket s, const char *url, const gk_ipc_cfg *c, char *url_out, size_t cap,
 		  nng_listener *lst, gk_err *err);
-/* Non-blocking dial: the connection is made (and remade) in the background. */
-int gk_ipc_dial(nng_socket s, const char *url, gk_err *err);
+/* The dialer guard (dialer.c): a non-blocking dial (the connection is made
+ * and remade in the background) plus the socket's pipe count; the owner's
+ * thread calls gk_ipc_dialer_service now and then (before calls, on
+ * completions, on a timer) and it re-creates a dialer that has had no pipe for
+ * 3 x reconnect_max_ms (doubling per outage, up to a minute): nng 1.5.2 gives
+ * a dialer up for good when a peer cuts the handshake. It owns the socket's
+ * ADD_POST/REM_POST pipe notifications. Free it after closing the socket. */
+typedef struct gk_ipc_dialer gk_ipc_dialer;
+int gk_ipc_dialer_open(gk_ipc_dialer **out, nng_socket s, const char *url, const gk_ipc_cfg *c,
+		       gk_err *err);
+int gk_ipc_dialer_pipes(const gk_ipc_dialer *g);
+/* Returns 1 when it re-created the dialer. NULL is fine. */
+int gk_ipc_dialer_service(gk_ipc_dialer *g);
+uint64_t gk_ipc_dialer_redials(const gk_ipc_dialer *g);
+void gk_ipc_dialer_free(gk_ipc_dialer *g);
 int gk_ipc_is_ipc_url(const char *url);
 
 /* The listener guard (guard.c): nng 1.5.2 bug #1518 (fixed upstream in 1.6 by

@@ -9,6 +9,7 @@
 #include "rpc.pb-c.h"
 
 #define TOPIC_MAX 32
+#define SERVICE_MS 1000 /* how often the bus connection is checked (gk_ipc_sub_service) */
 
 typedef struct buffered {
 	char topic[TOPIC_MAX];
@@ -25,7 +26,7 @@ struct gk_wsub {
 	bool inflight;      /* a snapshot call is out */
 	bool again;         /* a gap while it was out: ask once more after it */
 	bool have_view, closing;
-	gk_timer_id retry;
+	gk_timer_id retry, service;
 	buffered *buf;
 	size_t n_buf;
 	bool overflow;
@@ -194,6 +195,16 @@ static void on_client_fd(gk_loop *l, int fd, uint32_t events, void *user)
 	gk_ipc_client_dispatch(((gk_wsub *)user)->watcher);
 }
 
+/* A bus with no publisher for a while is dialed anew (nng 1.5.2 can give a
+ * dialer up); once it reconnects, the new publisher's first message or tick
+ * shows the gap and the view resyncs as after any gap. */
+static void on_service(gk_loop *l, gk_timer_id id, void *user)
+{
+	gk_wsub *w = user;
+	w->service = gk_loop_timer(l, SERVICE_MS, on_service, w);
+	gk_ipc_sub_service(w->sub);
+}
+
 int gk_wsub_open(gk_wsub **out, gk_loop *loop, const char *events_url, const char *watcher_url,
 		 const gk_wsub_opts *opts, const gk_wsub_view *view, gk_err *err)
 {
@@ -234,6 +245,7 @@ int gk_wsub_open(gk_wsub **out, gk_loop *loop, const char *events_url, const cha
 		gk_loop_del_fd(loop, gk_ipc_sub_fd(w->sub));
 		goto fail;
 	}
+	w->service = gk_loop_timer(loop, SERVICE_MS, on_service, w);
 	request_snapshot(w);
 	*out = w;
 	return GK_OK;
@@ -254,6 +266,8 @@ void gk_wsub_close(gk_wsub *w)
 	w->closing = true;
 	if (w->retry)
 		gk_loop_cancel(w->loop, w->retry);
+	if (w->service)
+		gk_loop_cancel(w->loop, w->service);
 	gk_loop_del_fd(w->loop, gk_ipc_sub_fd(w->sub));
 	gk_loop_del_fd(w->loop, gk_ipc_client_fd(w->watcher));
 	gk_ipc_client_close(w->watcher); /* an outstanding snapshot: GK_CANCELLED */

@@ -223,15 +223,17 @@ static int do_sub(const args *a)
 	int64_t end = a->timeout_ms > 0 ? gk_mono_ms() + a->timeout_ms : 0;
 	struct pollfd p = { gk_ipc_sub_fd(s), POLLIN, 0 };
 	while (st.want < 0 || st.got < st.want) {
-		int wait = -1;
+		int wait = 1000; /* at least once a second: gk_ipc_sub_service */
 		if (end) {
 			int64_t left = end - gk_mono_ms();
 			if (left <= 0)
 				break;
-			wait = (int)left;
+			if (left < wait)
+				wait = (int)left;
 		}
 		if (poll(&p, 1, wait) > 0)
 			gk_ipc_sub_dispatch(s);
+		gk_ipc_sub_service(s);
 	}
 	gk_ipc_sub_close(s);
 	gk_ipc_fini();
