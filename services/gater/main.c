@@ -24,6 +24,7 @@
 #include "gpukmm/policy.h"
 #include "gpukmm/svc.h"
 #include "gpukmm/workqueue.h"
+#include "gpukmm/wqsched.h"
 #include "rpc.pb-c.h"
 #include "status.pb-c.h"
 
@@ -49,14 +50,11 @@ typedef struct gt {
 	gk_gater_ops ops;
 	double qps;
 
-	gk_timer_id q_timer;
-	int64_t q_due;
+	gk_wq_sched qs;          /* the queue on the loop: passes run from its timer */
 
 	gk_gater_stats pst;
-	uint64_t reports_ok, reports_failed, queue_depth, queue_refused;
+	uint64_t reports_ok, reports_failed, queue_refused;
 } gt;
-
-static void schedule(gt *g);
 
 /* ---- dirty keys → queue ------------------------------------------------------ */
 
@@ -68,7 +66,7 @@ static void on_dirty(void *user, const char *policy)
 		g->queue_refused++;
 		GK_WARN("queue: %s", e.msg);
 	}
-	schedule(g); /* a write that ended marks outside of any bus event */
+	gk_wq_sched_kick(&g->qs); /* a write that ended marks outside of any bus event */
 }
 
 /* ---- statusd reports -------------------------------------------------------- */
@@ -91,7 +89,7 @@ static void on_report_done(void *user, int code, ProtobufCMessage *reply, const 
 		GK_DEBUG("status report for %s failed (%s): retrying", rc->policy, errmsg ? errmsg : "");
 		/* level-triggered: the next pass recomputes and resends the report */
 		if (!g->svc.stopping && gk_wq_add_after(g->q, rc->policy, REPORT_RETRY_MS, gk_mono_ms(), NULL) == GK_OK)
-			schedule(g);
+			gk_wq_sched_kick(&g->qs);
 	}
 	free(rc);
 }
@@ -160,46 +158,19 @@ static void run_pass(gt *g, const char *key)
 	gk_gater_result_free(&res);
 }
 
-static void on_queue_timer(gk_loop *l, gk_timer_id id, void *user)
+/* Passes wait for a consistent view (resynced() kicks the queue again) and
+ * stop with the service. */
+static bool may_pass(void *user)
 {
 	gt *g = user;
-	g->q_timer = 0;
-	if (!gk_wsub_synced(g->bus))
-		return; /* a resync is out: resynced() schedules again */
-	for (int i = 0; i < PASSES_PER_TICK && !g->svc.stopping; i++) {
-		const char *k = gk_wq_get(g->q, gk_mono_ms());
-		if (!k)
-			break;
-		char key[GK_POLICY_KEY_MAX];
-		snprintf(key, sizeof(key), "%s", k);
-		run_pass(g, key);
-		gk_wq_done(g->q, key);
-	}
-	schedule(g);
+	return gk_wsub_synced(g->bus) && !g->svc.stopping;
 }
 
-/* (Re)arm the queue timer for the queue's next deadline. */
-static void schedule(gt *g)
+static void on_key(void *user, const char *key)
 {
-	if (!gk_wsub_synced(g->bus) || g->svc.stopping)
-		return; /* passes wait for a consistent view (resynced() calls again) */
-	int64_t now = gk_mono_ms();
-	int64_t next = gk_wq_next_ms(g->q, now);
-	gk_wq_stats qs;
-	gk_wq_stats_get(g->q, &qs);
-	g->queue_depth = qs.ready + qs.waiting;
-	if (next < 0) {
-		if (g->q_timer)
-			gk_loop_cancel(g->svc.loop, g->q_timer);
-		g->q_timer = 0;
-		return;
-	}
-	if (g->q_timer && g->q_due <= now + next)
-		return;
-	if (g->q_timer)
-		gk_loop_cancel(g->svc.loop, g->q_timer);
-	g->q_due = now + next;
-	g->q_timer = gk_loop_timer(g->svc.loop, next, on_queue_timer, g);
+	gt *g = user;
+	run_pass(g, key);
+	gk_wq_done(g->q, key);
 }
 
 /* ---- the watcher view (lib/wsub) ------------------------------------------------- */
@@ -211,7 +182,7 @@ static int view_reset(void *user, const Gpukmm__SnapshotReply *s, gk_err *err)
 
 static int view_apply(void *user, const char *topic, const Gpukmm__Event *ev, gk_err *err)
 {
-	return gk_gtv_apply(((gt *)user)->view, topic, ev, err); /* marks: on_dirty schedules */
+	return gk_gtv_apply(((gt *)user)->view, topic, ev, err); /* marks: on_dirty kicks the queue */
 }
 
 static void view_resynced(void *user, bool first)
@@ -223,7 +194,7 @@ static void view_resynced(void *user, bool first)
 		vs.daemonsets, vs.kmm, vs.leader);
 	if (first)
 		gk_svc_ready(&g->svc);
-	schedule(g);
+	gk_wq_sched_kick(&g->qs);
 }
 
 static void on_client_fd(gk_loop *l, int fd, uint32_t events, void *user)
@@ -265,6 +236,8 @@ int main(int argc, char **argv)
 	gk_wq_opts qo = { .max_keys = QUEUE_MAX_KEYS };
 	if (gk_wq_new(&g->q, &qo, &err))
 		goto fail;
+	const gk_wq_sched_opts so = { .per_tick = PASSES_PER_TICK, .may = may_pass, .run = on_key, .user = g };
+	gk_wq_sched_init(&g->qs, g->svc.loop, g->q, &so);
 	gk_gtv_opts vo = { .ns = g->svc.ns };
 	if (gk_gtv_new(&g->view, &vo, on_dirty, g, &err))
 		goto fail;
@@ -296,7 +269,7 @@ int main(int argc, char **argv)
 		{ "gater_events_received_total", "bus events received", &bs->events },
 		{ "gater_reports_ok_total", "status reports accepted", &g->reports_ok },
 		{ "gater_reports_failed_total", "status reports failed", &g->reports_failed },
-		{ "gater_queue_depth", "keys ready or waiting", &g->queue_depth },
+		{ "gater_queue_depth", "keys ready or waiting", &g->qs.depth },
 		{ "gater_queue_refused_total", "keys refused by the bounded queue", &g->queue_refused },
 	};
 	gk_svc_set_counters(&g->svc, counters, sizeof(counters) / sizeof(counters[0]));

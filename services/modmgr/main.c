@@ -24,6 +24,7 @@
 #include "gpukmm/loop.h"
 #include "gpukmm/svc.h"
 #include "gpukmm/workqueue.h"
+#include "gpukmm/wqsched.h"
 #include "rpc.pb-c.h"
 #include "status.pb-c.h"
 
@@ -62,17 +63,13 @@ typedef struct mm {
 	double qps;
 	char host[128];
 
-	gk_timer_id q_timer;
-	int64_t q_due;
+	gk_wq_sched qs;          /* the queue on the loop: passes start from its timer */
 	inflight fly[MAX_INFLIGHT];
 	uint64_t n_fly;
 
 	gk_mm_pass_stats pst;
 	uint64_t reports_ok, reports_failed, events_written, events_failed;
-	uint64_t queue_depth;
 } mm;
-
-static void schedule(mm *m);
 
 /* ---- dirty keys → queue ------------------------------------------------------ */
 
@@ -104,7 +101,7 @@ static void on_report_done(void *user, int code, ProtobufCMessage *reply, const 
 		GK_DEBUG("status report for %s failed (%s): retrying", rc->policy, errmsg ? errmsg : "");
 		/* level-triggered: the next pass recomputes and resends the report */
 		if (!m->svc.stopping && gk_wq_add_after(m->q, rc->policy, REPORT_RETRY_MS, gk_mono_ms(), NULL) == GK_OK)
-			schedule(m);
+			gk_wq_sched_kick(&m->qs);
 	}
 	free(rc);
 }
@@ -222,7 +219,7 @@ static void on_pass_end(void *user, gk_mm_plan *plan)
 	f->run = NULL;
 	m->n_fly--;
 	pass_done(m, f->key, plan);
-	schedule(m);
+	gk_wq_sched_kick(&m->qs);
 }
 
 /* Start a pass for the key just handed out by the queue. */
@@ -251,45 +248,17 @@ static void run_pass(mm *m, const char *key)
 	m->n_fly++;
 }
 
-static void on_queue_timer(gk_loop *l, gk_timer_id id, void *user)
+/* Passes wait for a consistent view (resynced() kicks the queue again) and for
+ * a free in-flight slot (on_pass_end kicks it). */
+static bool may_pass(void *user)
 {
 	mm *m = user;
-	m->q_timer = 0;
-	if (!gk_wsub_synced(m->bus))
-		return; /* a resync is out: resynced() schedules again */
-	for (int i = 0; i < PASSES_PER_TICK && m->n_fly < MAX_INFLIGHT; i++) {
-		const char *k = gk_wq_get(m->q, gk_mono_ms());
-		if (!k)
-			break;
-		char key[GK_MM_NAME_MAX];
-		snprintf(key, sizeof(key), "%s", k);
-		run_pass(m, key);
-	}
-	schedule(m);
+	return gk_wsub_synced(m->bus) && m->n_fly < MAX_INFLIGHT;
 }
 
-/* (Re)arm the queue timer for the queue's next deadline. */
-static void schedule(mm *m)
+static void on_key(void *user, const char *key)
 {
-	if (!gk_wsub_synced(m->bus) || m->n_fly >= MAX_INFLIGHT)
-		return; /* passes wait for a consistent view (resynced() calls us) / a pass to end (so does it) */
-	int64_t now = gk_mono_ms();
-	int64_t next = gk_wq_next_ms(m->q, now);
-	gk_wq_stats qs;
-	gk_wq_stats_get(m->q, &qs);
-	m->queue_depth = qs.ready + qs.waiting;
-	if (next < 0) {
-		if (m->q_timer)
-			gk_loop_cancel(m->svc.loop, m->q_timer);
-		m->q_timer = 0;
-		return;
-	}
-	if (m->q_timer && m->q_due <= now + next)
-		return;
-	if (m->q_timer)
-		gk_loop_cancel(m->svc.loop, m->q_timer);
-	m->q_due = now + next;
-	m->q_timer = gk_loop_timer(m->svc.loop, next, on_queue_timer, m);
+	run_pass(user, key); /* the key is done when its pass ends (pass_done) */
 }
 
 /* ---- the watcher view (lib/wsub) ------------------------------------------------- */
@@ -303,7 +272,7 @@ static int view_apply(void *user, const char *topic, const Gpukmm__Event *ev, gk
 {
 	mm *m = user;
 	int rc = gk_mmv_apply(m->view, topic, ev, err); /* marks keys dirty (on_dirty) */
-	schedule(m);
+	gk_wq_sched_kick(&m->qs);
 	return rc;
 }
 
@@ -316,7 +285,7 @@ static void view_resynced(void *user, bool first)
 		vs.policies, vs.modules, vs.kmm, vs.dra, vs.leader);
 	if (first)
 		gk_svc_ready(&m->svc);
-	schedule(m);
+	gk_wq_sched_kick(&m->qs);
 }
 
 static void on_client_fd(gk_loop *l, int fd, uint32_t events, void *user)
@@ -371,6 +340,8 @@ int main(int argc, char **argv)
 	rc = 1;
 	if (gk_wq_new(&m->q, NULL, &err) || gk_mm_evrec_new(&m->evrec, 0, 0, &err))
 		goto fail;
+	const gk_wq_sched_opts so = { .per_tick = PASSES_PER_TICK, .may = may_pass, .run = on_key, .user = m };
+	gk_wq_sched_init(&m->qs, m->svc.loop, m->q, &so);
 	gk_mmv_opts vo = { .ns = m->svc.ns };
 	if (gk_mmv_new(&m->view, &vo, on_dirty, m, &err))
 		goto fail;
@@ -405,7 +376,7 @@ int main(int argc, char **argv)
 		{ "modmgr_reports_failed_total", "status reports failed", &m->reports_failed },
 		{ "modmgr_k8s_events_written_total", "Kubernetes Events created or bumped", &m->events_written },
 		{ "modmgr_k8s_events_failed_total", "Kubernetes Event writes that failed", &m->events_failed },
-		{ "modmgr_queue_depth", "keys ready or waiting", &m->queue_depth },
+		{ "modmgr_queue_depth", "keys ready or waiting", &m->qs.depth },
 		{ "modmgr_passes_inflight", "passes waiting for an API call", &m->n_fly },
 	};
 	gk_svc_set_counters(&m->svc, counters, sizeof(counters) / sizeof(counters[0]));
