@@ -99,6 +99,12 @@ void gk_kube_status_decode(gk_kube_status *st, const char *body, size_t len);
 long gk_kube_status_from_json(gk_kube_status *st, const cJSON *status);
 /* Retry-After header value: seconds or HTTP date (now = unix seconds). -1 invalid. */
 int gk_kube_parse_retry_after(const char *v, int64_t now_s);
+/* A Kubernetes timestamp (metav1.Time: RFC 3339, UTC, whole seconds), e.g.
+ * "2015-10-21T07:28:00Z", for unix_s (seconds since the epoch; callers pass
+ * gk_now_ms() / 1000). Needs GK_KUBE_TIME_LEN bytes; returns the length, 0 if
+ * cap is too small (buf is then ""). */
+#define GK_KUBE_TIME_LEN 32
+size_t gk_kube_time(char *buf, size_t cap, int64_t unix_s);
 /* Should the operation be retried (after a backoff)? 429, 5xx, transport, 409-conflict. */
 bool gk_kube_retryable(int code);
 

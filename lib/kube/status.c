@@ -86,6 +86,16 @@ void gk_kube_status_decode(gk_kube_status *st, const char *body, size_t len)
 	cJSON_Delete(j);
 }
 
+size_t gk_kube_time(char *buf, size_t cap, int64_t unix_s)
+{
+	time_t t = (time_t)unix_s;
+	struct tm tm;
+	size_t n = gmtime_r(&t, &tm) && cap ? strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm) : 0;
+	if (!n && cap)
+		buf[0] = 0;
+	return n;
+}
+
 int gk_kube_parse_retry_after(const char *v, int64_t now_s)
 {
 	if (!v)

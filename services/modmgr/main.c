@@ -14,12 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "events.pb-c.h"
 #include "gpukmm/wsub.h"
 #include "gpukmm/ipc.h"
+#include "gpukmm/kube.h"
 #include "gpukmm/log.h"
 #include "gpukmm/loop.h"
 #include "gpukmm/svc.h"
@@ -155,15 +155,6 @@ static void send_report(mm *m, const gk_mm_plan *p)
 
 /* ---- Kubernetes Events ----------------------------------------------------- */
 
-static void rfc3339(char *buf, size_t cap)
-{
-	struct timespec ts;
-	struct tm tm;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 static void emit(mm *m, const gk_mm_plan *p, const gk_mm_event *ev)
 {
 	const Gpukmm__ClusterPolicy *cp = gk_mmv_policy(m->view, p->policy);
@@ -174,8 +165,8 @@ static void emit(mm *m, const gk_mm_plan *p, const gk_mm_event *ev)
 	gk_mm_evrec_note(m->evrec, p->policy, uid, ev, gk_mono_ms(), &w);
 	if (w.op == GK_MM_EV_SKIP)
 		return;
-	char ts[40];
-	rfc3339(ts, sizeof(ts));
+	char ts[GK_KUBE_TIME_LEN];
+	gk_kube_time(ts, sizeof(ts), gk_now_ms() / 1000);
 	gk_err e;
 	/* written in the background (kops counts events_written / failures) */
 	if (gk_mm_kops_event(m->kops, p->policy, uid, ev, &w, ts, m->host, &e) != GK_OK)

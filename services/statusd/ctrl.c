@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "ctrl.h"
 #include "gpukmm/ipc.h"
@@ -70,15 +69,6 @@ static void count_pending(gk_sd_ctrl *c)
 	for (size_t i = 0; i < c->n; i++)
 		n += c->e[i].dirty || c->e[i].call;
 	c->st.pending = n;
-}
-
-static void rfc3339(char *buf, size_t cap)
-{
-	struct timespec ts;
-	struct tm tm;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
 static Gpukmm__StatusReport *dup_report(const Gpukmm__StatusReport *r)
@@ -204,8 +194,8 @@ static bool after_get(gk_sd_ctrl *c, entry *e, cJSON *obj)
 	const cJSON *meta = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
 	const cJSON *rv = cJSON_GetObjectItemCaseSensitive(meta, "resourceVersion");
 	const cJSON *cur = cJSON_GetObjectItemCaseSensitive(obj, "status");
-	char now[40];
-	rfc3339(now, sizeof(now));
+	char now[GK_KUBE_TIME_LEN];
+	gk_kube_time(now, sizeof(now), gk_now_ms() / 1000);
 	gk_sd_inputs in = { .modmgr = e->rep[0], .gater = e->rep[1], .missing_is_empty = c->grace_over,
 			    .now = now, .nodes = nodes };
 	bool oom = false;

@@ -419,6 +419,20 @@ Test(status, retry_after)
 	cr_assert_eq(gk_kube_parse_retry_after(NULL, 0), -1);
 }
 
+Test(status, kube_time)
+{
+	char b[GK_KUBE_TIME_LEN];
+	cr_assert_eq(gk_kube_time(b, sizeof(b), 1445412480), 20);
+	cr_assert_str_eq(b, "2015-10-21T07:28:00Z");
+	cr_assert_eq(gk_kube_time(b, sizeof(b), 0), 20);
+	cr_assert_str_eq(b, "1970-01-01T00:00:00Z");
+	cr_assert_eq(gk_kube_time(b, sizeof(b), 4102444799), 20);
+	cr_assert_str_eq(b, "2099-12-31T23:59:59Z");
+	char small[20]; /* one short of the NUL */
+	cr_assert_eq(gk_kube_time(small, sizeof(small), 1445412480), 0);
+	cr_assert_str_eq(small, "");
+}
+
 /* ---- bucket and backoff ---- */
 
 Test(bucket, burst_then_rate)
