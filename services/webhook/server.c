@@ -71,9 +71,16 @@ int gk_wh_listen(gk_wh_server *s, const char *addr, gk_err *err)
 	return 0;
 }
 
+/* An oversized body is read and dropped up to this much before the 413 goes
+ * out: answering while the client still sends makes the kernel reset the
+ * connection, and the client may lose the answer (curl saw status 000). A
+ * bigger one is cut off at once. */
+#define DRAIN_MAX (4u << 20)
+
 typedef struct req {
 	char *buf;
 	size_t len;
+	size_t dropped;
 	bool too_large;
 } req;
 
@@ -116,12 +123,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 				     "unsupported content type: an AdmissionReview must be application/json\n");
 		}
 		const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-		if (cl && strtoull(cl, NULL, 10) > s->max_body) {
+		unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
+		if (declared > s->max_body + (unsigned long long)DRAIN_MAX) {
 			count(&s->c.errors);
 			return reply(c, MHD_HTTP_CONTENT_TOO_LARGE, "text/plain", "request body too large\n");
 		}
 		if (!(q = calloc(1, sizeof(*q))))
 			return MHD_NO;
+		q->too_large = declared > s->max_body; /* read and dropped, then answered */
 		*con_cls = q;
 		return MHD_YES;
 	}
@@ -134,7 +143,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			memcpy(q->buf + q->len, upload, *upload_size);
 			q->len += *upload_size;
 		} else {
-			q->too_large = true; /* keep reading (and dropping) so the answer can be sent */
+			/* keep reading (and dropping) so the answer can be sent, up to a bound */
+			q->too_large = true;
+			q->dropped += *upload_size;
+			if (q->dropped > DRAIN_MAX)
+				return MHD_NO;
 		}
 		*upload_size = 0;
 		return MHD_YES;
