@@ -138,10 +138,15 @@ Test(multiproc, blocking_call_to_a_stopped_server_returns)
 	cr_assert_eq(code, GK_DEADLINE_EXCEEDED, "%s", gk_code_name(code));
 	cr_assert_geq(took, 650);
 	cr_assert_lt(took, 2000);
-	/* a new client cannot even finish the handshake: nobody reachable */
-	code = call_echo(url, 500, NULL);
+	/* a new client cannot even finish the handshake: nobody reachable. It is
+	 * closed only after the server runs again: nng 1.5.2's close can wait for
+	 * a handshake in progress (nng#1543), which a stopped server never ends */
+	gk_ipc_client *c2;
+	cr_assert_eq(gk_ipc_client_open(&c2, url, NULL, &e), 0);
+	code = gk_ipc_call(c2, &gpukmm__echo__descriptor, "Echo", &r.base, &m, 500, &e);
 	kill(echo_pid, SIGCONT);
 	cr_assert_eq(code, GK_UNAVAILABLE, "%s", gk_code_name(code));
+	gk_ipc_client_close(c2);
 	gk_ipc_client_close(c);
 }
 
