@@ -15,7 +15,7 @@
  * dialer from an nng callback could deadlock on nng's own threads), replaces a
  * dialer whose socket has had no pipe for longer than the limit. A healthy
  * dialer retries every reconnect_max_ms at most, so the limit is a few of
- * those; while the server stays away the interval doubles up to a minute, so
+ * those; while the server stays away the limit doubles up to a minute, so
  * a long outage costs a re-creation a minute, not one every few seconds. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -25,17 +25,18 @@
 #include "gpukmm/log.h"
 #include "nngutil.h"
 
-#define MAX_INTERVAL_MS 60000
+#define MAX_LIMIT_MS 60000
 
 struct gk_ipc_dialer {
 	nng_socket sock;
 	nng_dialer d;
 	char url[256];
+	int64_t base_ms;               /* the first limit of an outage */
 	atomic_int pipes;
 	atomic_int_fast64_t lost_at;   /* when the pipe count last fell to 0 (or open) */
-	pthread_mutex_t mu;            /* below, and the dialer swap */
-	int64_t base_ms, interval_ms;  /* no pipe that long → re-create; doubles per outage */
-	uint64_t redials;
+	atomic_int_fast64_t limit_ms;  /* no pipe that long → re-create; doubles per outage */
+	pthread_mutex_t mu;            /* the dialer swap */
+	atomic_uint_fast64_t redials;
 };
 
 static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
@@ -43,6 +44,7 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 	gk_ipc_dialer *g = arg;
 	if (ev == NNG_PIPE_EV_ADD_POST) {
 		atomic_fetch_add(&g->pipes, 1);
+		atomic_store(&g->limit_ms, g->base_ms); /* connected: the next outage starts over */
 	} else if (ev == NNG_PIPE_EV_REM_POST) {
 		if (atomic_fetch_sub(&g->pipes, 1) == 1)
 			atomic_store(&g->lost_at, gk_mono_ms());
@@ -68,10 +70,12 @@ int gk_ipc_dialer_open(gk_ipc_dialer **out, nng_socket s, const char *url, const
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "ipc: out of memory");
 	g->sock = s;
 	snprintf(g->url, sizeof(g->url), "%s", url);
+	g->base_ms = 3 * (int64_t)c->reconnect_max_ms;
 	atomic_init(&g->pipes, 0);
 	atomic_init(&g->lost_at, gk_mono_ms());
+	atomic_init(&g->limit_ms, g->base_ms);
+	atomic_init(&g->redials, 0);
 	pthread_mutex_init(&g->mu, NULL);
-	g->base_ms = g->interval_ms = 3 * (int64_t)c->reconnect_max_ms;
 	nng_pipe_notify(s, NNG_PIPE_EV_ADD_POST, pipe_cb, g);
 	nng_pipe_notify(s, NNG_PIPE_EV_REM_POST, pipe_cb, g);
 	int code = dial(g, err);
@@ -93,32 +97,28 @@ int gk_ipc_dialer_pipes(const gk_ipc_dialer *g)
 
 int gk_ipc_dialer_service(gk_ipc_dialer *g)
 {
-	if (!g)
+	/* every call passes here: connected is two atomic loads, nothing else */
+	if (!g || atomic_load(&g->pipes) > 0)
 		return 0;
 	int64_t now = gk_mono_ms();
-	pthread_mutex_lock(&g->mu);
-	if (atomic_load(&g->pipes) > 0) {
-		g->interval_ms = g->base_ms; /* connected: the next outage starts over */
-		pthread_mutex_unlock(&g->mu);
+	int64_t waited = now - atomic_load(&g->lost_at), limit = atomic_load(&g->limit_ms);
+	if (waited < limit)
 		return 0;
-	}
-	if (now - atomic_load(&g->lost_at) < g->interval_ms) {
+	pthread_mutex_lock(&g->mu); /* one swap at a time (sync calls may come from any thread) */
+	if (atomic_load(&g->pipes) > 0 || now - atomic_load(&g->lost_at) < limit) {
 		pthread_mutex_unlock(&g->mu);
-		return 0;
+		return 0; /* connected, or re-created by another thread meanwhile */
 	}
-	int64_t waited = now - atomic_load(&g->lost_at);
 	nng_dialer_close(g->d);
 	gk_err e;
 	int failed = dial(g, &e);
 	atomic_store(&g->lost_at, now);
-	g->redials++;
-	bool first = g->interval_ms == g->base_ms;
-	if (g->interval_ms < MAX_INTERVAL_MS)
-		g->interval_ms = g->interval_ms * 2 > MAX_INTERVAL_MS ? MAX_INTERVAL_MS : g->interval_ms * 2;
+	atomic_store(&g->limit_ms, limit * 2 > MAX_LIMIT_MS ? MAX_LIMIT_MS : limit * 2);
+	atomic_fetch_add(&g->redials, 1);
 	pthread_mutex_unlock(&g->mu);
 	if (failed)
 		GK_ERROR("%s (the next service retries)", e.msg);
-	else if (first)
+	else if (limit == g->base_ms)
 		GK_INFO("ipc: %s: no connection for %lld ms: dialing anew (an nng 1.5.2 dialer can stop "
 			"retrying after a peer died mid-handshake)", g->url, (long long)waited);
 	else
@@ -128,12 +128,7 @@ int gk_ipc_dialer_service(gk_ipc_dialer *g)
 
 uint64_t gk_ipc_dialer_redials(const gk_ipc_dialer *g)
 {
-	if (!g)
-		return 0;
-	pthread_mutex_lock((pthread_mutex_t *)&g->mu);
-	uint64_t n = g->redials;
-	pthread_mutex_unlock((pthread_mutex_t *)&g->mu);
-	return n;
+	return g ? atomic_load(&((gk_ipc_dialer *)g)->redials) : 0;
 }
 
 void gk_ipc_dialer_free(gk_ipc_dialer *g)

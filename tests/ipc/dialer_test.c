@@ -50,25 +50,44 @@ static bool cut_and_stalled(int l, const char *path)
 
 static const gk_ipc_opts quick = { .reconnect_min_ms = 10, .reconnect_max_ms = 100 };
 
+/* Opens a dialing endpoint against a peer that cuts its handshake, ten tries
+ * at most, until nng's dialer stalls; returns it, or skips the test. */
+static void *open_stalled(const char *dir, const char *path, const char *url, void *(*open)(const char *, void *),
+			  void (*close_it)(void *), void *arg)
+{
+	for (int i = 0; i < 10; i++) {
+		int l = raw_listen(path);
+		void *h = open(url, arg);
+		if (cut_and_stalled(l, path))
+			return h;
+		close_it(h);
+	}
+	th_rmdir(dir);
+	cr_skip_test("nng's dialer did not stall in 10 tries (fixed in this nng?)");
+	return NULL;
+}
+
+static void *open_client(const char *url, void *arg)
+{
+	gk_ipc_client *c;
+	gk_err e;
+	cr_assert_eq(gk_ipc_client_open(&c, url, &quick, &e), 0, "%s", e.msg);
+	return c;
+}
+
+static void close_client(void *c)
+{
+	gk_ipc_client_close(c);
+}
+
 Test(dialer, client_gets_to_a_server_that_replaced_one_that_cut_its_handshake, .timeout = 60)
 {
 	char dir[64], path[96], url[128];
 	th_tmpdir(dir, sizeof(dir));
 	snprintf(path, sizeof(path), "%s/s.sock", dir);
 	snprintf(url, sizeof(url), "ipc://%s", path);
-	gk_ipc_client *c = NULL;
+	gk_ipc_client *c = open_stalled(dir, path, url, open_client, close_client, NULL);
 	gk_err e;
-	bool stalled = false;
-	for (int i = 0; i < 10 && !stalled; i++) {
-		int l = raw_listen(path);
-		cr_assert_eq(gk_ipc_client_open(&c, url, &quick, &e), 0, "%s", e.msg);
-		if (!(stalled = cut_and_stalled(l, path)))
-			gk_ipc_client_close(c);
-	}
-	if (!stalled) {
-		th_rmdir(dir);
-		cr_skip_test("nng's dialer did not stall in 10 tries (fixed in this nng?)");
-	}
 
 	static gk_echo echo;
 	gk_echo_init(&echo);
@@ -119,27 +138,29 @@ static void count_event(void *user, const char *topic, uint64_t seq, ProtobufCMe
 	gk_ipc_free(msg);
 }
 
+static void *open_sub(const char *url, void *got)
+{
+	gk_ipc_sub *s;
+	gk_err e;
+	cr_assert_eq(gk_ipc_sub_open(&s, url, &quick, count_event, NULL, got, &e), 0, "%s", e.msg);
+	cr_assert_eq(gk_ipc_sub_topic(s, "node", &gpukmm__echo_request__descriptor, &e), 0, "%s", e.msg);
+	return s;
+}
+
+static void close_sub(void *s)
+{
+	gk_ipc_sub_close(s);
+}
+
 Test(dialer, subscriber_gets_to_a_publisher_that_replaced_one_that_cut_its_handshake, .timeout = 60)
 {
 	char dir[64], path[96], url[128];
 	th_tmpdir(dir, sizeof(dir));
 	snprintf(path, sizeof(path), "%s/bus.sock", dir);
 	snprintf(url, sizeof(url), "ipc://%s", path);
-	gk_ipc_sub *s = NULL;
-	gk_err e;
 	int got = 0;
-	bool stalled = false;
-	for (int i = 0; i < 10 && !stalled; i++) {
-		int l = raw_listen(path);
-		cr_assert_eq(gk_ipc_sub_open(&s, url, &quick, count_event, NULL, &got, &e), 0, "%s", e.msg);
-		cr_assert_eq(gk_ipc_sub_topic(s, "node", &gpukmm__echo_request__descriptor, &e), 0, "%s", e.msg);
-		if (!(stalled = cut_and_stalled(l, path)))
-			gk_ipc_sub_close(s);
-	}
-	if (!stalled) {
-		th_rmdir(dir);
-		cr_skip_test("nng's dialer did not stall in 10 tries (fixed in this nng?)");
-	}
+	gk_ipc_sub *s = open_stalled(dir, path, url, open_sub, close_sub, &got);
+	gk_err e;
 
 	gk_ipc_pub *p;
 	cr_assert_eq(gk_ipc_pub_open(&p, url, NULL, &e), 0, "%s", e.msg);
