@@ -216,7 +216,7 @@ static void src_start(wr *w, int i)
 				.field_selector = d->field_selector,
 				.min_timeout_s = w->o.watch_min_timeout_s,
 				.max_timeout_s = w->o.watch_max_timeout_s};
-	gk_kube_watch_cbs cbs = {on_event, on_synced, on_error};
+	gk_kube_watch_cbs cbs = {.on_event = on_event, .on_synced = on_synced, .on_error = on_error};
 	gk_err err = {0};
 	s->synced = false;
 	if (gk_kube_watch_start(&s->kw, w->mux, &r, &o, &cbs, s, &err)) {

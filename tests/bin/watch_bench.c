@@ -239,7 +239,7 @@ static int consume(const char *url, const char *rv, long n)
 	}
 	gk_kube_ref r = {"", "v1", "nodes", NULL, NULL, NULL};
 	gk_kube_watch_opts o = {.start_resource_version = rv};
-	gk_kube_watch_cbs cbs = {on_event, NULL, NULL};
+	gk_kube_watch_cbs cbs = {.on_event = on_event};
 	gk_kube_watch *w;
 	double t0 = now_s();
 	if (gk_kube_watch_start(&w, m, &r, &o, &cbs, &c, &e)) {
