@@ -57,6 +57,7 @@ SECS_OPT(opt_lease_dur, o.lease.lease_ms)
 SECS_OPT(opt_renew, o.lease.renew_deadline_ms)
 SECS_OPT(opt_retry, o.lease.retry_ms)
 SECS_OPT(opt_disc, o.discovery_ms)
+SECS_OPT(opt_disc_confirm, o.discovery_confirm_ms)
 static int opt_qps(void *u, const char *a)
 {
 	double v;
@@ -123,6 +124,9 @@ int main(int argc, char **argv)
 		{"retry-period", 1, "seconds between lease attempts (default 2)", opt_retry, &a},
 		{"identity", 1, "this instance's identity (default hostname_pid)", opt_identity, &a},
 		{"discovery-interval", 1, "seconds between API discovery checks (default 10)", opt_disc, &a},
+		{"discovery-confirm", 1,
+		 "seconds an API must stay absent (in 3 discovery reads at least) before it is believed gone (default 20)",
+		 opt_disc_confirm, &a},
 		{"qps", 1, "client-side requests per second (default 20, -1 unlimited)", opt_qps, &a},
 		{"burst", 1, "client-side burst (default 40)", opt_burst, &a},
 		{"watch-timeout", 1, "watch timeoutSeconds minimum, randomised up to 2x (default 300)",
@@ -180,8 +184,10 @@ int main(int argc, char **argv)
 		{"watch_errors", "API errors (each retried with backoff)", &a.w.c_errors},
 		{"watch_convert_errors", "objects whose JSON did not convert", &a.w.c_convert_errors},
 		{"leader", "1 while this instance is the leader", &a.w.c_leader},
+		{"watch_unconfirmed_topics", "topics whose state cannot be vouched for now (see the log)",
+		 &a.w.c_unconfirmed},
 	};
-	size_t nc = 6;
+	size_t nc = 7;
 	for (int i = 0; i < WT_N; i++)
 		counters[nc++] = (gk_svc_counter){size_names[i], "objects cached", &a.w.c_size[i]};
 	gk_svc_set_counters(&a.svc, counters, nc);

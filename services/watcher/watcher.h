@@ -11,12 +11,17 @@
 #include "gpukmm/ipc.h"
 #include "gpukmm/kube.h"
 #include "gpukmm/loop.h"
+#include "disc.h"
 #include "lease.h"
 #include "store.h"
 
 enum wr_topic { WT_CP, WT_MODULE, WT_NODE, WT_RC, WT_DS, WT_POD, WT_N };
-enum wr_gate { WG_NONE, WG_CP, WG_KMM, WG_DRA };
-#define WR_NSRC 7
+/* What starts a source: nothing (always), or its API being served. The DRA
+ * gates are resource.k8s.io's versions, newest first (wd_dra_versions). */
+enum wr_gate { WG_NONE, WG_CP, WG_KMM, WG_DRA, WG_N = WG_DRA + WD_DRA_N };
+#define WR_NSRC (7 + WD_DRA_N - 1)
+#define WR_NDISC (WG_N - 1)     /* discovery queries: every gate but WG_NONE */
+#define WR_BAD_MAX 1024         /* unreadable objects remembered per topic */
 
 typedef struct wr wr;
 
@@ -25,7 +30,17 @@ typedef struct wr_src {
 	int idx;                 /* into the source table */
 	gk_kube_watch *kw;       /* NULL when not running */
 	bool synced;
+	bool current;            /* synced and no failure since the last list or resume */
+	char why[256];           /* the last failure, while not current */
 } wr_src;
+
+/* Objects that exist but failed conversion (the safety rule: an object we
+ * cannot read is not absent). */
+typedef struct wr_bad {
+	char **keys, **errs;
+	size_t n, cap;
+	bool overflow;           /* more than WR_BAD_MAX: the topic is unconfirmed as a whole */
+} wr_bad;
 
 typedef struct wr_opts {
 	const char *ns;               /* operator namespace */
@@ -35,6 +50,7 @@ typedef struct wr_opts {
 	const char *identity;         /* default hostname_pid */
 	wl_config lease;
 	int watch_min_timeout_s, watch_max_timeout_s; /* 0 = lib default 300..600 */
+	int64_t discovery_confirm_ms; /* an API is believed gone after WD_READS absent reads over this; 0 = WD_SPAN_MS */
 } wr_opts;
 
 struct wr {
@@ -49,8 +65,12 @@ struct wr {
 	Gpukmm__Watcher_Service rpc;
 	ws_store store[WT_N];
 	wr_src src[WR_NSRC];
-	bool gate[4];                /* indexed by wr_gate: served? (WG_NONE always true) */
-	bool disc_known;
+	wd_gate gates[WG_N];         /* indexed by wr_gate (WG_NONE unused) */
+	wr_bad bad[WT_N];
+	bool disc_known;             /* the ClusterPolicy and KMM APIs answered once */
+	uint8_t *state_sent;         /* the last Discovery published (packed), to publish changes only */
+	size_t state_sent_len;
+	uint32_t unconfirmed_bits;   /* topics unconfirmed in it */
 	wl_state ls;
 	char holder[256];
 	bool ready_sent;
@@ -58,9 +78,9 @@ struct wr {
 	void *on_ready_user;
 	gk_timer_id disc_timer, tick_timer, lease_timer;
 	/* async API calls on the mux: never block the loop */
-	gk_kube_call *disc_calls[3];
-	struct wr_disc_slot { wr *w; int i; } disc_slot[3];
-	int disc_res[3];             /* 1 served, 0 absent, -code error */
+	gk_kube_call *disc_calls[WR_NDISC];
+	struct wr_disc_slot { wr *w; int i; } disc_slot[WR_NDISC];
+	int disc_res[WR_NDISC];      /* 1 served, 0 absent, -code error */
 	int disc_pending;
 	gk_kube_call *lease_call;    /* the Lease GET or write in flight */
 	enum wl_action lease_act;
@@ -70,6 +90,7 @@ struct wr {
 	uint64_t c_events, c_relists, c_errors, c_convert_errors, c_published;
 	uint64_t c_size[WT_N];
 	uint64_t c_leader;
+	uint64_t c_unconfirmed;      /* topics whose state is unconfirmed now */
 };
 
 extern const char *const wr_topic_names[WT_N];
@@ -84,6 +105,12 @@ void wr_release(wr *w);
 void wr_fini(wr *w);
 /* true once every running watch has listed at least once */
 bool wr_synced(const wr *w);
+
+/* The Discovery message of now: believed-served APIs, the unconfirmed topics
+ * (with their reasons and unreadable objects), the DRA version read. Free with
+ * wr_state_free. */
+void wr_state_fill(wr *w, Gpukmm__Discovery *d);
+void wr_state_free(Gpukmm__Discovery *d);
 
 /* RPC handlers (registered by wr_init when srv is given). The reply's objects
  * are the store's packed bytes, attached as length-delimited unknown fields
