@@ -88,6 +88,8 @@ typedef struct gk_kube_status {
 	char reason[64];         /* Status.reason ("NotFound", "Expired", "Conflict"...) */
 	char message[256];       /* Status.message */
 	int retry_after_s;       /* Retry-After header or details.retryAfterSeconds, -1 = none */
+	char details_kind[64];   /* Status.details.kind ("modules"): a NotFound naming the object is */
+	char details_name[254];  /* Status.details.name  an absence; a 404 without them is not */
 } gk_kube_status;
 
 /* Map HTTP status (+ reason) to a gk_code. 2xx → GK_OK. */
