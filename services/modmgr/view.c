@@ -17,12 +17,7 @@ typedef struct keyset {
 /* What the watcher cannot vouch for, per topic we read (Discovery.unconfirmed). */
 enum { UC_POLICY, UC_MODULE, UC_CLAIM, UC_POD, UC_N };
 static const char *const uc_topic[UC_N] = { "clusterpolicy", "module", "resourceclaim", "pod" };
-
-typedef struct unconf {
-	char *reason;            /* the whole kind, NULL = confirmed */
-	char **keys, **errs;     /* objects that exist but could not be read */
-	size_t n;
-} unconf;
+static const bool uc_whole[UC_N] = { false, false, true, true };
 
 struct gk_mmv {
 	char *ns;
@@ -32,8 +27,8 @@ struct gk_mmv {
 	gk_wsub_tab policies, modules;
 	keyset claims, pods;
 	bool synced, kmm, dra, leader;
-	unconf uc[UC_N];
-	char why[4][GK_ERR_MSG_MAX]; /* the reasons of the last gk_mmv_view */
+	gk_wsub_unconf uc;
+	char why[2][GK_ERR_MSG_MAX]; /* the reasons of the last gk_mmv_view */
 	uint64_t ignored;
 };
 
@@ -125,6 +120,7 @@ int gk_mmv_new(gk_mmv **out, const gk_mmv_opts *o, gk_mmv_dirty_fn fn, void *use
 	v->max = o && o->max_objects ? o->max_objects : 4096;
 	gk_wsub_tab_init(&v->policies, v->max);
 	gk_wsub_tab_init(&v->modules, v->max);
+	gk_wsub_unconf_init(&v->uc, uc_topic, uc_whole, UC_N);
 	v->dirty = fn;
 	v->user = user;
 	v->leader = true;
@@ -132,24 +128,11 @@ int gk_mmv_new(gk_mmv **out, const gk_mmv_opts *o, gk_mmv_dirty_fn fn, void *use
 	return GK_OK;
 }
 
-static void unconf_clear(unconf *u)
-{
-	for (size_t i = 0; i < u->n; i++) {
-		free(u->keys[i]);
-		free(u->errs[i]);
-	}
-	free(u->keys);
-	free(u->errs);
-	free(u->reason);
-	memset(u, 0, sizeof(*u));
-}
-
 void gk_mmv_free(gk_mmv *v)
 {
 	if (!v)
 		return;
-	for (int i = 0; i < UC_N; i++)
-		unconf_clear(&v->uc[i]);
+	gk_wsub_unconf_free(&v->uc);
 	gk_wsub_tab_clear(&v->policies);
 	gk_wsub_tab_clear(&v->modules);
 	set_clear(&v->claims);
@@ -221,88 +204,6 @@ static void ns_key(char *buf, size_t cap, const Gpukmm__ObjectMeta *md)
 		 md && md->name ? md->name : "");
 }
 
-/* ---- what cannot be vouched for ---------------------------------------------------- */
-
-/* A summary to tell whether anything a decision reads changed. */
-static bool unconf_same(const unconf *a, const unconf *b)
-{
-	if ((a->reason != NULL) != (b->reason != NULL) || a->n != b->n)
-		return false;
-	for (size_t i = 0; i < a->n; i++)
-		if (strcmp(a->keys[i], b->keys[i]) != 0)
-			return false;
-	return true;
-}
-
-/* Take Discovery.unconfirmed in; true when it changed what decisions read. On
- * OOM every topic is taken as unconfirmed (fail closed). */
-static bool load_unconfirmed(gk_mmv *v, const Gpukmm__Discovery *d)
-{
-	unconf nu[UC_N];
-	memset(nu, 0, sizeof(nu));
-	for (size_t i = 0; d && i < d->n_unconfirmed; i++) {
-		const Gpukmm__Unconfirmed *u = d->unconfirmed[i];
-		int t = -1;
-		for (int k = 0; u && u->topic && k < UC_N; k++)
-			if (strcmp(u->topic, uc_topic[k]) == 0)
-				t = k;
-		if (t < 0)
-			continue;
-		unconf *x = &nu[t];
-		bool all = u->reason && *u->reason;
-		/* claims and pods are read as a whole: one unreadable object is the
-		 * whole kind unconfirmed; so are more unreadable objects than listed */
-		bool partial = u->has_unreadable_count && u->unreadable_count > u->n_unreadable;
-		if (all || partial || ((t == UC_CLAIM || t == UC_POD) && u->n_unreadable)) {
-			char buf[GK_ERR_MSG_MAX];
-			if (all)
-				snprintf(buf, sizeof(buf), "%s", u->reason);
-			else if (u->n_unreadable)
-				snprintf(buf, sizeof(buf), "%u %s object%s could not be read, e.g. %s: %s",
-					 u->unreadable_count ? u->unreadable_count : (unsigned)u->n_unreadable, uc_topic[t],
-					 u->unreadable_count == 1 ? "" : "s", u->unreadable[0],
-					 u->n_unreadable_errors ? u->unreadable_errors[0] : "unreadable");
-			else
-				snprintf(buf, sizeof(buf), "%u %s objects could not be read", u->unreadable_count,
-					 uc_topic[t]);
-			x->reason = strdup(buf);
-		}
-		if (u->n_unreadable) {
-			x->keys = calloc(u->n_unreadable, sizeof(char *));
-			x->errs = calloc(u->n_unreadable, sizeof(char *));
-			for (size_t k = 0; x->keys && x->errs && k < u->n_unreadable; k++) {
-				x->keys[k] = strdup(u->unreadable[k] ? u->unreadable[k] : "");
-				x->errs[k] = strdup(k < u->n_unreadable_errors && u->unreadable_errors[k]
-							    ? u->unreadable_errors[k] : "unreadable");
-				if (x->keys[k] && x->errs[k])
-					x->n++;
-			}
-			if (x->n != u->n_unreadable && !x->reason)
-				x->reason = strdup("out of memory");
-		}
-		if ((all || partial) && !x->reason) {
-			/* no memory for the words: still unconfirmed */
-			static char oom[] = "out of memory";
-			x->reason = strdup(oom);
-		}
-	}
-	bool changed = false;
-	for (int t = 0; t < UC_N; t++) {
-		changed = changed || !unconf_same(&v->uc[t], &nu[t]);
-		unconf_clear(&v->uc[t]);
-		v->uc[t] = nu[t];
-	}
-	return changed;
-}
-
-static const char *unreadable_err(const gk_mmv *v, int t, const char *key)
-{
-	for (size_t i = 0; i < v->uc[t].n; i++)
-		if (strcmp(v->uc[t].keys[i], key) == 0)
-			return v->uc[t].errs[i];
-	return NULL;
-}
-
 /* ---- snapshot ------------------------------------------------------------------ */
 
 int gk_mmv_load_snapshot(gk_mmv *v, const Gpukmm__SnapshotReply *s, gk_err *err)
@@ -353,7 +254,7 @@ int gk_mmv_load_snapshot(gk_mmv *v, const Gpukmm__SnapshotReply *s, gk_err *err)
 	}
 	v->kmm = s->discovery && s->discovery->has_kmm && s->discovery->kmm;
 	v->dra = s->discovery && s->discovery->has_dra && s->discovery->dra;
-	load_unconfirmed(v, s->discovery);
+	gk_wsub_unconf_load(&v->uc, s->discovery);
 	/* no leadership information = no election configured: we lead */
 	v->leader = !s->leadership || !s->leadership->has_leader || s->leadership->leader;
 	v->synced = s->has_synced && s->synced;
@@ -433,7 +334,7 @@ int gk_mmv_apply(gk_mmv *v, const char *topic, const Gpukmm__Event *ev, gk_err *
 	case GPUKMM__EVENT__OBJECT_DISCOVERY: {
 		const Gpukmm__Discovery *d = ev->discovery;
 		bool kmm = d->has_kmm && d->kmm, dra = d->has_dra && d->dra;
-		bool uc = load_unconfirmed(v, d);
+		bool uc = gk_wsub_unconf_load(&v->uc, d);
 		if (kmm != v->kmm || dra != v->dra || uc) {
 			v->kmm = kmm;
 			v->dra = dra;
@@ -485,21 +386,23 @@ void gk_mmv_view(gk_mmv *v, const char *policy, gk_mm_view *out)
 		.gpu_pods = set_any(&v->pods),
 		.module_up_to_date = false,
 	};
-	const char *pe = unreadable_err(v, UC_POLICY, policy), *me = unreadable_err(v, UC_MODULE, mkey);
+	const char *pe = gk_wsub_unconf_unreadable(&v->uc, UC_POLICY, policy);
+	const char *me = gk_wsub_unconf_unreadable(&v->uc, UC_MODULE, mkey);
+	const char *pr = gk_wsub_unconf_reason(&v->uc, UC_POLICY), *mr = gk_wsub_unconf_reason(&v->uc, UC_MODULE);
 	out->policy_unreadable = pe != NULL;
 	out->module_unreadable = me != NULL;
 	if (pe)
 		snprintf(v->why[0], sizeof(v->why[0]), "ClusterPolicy %.253s could not be read: %.220s", policy, pe);
-	else if (v->uc[UC_POLICY].reason)
-		snprintf(v->why[0], sizeof(v->why[0]), "%s", v->uc[UC_POLICY].reason);
+	else if (pr)
+		snprintf(v->why[0], sizeof(v->why[0]), "%s", pr);
 	if (me)
 		snprintf(v->why[1], sizeof(v->why[1]), "KMM Module %.300s could not be read: %.180s", mkey, me);
-	else if (v->uc[UC_MODULE].reason)
-		snprintf(v->why[1], sizeof(v->why[1]), "%s", v->uc[UC_MODULE].reason);
-	out->policy_unconfirmed = pe || v->uc[UC_POLICY].reason ? v->why[0] : NULL;
-	out->module_unconfirmed = me || v->uc[UC_MODULE].reason ? v->why[1] : NULL;
-	out->claims_unconfirmed = v->uc[UC_CLAIM].reason;
-	out->pods_unconfirmed = v->uc[UC_POD].reason;
+	else if (mr)
+		snprintf(v->why[1], sizeof(v->why[1]), "%s", mr);
+	out->policy_unconfirmed = pe || pr ? v->why[0] : NULL;
+	out->module_unconfirmed = me || mr ? v->why[1] : NULL;
+	out->claims_unconfirmed = gk_wsub_unconf_reason(&v->uc, UC_CLAIM);
+	out->pods_unconfirmed = gk_wsub_unconf_reason(&v->uc, UC_POD);
 }
 
 int gk_mmv_put_module(gk_mmv *v, const char *name, const Gpukmm__Module *m, gk_err *err)
@@ -527,7 +430,5 @@ void gk_mmv_state_get(const gk_mmv *v, gk_mmv_state *out)
 		.policies = v->policies.n, .modules = v->modules.n,
 		.blocking_claims = v->claims.n, .blocking_pods = v->pods.n, .ignored = v->ignored,
 	};
-	for (int t = 0; t < UC_N; t++)
-		if (v->uc[t].reason || v->uc[t].n)
-			out->unconfirmed |= 1u << t;
+	out->unconfirmed = gk_wsub_unconf_bits(&v->uc);
 }
