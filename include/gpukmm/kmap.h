@@ -1,6 +1,7 @@
-/* A chained string-keyed hash map: each key holds a string (`val`, e.g. an object's
- * resourceVersion in lib/kube's watch index) and/or a pointer (`ptr`, the caller's;
- * never freed by the map). Iterate with gk_kmap_keys or over b[0..nb) chains. */
+/* gpukmm — a string-keyed hash map: each key holds a string (`val`: the
+ * reflector's key → resourceVersion index; NULL for a set, like the YAML reader's
+ * duplicate-key check) and/or a pointer (`ptr`, the caller's, never freed by the map:
+ * kubesim's controllers). Iterate with gk_kmap_keys or over the b[0..nb) chains. */
 #ifndef GPUKMM_KMAP_H
 #define GPUKMM_KMAP_H
 

@@ -1,5 +1,4 @@
-/* A small chained string-keyed hash map (gpukmm/kmap.h): lib/kube's watch index
- * (key → resourceVersion), kubesim's controllers (key → state). */
+/* A small chained hash map (include/gpukmm/kmap.h). */
 #include <stdlib.h>
 #include <string.h>
 
