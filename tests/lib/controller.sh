@@ -13,13 +13,15 @@
 #   holder / leader / has_leader   the Lease's holderIdentity / the NAME holding it
 #   (and stop_pid, wait_until from tests/lib/proc.sh)
 # SUP[NAME] = supervisor pid, GEN[NAME] = starts so far. CTRL_GRACE_MS: statusd's
-# grace period (default 2000).
+# grace period (default 2000). CTRL_WATCHER_ARGS: more watcher flags (JSON strings,
+# comma-separated: '"--watch-timeout", "2"').
 declare -A SUP=() GEN=()
 . "${GPUKMM_SRC:-.}/tests/lib/kubesim.sh"
 . "$GPUKMM_SRC/tests/lib/proc.sh"
 ctrl_config() { # NAME IDENTITY_OR_EMPTY(no leader election)
-	local le='"args": []'
-	[ -n "$2" ] && le="\"args\": [\"--leader-elect\", \"--identity\", \"$2\", \"--lease-duration\", \"4\", \"--renew-deadline\", \"3\", \"--retry-period\", \"1\"]"
+	local extra=${CTRL_WATCHER_ARGS:-} le
+	le="\"args\": [$extra]"
+	[ -n "$2" ] && le="\"args\": [\"--leader-elect\", \"--identity\", \"$2\", \"--lease-duration\", \"4\", \"--renew-deadline\", \"3\", \"--retry-period\", \"1\"${extra:+, $extra}]"
 	local svcs="{\"name\": \"watcher\", \"credentials\": true, $le},
  {\"name\": \"modmgr\", \"credentials\": true},"
 	[ -x "$GPUKMM_BIN/gpukmm-gater" ] && svcs="$svcs {\"name\": \"gater\", \"credentials\": true},"
