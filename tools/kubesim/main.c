@@ -60,7 +60,18 @@ static void usage(FILE *f)
 		   "                    \"false\": Running, not Ready); a pod deleted gracefully is\n"
 		   "                    gone --pod-stop-ms later (at most its grace period)\n"
 		   "        disruption  PodDisruptionBudget status\n"
-		   "  --pod-ready-ms N (default 300), --pod-stop-ms N (default 200)\n");
+		   "  --pod-ready-ms N (default 300), --pod-stop-ms N (default 200)\n"
+		   "  --faults JSON|@FILE (or PUT /kubesim/faults at run time; counted in /kubesim/stats)\n"
+		   "      {\"seed\": N, \"latencyMs\": N, \"refuseConnectionsSeconds\": S,\n"
+		   "       \"watch\": {\"closeAfterEvents\": N, \"closeAfterSeconds\": S, \"force410\": N},\n"
+		   "       \"rules\": [{\"verb\": \"list\", \"resource\": \"modules\", \"path\": \"/apis/G/V\",\n"
+		   "                  \"rate\": 0.5, \"code\": 503, \"body\": \"{}\", \"times\": N,\n"
+		   "                  \"retryAfter\": S, \"latencyMs\": N}]}\n"
+		   "      verb: get, list, watch, create, update, patch, delete, deletecollection,\n"
+		   "      discovery (/api, /apis, group and group-version documents) or *; path: a\n"
+		   "      request path prefix; code 4xx/5xx answers a Status, or `body` verbatim,\n"
+		   "      which a 2xx needs (a lying 200: {}, null, a Status, truncated JSON);\n"
+		   "      times: the rule is spent after that many faults\n");
 }
 
 static char *read_file(const char *path, size_t max, gk_err *err)
