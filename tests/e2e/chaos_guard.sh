@@ -46,21 +46,12 @@ trap cleanup EXIT
 KUBESIM_NO_TRAP=1 kubesim_start --pod-ready-ms 100 --pod-stop-ms 100 || { nok "kubesim starts"; exit 1; }
 echo "# seed $SEED, ${DUR}s of chaos"
 kubesim_kubeconfig "$D/kubeconfig" chaosg
-k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml \
-	-f tests/fixtures/kmm/modules.kmm.sigs.x-k8s.io.crd.yaml >"$D/setup.log" 2>&1
-k wait --for condition=established --timeout=10s crd/clusterpolicies.intel.com crd/modules.kmm.sigs.x-k8s.io >>"$D/setup.log" 2>&1
-kraw POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"user"}}' >/dev/null
+ctrl_cluster
 kraw POST /api/v1/nodes '{"apiVersion":"v1","kind":"Node","metadata":{"name":"gpu-1","labels":{"kubernetes.io/arch":"amd64"}}}' >/dev/null
 kraw POST "/apis/apps/v1/namespaces/$NS/daemonsets" "{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\",\"metadata\":{\"name\":\"gpu-c-device-plugin\",\"namespace\":\"$NS\"},\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"dp\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"dp\"}},\"spec\":{\"nodeSelector\":{\"kubernetes.io/arch\":\"amd64\"},\"containers\":[{\"name\":\"c\",\"image\":\"img\"}]}}}}" >/dev/null
 KM='{"moduleName":"xe","kernelMappings":[{"regexp":"^.+$","containerImage":"registry.example.com/xe:1"}]}'
 mkpolicy() { # NAME MODE
 	kraw POST /apis/intel.com/v1alpha1/clusterpolicies "{\"apiVersion\":\"intel.com/v1alpha1\",\"kind\":\"ClusterPolicy\",\"metadata\":{\"name\":\"$1\"},\"spec\":{\"resourceRegistration\":\"$2\",\"kernelModule\":$KM}}" >/dev/null
-}
-claim_new() {
-	kraw POST /apis/resource.k8s.io/v1/namespaces/user/resourceclaims "{\"apiVersion\":\"resource.k8s.io/v1\",\"kind\":\"ResourceClaim\",\"metadata\":{\"name\":\"$1\",\"namespace\":\"user\"},\"spec\":{\"devices\":{\"requests\":[{\"name\":\"gpu\",\"exactly\":{\"deviceClassName\":\"gpu.intel.com\"}}]}}}" >/dev/null
-	kraw PATCH "/apis/resource.k8s.io/v1/namespaces/user/resourceclaims/$1/status" \
-		'{"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.intel.com","pool":"gpu-1","device":"gpu-0"}]}}}}' \
-		application/merge-patch+json >/dev/null
 }
 pod_new() {
 	kraw POST /api/v1/namespaces/user/pods "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"$1\",\"namespace\":\"user\"},\"spec\":{\"nodeName\":\"gpu-1\",\"containers\":[{\"name\":\"c\",\"image\":\"img\",\"resources\":{\"requests\":{\"gpu.intel.com/i915\":\"1\"},\"limits\":{\"gpu.intel.com/i915\":\"1\"}}}]}}" >/dev/null
@@ -87,7 +78,7 @@ check "three finalizers taken" wait_until 20 have_finalizers
 check "gpu-c's device plugin gated" wait_until 20 c_gated
 declare -A UID0=()
 for p in gpu-a gpu-b gpu-c; do UID0[$p]=$(kraw GET "$(mpath $p)" | jq -r .metadata.uid); done
-for i in 1 2 3; do claim_new "claim-$i"; pod_new "pod-$i"; done
+for i in 1 2 3; do claim_alloc user "claim-$i"; pod_new "pod-$i"; done
 kraw DELETE "$(cpath gpu-a)" >/dev/null
 kraw DELETE "$(cpath gpu-b)" >/dev/null
 blocked() { # POLICY WHAT: its status says the deletion is blocked by WHAT
@@ -154,38 +145,29 @@ random_faults() {
 	7) faults_set "{\"seed\": $RANDOM, \"refuseConnectionsSeconds\": 1}" ;;
 	esac
 }
-child_pids() { # DIR: the services' pids of that supervisor
-	"$GPUKMM_BIN/gpukmmctl" status --runtime-dir "$1" --json --timeout-ms 1000 2>/dev/null |
-		jq -r '.. | objects | select(has("pid")) | .pid | select(. > 0)' 2>/dev/null
-}
 kill_child() {
 	local c pid
 	c=$(pick A B)
-	pid=$(child_pids "$D/run-$c" | shuf -n1 --random-source=<(yes "$RANDOM"))
+	pid=$(sup_child_pids "$D/run-$c" | shuf -n1 --random-source=<(yes "$RANDOM"))
 	[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null && KILLS=$((KILLS + 1))
 }
-none_alive() { local p; for p in "$@"; do kill -0 "$p" 2>/dev/null && return 1; done; return 0; }
-sup_kill9() { # CONTROLLER: like its pod's node dying, then started again (a new identity)
-	local kids
-	kids=$(child_pids "$D/run-$1")
-	kill -KILL "${SUP[$1]}" 2>/dev/null
-	wait "${SUP[$1]}" 2>/dev/null
-	wait_until 20 none_alive $kids || nok "children of a killed supervisor exit (PDEATHSIG): $kids"
+restart9() { # CONTROLLER: like its pod's node dying, then started again (a new identity)
+	sup_kill9 "${SUP[$1]}" "$D/run-$1" || nok "children of a killed supervisor exit (PDEATHSIG)"
 	ctrl_start "$1"
 }
 end=$((SECONDS + DUR)) mid=$((SECONDS + DUR / 2))
 while [ $SECONDS -lt $end ]; do
 	if [ $SECONDS -ge $mid ] && [ $LEADERKILLS = 0 ]; then
 		l=$(leader)
-		[ -n "$l" ] && sup_kill9 "$l" && LEADERKILLS=$((LEADERKILLS + 1))
+		[ -n "$l" ] && restart9 "$l" && LEADERKILLS=$((LEADERKILLS + 1))
 		continue
 	fi
 	r=$((RANDOM % 100))
 	if [ $r -lt 55 ]; then random_faults
 	elif [ $r -lt 62 ]; then kraw PUT /kubesim/faults '{}' >/dev/null
 	elif [ $r -lt 88 ]; then kill_child
-	elif [ $r -lt 94 ]; then sup_kill9 "$(pick A B)"; SUPKILLS=$((SUPKILLS + 1))
-	else l=$(leader); [ -n "$l" ] && sup_kill9 "$l" && LEADERKILLS=$((LEADERKILLS + 1))
+	elif [ $r -lt 94 ]; then restart9 "$(pick A B)"; SUPKILLS=$((SUPKILLS + 1))
+	else l=$(leader); [ -n "$l" ] && restart9 "$l" && LEADERKILLS=$((LEADERKILLS + 1))
 	fi
 	sleep 0.$((2 + RANDOM % 6))
 done

@@ -25,13 +25,6 @@ faults() { kraw PUT /kubesim/faults "$1" >/dev/null && [ "$(kraw_code)" = 200 ];
 wlog() { grep -c "$1" "$MM_DIR/watcher.log"; }
 report_seen() { grep "\"component\":\"modmgr\",\"policy\":\"gpu\"" "$MM_DIR/reports" | grep -qF "$1"; }
 
-claim_new() { # NAME: a claim in namespace apps, allocated to gpu.intel.com
-	kraw POST /apis/resource.k8s.io/v1/namespaces/apps/resourceclaims "{\"apiVersion\":\"resource.k8s.io/v1\",\"kind\":\"ResourceClaim\",\"metadata\":{\"name\":\"$1\",\"namespace\":\"apps\"},\"spec\":{\"devices\":{\"requests\":[{\"name\":\"gpu\",\"exactly\":{\"deviceClassName\":\"gpu.intel.com\"}}]}}}" >/dev/null
-	kraw PATCH "/apis/resource.k8s.io/v1/namespaces/apps/resourceclaims/$1/status" \
-		'{"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.intel.com","pool":"n1","device":"gpu-0"}]}}}}' \
-		application/merge-patch+json >/dev/null
-}
-
 mk_ds "$MM_NS" gpu-device-plugin '{"kubernetes.io/arch":"amd64"}'
 gt_start_gater
 apply_cp gpu dra "$KM_BASIC"
@@ -70,7 +63,7 @@ check "…no 'KMM is not installed' reported" bash -c "! grep -q 'KMM is not ins
 faults '{}'
 
 # ---- the policy deleted while a GPU claim is allocated: blocked ----
-claim_new c1
+claim_alloc apps c1
 kraw DELETE "$CPATH" >/dev/null
 check "deletion blocked by the allocated claim (status says so)" wait_for blocked 20 \
 	mm_report_has '.errors | index("allocated GPU ResourceClaims blocking modules.kmm.sigs.x-k8s.io/gpu-gpu deletion")'

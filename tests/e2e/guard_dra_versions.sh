@@ -15,17 +15,6 @@ cd "${GPUKMM_SRC:-.}" || exit 1
 MM_WATCHER_FLAGS="--discovery-interval 0.5 --discovery-confirm 2"
 FAILED=0
 
-claim_body() { # VERSION NAME
-	local req="{\"name\":\"gpu\",\"deviceClassName\":\"gpu.intel.com\"}"
-	case $1 in v1beta2 | v1) req="{\"name\":\"gpu\",\"exactly\":{\"deviceClassName\":\"gpu.intel.com\"}}" ;; esac
-	echo "{\"apiVersion\":\"resource.k8s.io/$1\",\"kind\":\"ResourceClaim\",\"metadata\":{\"name\":\"$2\",\"namespace\":\"apps\"},\"spec\":{\"devices\":{\"requests\":[$req]}}}"
-}
-claim_new() { # VERSION NAME
-	kraw POST "/apis/resource.k8s.io/$1/namespaces/apps/resourceclaims" "$(claim_body "$1" "$2")" >/dev/null
-	kraw PATCH "/apis/resource.k8s.io/$1/namespaces/apps/resourceclaims/$2/status" \
-		'{"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.intel.com","pool":"n1","device":"gpu-0"}]}}}}' \
-		application/merge-patch+json >/dev/null
-}
 blocked() { mm_report_has '.errors | index("allocated GPU ResourceClaims blocking modules.kmm.sigs.x-k8s.io/gpu-gpu deletion")'; }
 mm_report_has() { grep "\"component\":\"modmgr\",\"policy\":\"${2:-gpu}\"" "$MM_DIR/reports" | tail -1 | jq -e "$1" >/dev/null; }
 
@@ -38,7 +27,7 @@ one() {
 	check "$k8s: Module created" wait_for module 20 module_exists
 	check "$k8s: the watcher reads the claims in resource.k8s.io/$ver" \
 		wait_for "claims $ver" 10 grep -q "watching resourceclaims.$ver\b" "$MM_DIR/watcher.log"
-	claim_new "$ver" c1
+	claim_alloc apps c1 "$ver"
 	uid=$(module_field .metadata.uid)
 	cp_patch '{"spec":{"kernelModule":null}}'
 	check "$k8s: a claim allocated in $ver blocks the deletion" wait_for blocked 20 blocked
@@ -60,7 +49,7 @@ done
 	mk_namespace apps
 	apply_cp gpu dra "$KM_BASIC"
 	check "upgrade: Module created on 1.33" wait_for module 20 module_exists
-	claim_new v1beta2 c1
+	claim_alloc apps c1 v1beta2
 	uid=$(module_field .metadata.uid)
 	kraw DELETE /apis/intel.com/v1alpha1/clusterpolicies/gpu >/dev/null
 	check "upgrade: the deletion is blocked on 1.33" wait_for blocked 20 blocked

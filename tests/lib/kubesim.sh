@@ -138,3 +138,14 @@ check() {
 		echo "not ok - $name"
 	fi
 }
+
+# claim_alloc NS NAME [VERSION]: a GPU ResourceClaim, allocated (what the scheduler does).
+claim_alloc() {
+	local v=${3:-v1} req="{\"name\":\"gpu\",\"deviceClassName\":\"gpu.intel.com\"}"
+	case $v in v1beta2 | v1) req="{\"name\":\"gpu\",\"exactly\":{\"deviceClassName\":\"gpu.intel.com\"}}" ;; esac
+	kraw POST "/apis/resource.k8s.io/$v/namespaces/$1/resourceclaims" \
+		"{\"apiVersion\":\"resource.k8s.io/$v\",\"kind\":\"ResourceClaim\",\"metadata\":{\"name\":\"$2\",\"namespace\":\"$1\"},\"spec\":{\"devices\":{\"requests\":[$req]}}}" >/dev/null &&
+		kraw PATCH "/apis/resource.k8s.io/$v/namespaces/$1/resourceclaims/$2/status" \
+			'{"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.intel.com","pool":"gpu-1","device":"gpu-0"}]}}}}' \
+			application/merge-patch+json >/dev/null
+}
