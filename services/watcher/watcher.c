@@ -446,8 +446,7 @@ static void on_error(void *user, int code, const char *msg)
 	if (code != GK_OUT_OF_RANGE)
 		s->w->c_errors++;
 	s->current = false;
-	snprintf(s->why, sizeof s->why, "%s%s: %s", srcs[s->idx].resource,
-		 srcs[s->idx].topic == WT_RC ? "" : "", msg);
+	snprintf(s->why, sizeof s->why, "%s (%s): %s", srcs[s->idx].resource, srcs[s->idx].version, msg);
 	publish_state(s->w);
 }
 

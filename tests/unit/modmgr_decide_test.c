@@ -730,7 +730,7 @@ Test(decide, module_state_unconfirmed_keeps_the_finalizer_of_a_deleted_policy)
 {
 	/* the Module missing from the view, but the Modules' list failed */
 	F.cp_md.deletion_timestamp = "2026-12-02T12:00:00Z";
-	F.v.module_unconfirmed = "modules: list failed: the kmm.sigs.x-k8s.io/v1beta1 list answer is not a list: "
+	F.v.module_unconfirmed = "modules (v1beta1): list failed: the kmm.sigs.x-k8s.io/v1beta1 list answer is not a list: "
 				 "the body is null";
 	const gk_mm_plan *p = run();
 	cr_assert(p->held);
