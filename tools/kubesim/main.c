@@ -1,7 +1,8 @@
 /* kubesim — a Kubernetes API server simulator for tests and demos.
  *
  * kubesim --listen 127.0.0.1:PORT (0 = ephemeral) [--tls-cert F --tls-key F]
- *         [--token T | --token-file F] [--state-dir DIR] [--history N]
+ *         [--token T | --token-file F] [--token-auth-file F] [--rbac]
+ *         [--state-dir DIR] [--history N]
  *         [--faults JSON|@FILE] [--service-url NS/NAME=URL]... [--bookmark-ms N]
  *         [--log-level L]
  * Prints exactly one line on stdout when ready: "kubesim: listening on http://HOST:PORT". */
@@ -20,6 +21,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: kubesim --listen HOST:PORT [--tls-cert FILE --tls-key FILE] [--token T | --token-file F]\n"
+		   "               [--token-auth-file F] [--rbac]\n"
 		   "               [--state-dir DIR] [--history N] [--faults JSON|@FILE]\n"
 		   "               [--service-url NAMESPACE/NAME=URL]... [--bookmark-ms N] [--log-level LEVEL]\n");
 }
@@ -52,7 +54,8 @@ static char *read_file(const char *path, size_t max, gk_err *err)
 int main(int argc, char **argv)
 {
 	const char *listen = NULL, *cert_f = NULL, *key_f = NULL, *token = NULL, *token_f = NULL, *state = NULL;
-	const char *faults = NULL, *level = NULL;
+	const char *faults = NULL, *level = NULL, *users = NULL;
+	int rbac = 0;
 	int history = 10000, bookmark_ms = 1000;
 	const char *svc[64];
 	int nsvc = 0;
@@ -77,7 +80,12 @@ int main(int argc, char **argv)
 		OPT("--state-dir", state)
 		OPT("--faults", faults)
 		OPT("--log-level", level)
+		OPT("--token-auth-file", users)
 #undef OPT
+		if (strcmp(a, "--rbac") == 0) {
+			rbac = 1;
+			continue;
+		}
 		if (strcmp(a, "--history") == 0 && v) {
 			history = atoi(v);
 			if (history < 1 || history > 10000000) {
@@ -219,6 +227,11 @@ int main(int argc, char **argv)
 		GK_ERROR("out of memory");
 		goto out;
 	}
+	s->rbac = rbac;
+	if (ks_auth_init(s, users, state, &err)) {
+		GK_ERROR("%s", err.msg);
+		goto out;
+	}
 	h = ks_http_start(s, host, (int)port, cert, key, &err);
 	if (!h) {
 		GK_ERROR("%s", err.msg);
@@ -227,8 +240,8 @@ int main(int argc, char **argv)
 	snprintf(s->server_addr, sizeof(s->server_addr), "%s:%d", host, ks_http_port(h));
 	printf("kubesim: listening on %s://%s:%d\n", cert ? "https" : "http", host, ks_http_port(h));
 	fflush(stdout);
-	GK_INFO("ready on %s:%d (history %d events%s%s)", host, ks_http_port(h), history, s->token ? ", token auth" : "",
-		state ? ", state dir" : "");
+	GK_INFO("ready on %s:%d (history %d events%s%s%s)", host, ks_http_port(h), history,
+		s->token ? ", token auth" : "", rbac ? ", RBAC" : "", state ? ", state dir" : "");
 	for (;;) {
 		struct timespec ts = { 1, 0 };
 		int sig = sigtimedwait(&set, NULL, &ts);
