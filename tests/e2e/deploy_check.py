@@ -44,9 +44,18 @@ def ok(cond, name, why=""):
 ROW_KEYS = {"verbs", "scope", "names", "code"}
 
 
-def table(path):
+def table(path, checks=True):
     """API-CALL rows of one rbac file (format: deploy/rbac/controller-rbac.yaml):
-    [{res, verbs, scopes, names, code}]."""
+    [{res, verbs, scopes, names, code}]; checks: print the row format checks."""
+    global ok
+    say, ok = ok, (ok if checks else (lambda *a, **k: None))
+    try:
+        return _table(path)
+    finally:
+        ok = say
+
+
+def _table(path):
     rows = []
     for n, line in enumerate(open(path), 1):
         m = re.match(r"#\s*API-CALL\s+(\S+)\s+(.*?)\s*$", line)
@@ -171,8 +180,7 @@ def fmt(gs):
 
 
 def rbac_checks(objs):
-    files = (("gpukmm-controller", "deploy/rbac/controller-rbac.yaml"),
-             ("gpukmm-node", "deploy/rbac/node-rbac.yaml"))
+    files = RBAC_FILES
     op_ns = next(o["metadata"]["name"] for o in objs if o["kind"] == "Namespace")
     all_rows = {sa: table(path) for sa, path in files}
     code_checks([r for rows in all_rows.values() for r in rows])
@@ -283,7 +291,55 @@ def config_checks():
     ok(not os.path.exists("deploy/controller/config.json"), "controller: no stale config.json")
 
 
+RBAC_FILES = (("gpukmm-controller", "deploy/rbac/controller-rbac.yaml"),
+              ("gpukmm-node", "deploy/rbac/node-rbac.yaml"))
+
+
+def scope_has(scope, ns, op_ns):
+    """Does a row's scope cover a request in namespace ns ("" = cluster-scoped)?"""
+    if scope == "cluster":
+        return True
+    if scope == "operator-ns":
+        return ns == op_ns
+    if scope.startswith("ns:"):
+        return ns == scope[3:]
+    return bool(ns) and ns != op_ns  # opt-in: a namespace an admin bound it in
+
+
+def exercised(record, op_ns):
+    """kubesim's /kubesim/rbac record of a run: every request it allowed a
+    ServiceAccount of ours is a row of that ServiceAccount's API-CALL table; the
+    rows the run never used are listed (the static checks keep them honest)."""
+    rec = json.load(open(record))
+    ok(rec.get("rbac") is True, "the record comes from kubesim --rbac")
+    for sa, path in RBAC_FILES:
+        rows = table(path, checks=False)
+        user = f"system:serviceaccount:{op_ns}:{sa}"
+        # (the review APIs are everyone's, system:basic-user: not our calls)
+        used = [r for r in rec.get("requests", []) if r["user"] == user and r["allowed"]
+                and not r["resource"].startswith("/")
+                and r["group"] not in ("authorization.k8s.io", "authentication.k8s.io")]
+        ok(len(used) > 0, f"{sa}: its calls were seen (its token was used)")
+        hit = set()
+        for r in used:
+            match = [(i, r["verb"]) for i, row in enumerate(rows)
+                     if split_res(row["res"])[0] == r["group"]
+                     and "/".join(x for x in split_res(row["res"])[1:] if x) == r["resource"]
+                     and r["verb"] in row["verbs"] and any(scope_has(s, r["namespace"], op_ns) for s in row["scopes"])]
+            where = f" in {r['namespace']}" if r["namespace"] else ""
+            ok(bool(match), f"{sa}: {r['verb']} {r['group']}/{r['resource']}{where} ({r['count']}x) is an API-CALL row")
+            hit.update(match)
+        for i, row in enumerate(rows):
+            for v in sorted(row["verbs"]):
+                if (i, v) not in hit and not row["res"].endswith("/finalizers"):
+                    print(f"# {sa}: not exercised by this run: {row['res']} {v} ({row['code']})")
+    return 0
+
+
 def main():
+    if sys.argv[1] == "--exercised":
+        exercised(sys.argv[2], sys.argv[3])
+        return 1 if fails else 0
     d, variants = sys.argv[1], sys.argv[2:]
     for v in variants:
         try:

@@ -23,6 +23,9 @@
 #   kubesim_rbac_apply [NS]                  the shipped deploy/rbac, its operator
 #                                            namespace renamed to NS (created if absent)
 #   kubesim_sa_token NS NAME                 a token of that ServiceAccount (TokenRequest)
+#   kubesim_sa_kubeconfig FILE NS NAME       a kubeconfig with it (without RBAC: any token)
+#   kubesim_admin_kubeconfig FILE            one with the admin token
+# $KUBESIM_ARGS: the flags kubesim was started with (a restart passes them again).
 #   kcurl ARGS...                            curl with the CA and the admin token
 #   kubesim_denials [USER-REGEX]             the 403s kubesim answered (to that user), one per line
 # A script run by hand from the source tree (not by tests/run.sh, which exports them)
@@ -59,6 +62,7 @@ kubesim_start() {
 		case " $* " in *" --rbac "*) ;; *) extra+=(--rbac) ;; esac
 	fi
 	export KUBESIM_CA KUBESIM_ADMIN_TOKEN
+	KUBESIM_ARGS=("${extra[@]}" "$@") # what a script restarting kubesim passes again
 	"$KUBESIM_BIN" --listen 127.0.0.1:0 "${extra[@]}" "$@" >"$KUBESIM_DIR/ready" 2>"$KUBESIM_DIR/kubesim.log" &
 	KUBESIM_PID=$!
 	local line=""
@@ -122,6 +126,15 @@ kcurl() {
 	[ -n "$tok" ] && args+=(-H "Authorization: Bearer $tok")
 	curl "${args[@]}" "$@"
 }
+
+# A kubeconfig for ServiceAccount NS/NAME: its token under RBAC, else just a token.
+kubesim_sa_kubeconfig() { # FILE NS NAME
+	local t=$3
+	if [ -n "${KUBESIM_ADMIN_TOKEN:-}" ]; then t=$(kubesim_sa_token "$2" "$3") || return 1; fi
+	kubesim_kubeconfig "$1" "$t"
+}
+# The admin's kubeconfig (for what stands in for other operators: fake-kmm).
+kubesim_admin_kubeconfig() { kubesim_kubeconfig "$1" "${KUBESIM_ADMIN_TOKEN:-admin}"; }
 
 kubesim_sa_token() { # NS NAME: a day-long token of that ServiceAccount
 	kcurl -sS -X POST -H 'Content-Type: application/json' \

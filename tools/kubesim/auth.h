@@ -67,6 +67,9 @@ cJSON *ks_authz_rules_for(ks_server *s, const ks_user *u, const char *ns, char *
  * *out set (400) when it is neither. An empty body is an empty object. */
 cJSON *ks_auth_body(const ks_req *r, ks_resp *out);
 
+/* A 403 decided outside the authorizer (admission): kept with the others. Takes mu. */
+void ks_authz_note_denial(ks_server *s, const char *denial);
+
 /* authzapi.c: the review APIs ks_auth_serve answers. */
 void ks_authz_review(ks_server *s, const ks_req *r, const char *kind, const char *ns, const ks_user *u,
 		     ks_resp *out);

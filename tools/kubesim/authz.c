@@ -201,17 +201,32 @@ cJSON *ks_authz_rules_for(ks_server *s, const ks_user *u, const char *ns, char *
 
 /* ---- the record ------------------------------------------------------------------ */
 
+/* mu held */
+static void keep_denial(ks_server *s, const char *denial)
+{
+	struct ks_auth *x = s->auth;
+	x->denied++;
+	snprintf(x->denials[x->ndenials++ % KS_DENIALS_KEPT], sizeof(x->denials[0]), "%s", denial);
+}
+
+void ks_authz_note_denial(ks_server *s, const char *denial)
+{
+	pthread_mutex_lock(&s->mu);
+	if (s->auth)
+		keep_denial(s, denial);
+	pthread_mutex_unlock(&s->mu);
+	GK_INFO("RBAC: forbidden: %s", denial);
+}
+
 static void record(ks_server *s, const ks_user *u, const ks_attrs *a, int allowed, const char *denial)
 {
 	struct ks_auth *x = s->auth;
 	if (!x)
 		return;
-	if (allowed) {
+	if (allowed)
 		x->allowed++;
-	} else {
-		x->denied++;
-		snprintf(x->denials[x->ndenials++ % KS_DENIALS_KEPT], sizeof(x->denials[0]), "%s", denial);
-	}
+	else
+		keep_denial(s, denial);
 	char res[200];
 	if (a->resource_request)
 		snprintf(res, sizeof(res), "%s%s%s", a->resource, a->sub[0] ? "/" : "", a->sub);

@@ -40,11 +40,15 @@ static int allowed(ks_server *s, const ks_user *u, const ks_attrs *a, char *reas
 	return ok;
 }
 
-/* NewForbidden(<resource>.<group>, name, msg) */
-static void forbid(ks_resp *out, const ks_rtype *t, const char *name, const char *msg)
+/* NewForbidden(<resource>.<group>, name, msg), kept in the record as the user's. */
+static void forbid(ks_server *s, const ks_user *u, ks_resp *out, const ks_rtype *t, const char *name, const char *msg)
 {
 	ks_resp_status(out, 403, "Forbidden", t->resource, name, t->group, NULL, "%s%s%s \"%s\" is forbidden: %s",
 		       t->resource, t->group[0] ? "." : "", t->group, name ? name : "", msg);
+	char line[1100];
+	snprintf(line, sizeof(line), "User \"%s\" at admission: %s%s%s \"%s\" is forbidden: %.700s", u->name, t->resource,
+		 t->group[0] ? "." : "", t->group, name ? name : "", msg);
+	ks_authz_note_denial(s, line);
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -96,7 +100,7 @@ static int no_escalation(ks_server *s, const ks_user *u, const char *ns, const c
 		snprintf(msg, sizeof(msg), "out of memory");
 	if (errs[0] && o < sizeof(msg))
 		snprintf(msg + o, sizeof(msg) - o, "; resolution errors: [%s]", errs);
-	forbid(out, t, name, msg);
+	forbid(s, u, out, t, name, msg);
 	return -1;
 }
 
@@ -134,7 +138,7 @@ static int binding_admit(ks_server *s, const ks_rtype *t, const char *ns, const 
 	cJSON *copy = found && rules ? cJSON_Duplicate(rules, 1) : NULL;
 	pthread_mutex_unlock(&s->mu);
 	if (!found) {
-		forbid(out, t, name, err);
+		forbid(s, u, out, t, name, err);
 		return -1;
 	}
 	int rc = no_escalation(s, u, ns, copy, t, name, out);
@@ -190,7 +194,7 @@ static int gc_admit(ks_server *s, const ks_rtype *t, const char *sub, const char
 	resource_attrs(&a, "delete", t->group, t->resource, sub, ns, name);
 	if (!allowed(s, u, &a, reason, sizeof(reason))) {
 		snprintf(msg, sizeof(msg), "cannot set an ownerRef on a resource you can't delete: %s, <nil>", reason);
-		forbid(out, t, name, msg);
+		forbid(s, u, out, t, name, msg);
 		return -1;
 	}
 	const cJSON *ref;
@@ -216,7 +220,7 @@ static int gc_admit(ks_server *s, const ks_rtype *t, const char *sub, const char
 				 "cannot set blockOwnerDeletion in this case because cannot find RESTMapping for APIVersion "
 				 "%s Kind %s: no matches for kind \"%s\" in version \"%s\"",
 				 av ? av : "", kind ? kind : "", kind ? kind : "", av ? av : "");
-			forbid(out, t, name, msg);
+			forbid(s, u, out, t, name, msg);
 			return -1;
 		}
 		resource_attrs(&a, "update", group, resource, "finalizers", ns, sget(ref, "name"));
@@ -225,7 +229,7 @@ static int gc_admit(ks_server *s, const ks_rtype *t, const char *sub, const char
 				 "cannot set blockOwnerDeletion if an ownerReference refers to a resource you can't set "
 				 "finalizers on: %s, <nil>",
 				 reason);
-			forbid(out, t, name, msg);
+			forbid(s, u, out, t, name, msg);
 			return -1;
 		}
 	}

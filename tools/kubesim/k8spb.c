@@ -147,7 +147,7 @@ static int meta(cJSON *m, struct rd *r)
 typedef struct pbf {
 	int num;
 	const char *name;
-	char type; /* 's' string, 'S' repeated string, 'i' int64, 'm' message */
+	char type; /* 's' string, 'S' repeated string, 'i' int64, 'm' message, 'M' repeated message */
 	const struct pbf *sub;
 } pbf;
 
@@ -169,16 +169,36 @@ static const pbf TOKEN_SPEC[] = { { 1, "audiences", 'S', NULL },
 				  { 4, "expirationSeconds", 'i', NULL },
 				  { 0, NULL, 0, NULL } };
 
+static const pbf SUBJECT[] = { { 1, "kind", 's', NULL }, { 2, "apiGroup", 's', NULL }, { 3, "name", 's', NULL },
+			       { 4, "namespace", 's', NULL }, { 0, NULL, 0, NULL } };
+static const pbf ROLE_REF[] = { { 1, "apiGroup", 's', NULL }, { 2, "kind", 's', NULL }, { 3, "name", 's', NULL },
+				{ 0, NULL, 0, NULL } };
+static const pbf RULE[] = { { 1, "verbs", 'S', NULL },	       { 2, "apiGroups", 'S', NULL },
+			    { 3, "resources", 'S', NULL },     { 4, "resourceNames", 'S', NULL },
+			    { 5, "nonResourceURLs", 'S', NULL }, { 0, NULL, 0, NULL } };
+
+/* Top-level fields after metadata (field 1) of each kind. */
+static const pbf REVIEW[] = { { 2, "spec", 'm', SAR_SPEC }, { 0, NULL, 0, NULL } };
+static const pbf RULES_REVIEW[] = { { 2, "spec", 'm', SSRR_SPEC }, { 0, NULL, 0, NULL } };
+static const pbf TOKEN[] = { { 2, "spec", 'm', TOKEN_SPEC }, { 0, NULL, 0, NULL } };
+static const pbf NOTHING[] = { { 0, NULL, 0, NULL } };
+static const pbf BINDING[] = { { 2, "subjects", 'M', SUBJECT }, { 3, "roleRef", 'm', ROLE_REF }, { 0, NULL, 0, NULL } };
+static const pbf ROLE[] = { { 2, "rules", 'M', RULE }, { 0, NULL, 0, NULL } };
+
 static const struct {
 	const char *api_version, *kind;
-	const pbf *spec; /* field 2 of the object; NULL: none */
+	const pbf *fields;
 } TABLED[] = {
-	{ "authorization.k8s.io/v1", "SelfSubjectAccessReview", SAR_SPEC },
-	{ "authorization.k8s.io/v1", "SubjectAccessReview", SAR_SPEC },
-	{ "authorization.k8s.io/v1", "LocalSubjectAccessReview", SAR_SPEC },
-	{ "authorization.k8s.io/v1", "SelfSubjectRulesReview", SSRR_SPEC },
-	{ "authentication.k8s.io/v1", "SelfSubjectReview", NULL },
-	{ "authentication.k8s.io/v1", "TokenRequest", TOKEN_SPEC },
+	{ "authorization.k8s.io/v1", "SelfSubjectAccessReview", REVIEW },
+	{ "authorization.k8s.io/v1", "SubjectAccessReview", REVIEW },
+	{ "authorization.k8s.io/v1", "LocalSubjectAccessReview", REVIEW },
+	{ "authorization.k8s.io/v1", "SelfSubjectRulesReview", RULES_REVIEW },
+	{ "authentication.k8s.io/v1", "SelfSubjectReview", NOTHING },
+	{ "authentication.k8s.io/v1", "TokenRequest", TOKEN },
+	{ "rbac.authorization.k8s.io/v1", "RoleBinding", BINDING },
+	{ "rbac.authorization.k8s.io/v1", "ClusterRoleBinding", BINDING },
+	{ "rbac.authorization.k8s.io/v1", "Role", ROLE },
+	{ "rbac.authorization.k8s.io/v1", "ClusterRole", ROLE },
 };
 
 static int tabled(cJSON *o, struct rd *r, const pbf *t)
@@ -215,12 +235,23 @@ static int tabled(cJSON *o, struct rd *r, const pbf *t)
 			cJSON *c = sub_obj(o, f->name);
 			if (!c || tabled(c, &sub, f->sub))
 				return -1;
+		} else if (wt == 2 && f->type == 'M') {
+			cJSON *arr = cJSON_GetObjectItemCaseSensitive(o, f->name);
+			if (!arr)
+				arr = cJSON_AddArrayToObject(o, f->name);
+			cJSON *c = cJSON_CreateObject();
+			if (!arr || !c || !cJSON_AddItemToArray(arr, c)) {
+				cJSON_Delete(c);
+				return -1;
+			}
+			if (tabled(c, &sub, f->sub))
+				return -1;
 		}
 	}
 	return 0;
 }
 
-/* The kinds of TABLED: metadata and spec; NULL when kind is not one of them. */
+/* The kinds of TABLED: metadata and their fields; NULL when kind is not one of them. */
 static cJSON *decode_tabled(const char *apiv, const char *kind, struct rd raw, int *bad)
 {
 	*bad = 0;
@@ -234,17 +265,21 @@ static cJSON *decode_tabled(const char *apiv, const char *kind, struct rd raw, i
 			*bad = 1;
 			return NULL;
 		}
+		struct rd rest = raw;
 		while (raw.p < raw.end) {
 			int num, wt;
 			struct rd sub;
 			uint64_t val;
-			if (field(&raw, &num, &wt, &sub, &val) ||
-			    (wt == 2 && num == 1 && meta(m, &sub)) ||
-			    (wt == 2 && num == 2 && TABLED[i].spec && tabled(sub_obj(o, "spec"), &sub, TABLED[i].spec))) {
+			if (field(&raw, &num, &wt, &sub, &val) || (wt == 2 && num == 1 && meta(m, &sub))) {
 				cJSON_Delete(o);
 				*bad = 1;
 				return NULL;
 			}
+		}
+		if (tabled(o, &rest, TABLED[i].fields)) { /* the other fields (metadata: not in the table) */
+			cJSON_Delete(o);
+			*bad = 1;
+			return NULL;
 		}
 		return o;
 	}

@@ -2,9 +2,11 @@
  * envelope around runtime.Unknown), enough for the objects kubectl's imperative
  * `create` commands send as protobuf: Namespace, ConfigMap, Secret, ServiceAccount
  * (metadata name/generateName/namespace/labels/annotations and their data fields),
- * and the requests of `kubectl auth can-i|whoami` and `kubectl create token`
+ * the requests of `kubectl auth can-i|whoami` and `kubectl create token`
  * (SelfSubjectAccessReview, SubjectAccessReview, LocalSubjectAccessReview,
- * SelfSubjectRulesReview, SelfSubjectReview, TokenRequest: metadata and spec). */
+ * SelfSubjectRulesReview, SelfSubjectReview, TokenRequest: metadata and spec) and
+ * `kubectl create role|clusterrole|rolebinding|clusterrolebinding` (rules,
+ * subjects, roleRef). */
 #ifndef KUBESIM_K8SPB_H
 #define KUBESIM_K8SPB_H
 
