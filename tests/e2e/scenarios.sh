@@ -41,7 +41,7 @@ cleanup() {
 	cat "$D/np-stop.out"
 	grep -q '^not ok' "$D/np-stop.out" && FAILED=1
 	[ -n "$FK_PID" ] && stop_pid "$FK_PID"
-	rbac_check
+	kubesim_rbac_verdict "$NS" || FAILED=1
 	kubesim_stop >/dev/null 2>&1
 	san_check "$D"/*.log "$D"/np/*.log || FAILED=1
 	if [ "$FAILED" != 0 ]; then
@@ -52,12 +52,6 @@ cleanup() {
 	exit $FAILED
 }
 trap cleanup EXIT
-rbac_check() { # no API call of the controller or the node profiles was refused
-	local d
-	d=$(kubesim_denials "system:serviceaccount:$NS:")
-	[ -z "$d" ] && ok "RBAC: no API call of the controller or node profiles was refused" ||
-		{ nok "RBAC: no API call of the controller or node profiles was refused"; sed 's/^/#   /' <<<"$d"; }
-}
 
 # under the shipped RBAC: each profile with its ServiceAccount's token, fake-kmm (KMM) as the admin
 KUBESIM_NO_TRAP=1 KUBESIM_RBAC=1 kubesim_start || { nok "kubesim starts"; exit 1; }
@@ -79,9 +73,7 @@ ready_is() { # True|False [REASON]
 # ---- the cluster without KMM; the controllers and the node profiles ---------------------
 k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml >>"$D/kubectl.log" 2>&1
 k wait --for condition=established --timeout=20s crd/clusterpolicies.intel.com >>"$D/kubectl.log" 2>&1
-kubesim_rbac_apply "$NS" && kubesim_sa_kubeconfig "$D/kubeconfig" "$NS" gpukmm-controller &&
-	kubesim_sa_kubeconfig "$D/node-kubeconfig" "$NS" gpukmm-node && kubesim_admin_kubeconfig "$D/kmm-kubeconfig" ||
-	nok "the shipped RBAC and the ServiceAccounts' kubeconfigs"
+kubesim_kubeconfigs "$D" "$NS" || nok "the shipped RBAC and the ServiceAccounts' kubeconfigs"
 node gpu-1 "$K_UBU"
 node gpu-2 "$K_RHEL"
 np_init "$D" "$D/node-kubeconfig"

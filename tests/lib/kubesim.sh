@@ -30,6 +30,8 @@
 # $KUBESIM_ARGS: the flags kubesim was started with (a restart passes them again).
 #   kcurl ARGS...                            curl with the CA and the admin token
 #   kubesim_denials [USER-REGEX]             the 403s kubesim answered (to that user), one per line
+#   kubesim_kubeconfigs DIR NS               DIR/{kubeconfig,node-kubeconfig,kmm-kubeconfig}
+#   kubesim_rbac_verdict NS [EXPECTED]       ok/not ok: none of NS's ServiceAccounts was refused
 # A script run by hand from the source tree (not by tests/run.sh, which exports them)
 # gets GPUKMM_SRC, GPUKMM_BIN and GPUKMM_TBIN defaulted here, below $BUILD (build).
 
@@ -153,6 +155,32 @@ kubesim_rbac_apply() { # [NS]: deploy/rbac as shipped, the operator namespace re
 
 kubesim_denials() { # [USER-REGEX]
 	kcurl -s "$KUBESIM_URL/kubesim/rbac" | jq -r --arg u "${1:-.}" '.denials[]? | select(test("User \"" + $u))'
+}
+
+# The ServiceAccounts' kubeconfigs of a test cluster in DIR: kubeconfig (gpukmm-controller),
+# node-kubeconfig (gpukmm-node), kmm-kubeconfig (the admin: fake-kmm stands in for KMM);
+# under RBAC the shipped deploy/rbac is applied first (operator namespace NS).
+kubesim_kubeconfigs() { # DIR NS
+	{ [ -z "${KUBESIM_ADMIN_TOKEN:-}" ] || kubesim_rbac_apply "$2"; } &&
+		kubesim_sa_kubeconfig "$1/kubeconfig" "$2" gpukmm-controller &&
+		kubesim_sa_kubeconfig "$1/node-kubeconfig" "$2" gpukmm-node &&
+		kubesim_admin_kubeconfig "$1/kmm-kubeconfig"
+}
+
+# Under RBAC: "ok"/"not ok" that no API call of NS's ServiceAccounts was refused (a
+# verb missing from deploy/rbac shows up here), but those matching EXPECTED (a regex of
+# the denials a script provoked on purpose); the refusals as comments. 1 when some were.
+kubesim_rbac_verdict() { # NS [EXPECTED]
+	[ -n "${KUBESIM_ADMIN_TOKEN:-}" ] && [ -n "${KUBESIM_PID:-}" ] || return 0
+	local d
+	d=$(kubesim_denials "system:serviceaccount:$1:" | grep -Ev "${2:-^\$}")
+	if [ -z "$d" ]; then
+		echo "ok - RBAC: no API call of the services was refused"
+		return 0
+	fi
+	echo "not ok - RBAC: no API call of the services was refused"
+	sed 's/^/#   /' <<<"$d"
+	return 1
 }
 
 # Script tests that drive kubectl: `kubesim_need_kubectl || exit 0` prints the skip

@@ -43,12 +43,7 @@ wait_for() {
 	return 1
 }
 
-mm_kubeconfig() {
-	{ [ -z "${KUBESIM_ADMIN_TOKEN:-}" ] || kubesim_rbac_apply "$MM_NS"; } &&
-		kubesim_sa_kubeconfig "$MM_DIR/kubeconfig" "$MM_NS" gpukmm-controller &&
-		kubesim_sa_kubeconfig "$MM_DIR/node-kubeconfig" "$MM_NS" gpukmm-node &&
-		kubesim_admin_kubeconfig "$MM_DIR/kmm-kubeconfig"
-}
+mm_kubeconfig() { kubesim_kubeconfigs "$MM_DIR" "$MM_NS"; }
 
 # Stops modmgr, the watcher and the fake statusd (SIGTERM, SIGKILL after 10 s) and
 # checks how each one ended: anything but exit 0 after SIGTERM (a crash, a leak
@@ -89,20 +84,9 @@ mm_teardown() {
 	[ -n "${MM_DIR:-}" ] && rm -rf "$MM_DIR"
 }
 
-# Under RBAC: no API call of our ServiceAccounts was refused (a verb missing from
-# deploy/rbac shows up here), unless the script refused some on purpose and said
-# which with MM_DENIALS_EXPECTED (a regex of the denial messages it allows).
-mm_rbac_check() {
-	[ -n "${KUBESIM_ADMIN_TOKEN:-}" ] && [ -n "${KUBESIM_PID:-}" ] || return 0
-	local d
-	d=$(kubesim_denials "system:serviceaccount:$MM_NS:" | grep -Ev "${MM_DENIALS_EXPECTED:-^\$}")
-	if [ -z "$d" ]; then
-		echo "ok - RBAC: no API call of the services was refused"
-	else
-		notok "RBAC: no API call of the services was refused"
-		sed 's/^/#   /' <<<"$d"
-	fi
-}
+# Under RBAC: no API call of our ServiceAccounts was refused, unless the script refused
+# some on purpose and said which with MM_DENIALS_EXPECTED (a regex of the denials).
+mm_rbac_check() { kubesim_rbac_verdict "$MM_NS" "${MM_DENIALS_EXPECTED:-}" || MM_FAILED=1; }
 
 mm_start_statusd() {
 	"$GPUKMM_TBIN/fake_statusd" --listen "ipc://$MM_DIR/statusd.sock" --out "$MM_DIR/reports" \
