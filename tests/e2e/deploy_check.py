@@ -180,7 +180,9 @@ def fmt(gs):
 
 
 def rbac_checks(objs):
-    files = RBAC_FILES
+    files = rbac_files()
+    ok(sorted(sa for sa, _ in files) == ["gpukmm-controller", "gpukmm-node"] or len(files) > 2,
+       "the controller's and the node's API-CALL tables are there", files)
     op_ns = next(o["metadata"]["name"] for o in objs if o["kind"] == "Namespace")
     all_rows = {sa: table(path) for sa, path in files}
     code_checks([r for rows in all_rows.values() for r in rows])
@@ -291,8 +293,19 @@ def config_checks():
     ok(not os.path.exists("deploy/controller/config.json"), "controller: no stale config.json")
 
 
-RBAC_FILES = (("gpukmm-controller", "deploy/rbac/controller-rbac.yaml"),
-              ("gpukmm-node", "deploy/rbac/node-rbac.yaml"))
+def rbac_files():
+    """(ServiceAccount, file) of every deploy/rbac file with an API-CALL table (its
+    "# API-CALLS-OF NAME" line): a new service account's table is checked as soon
+    as it exists."""
+    out = []
+    for path in sorted(glob.glob("deploy/rbac/*.yaml")):
+        src = open(path).read()
+        m = re.search(r"^#\s*API-CALLS-OF\s+(\S+)\s*$", src, re.M)
+        if m:
+            out.append((m.group(1), path))
+        else:
+            ok("# API-CALL " not in src, f"{path}: an API-CALL table names its ServiceAccount (API-CALLS-OF)")
+    return out
 
 
 def scope_has(scope, ns, op_ns):
@@ -312,7 +325,7 @@ def exercised(record, op_ns):
     rows the run never used are listed (the static checks keep them honest)."""
     rec = json.load(open(record))
     ok(rec.get("rbac") is True, "the record comes from kubesim --rbac")
-    for sa, path in RBAC_FILES:
+    for sa, path in rbac_files():
         rows = table(path, checks=False)
         user = f"system:serviceaccount:{op_ns}:{sa}"
         # (the review APIs are everyone's, system:basic-user: not our calls)
