@@ -62,7 +62,17 @@ static void usage(FILE *f)
 		   "                    \"false\": Running, not Ready); a pod deleted gracefully is\n"
 		   "                    gone --pod-stop-ms later (at most its grace period)\n"
 		   "        disruption  PodDisruptionBudget status\n"
-		   "  --pod-ready-ms N (default 300), --pod-stop-ms N (default 200)\n");
+		   "  --pod-ready-ms N (default 300), --pod-stop-ms N (default 200)\n"
+		   "  --token T | --token-file F\n"
+		   "      the admin's bearer token (user kubesim-admin, group system:masters); without\n"
+		   "      --rbac and without it, any request is the admin\n"
+		   "  --token-auth-file F\n"
+		   "      more users, kube-apiserver's format: token,user,uid[,\"group1,group2\"]\n"
+		   "  --rbac\n"
+		   "      authorize every request as the API server's RBAC authorizer does, by the\n"
+		   "      stored Roles, ClusterRoles and bindings (the bootstrap roles are created);\n"
+		   "      ServiceAccount tokens come from TokenRequest (kubectl create token); a\n"
+		   "      request without a token is system:anonymous. GET /kubesim/rbac: decisions\n");
 }
 
 static char *read_file(const char *path, size_t max, gk_err *err)
