@@ -35,6 +35,7 @@ cleanup() {
 	[ -n "${SAMPLER:-}" ] && wait "$SAMPLER" 2>/dev/null
 	for c in "${!SUP[@]}"; do stop_pid "${SUP[$c]}"; done
 	SUP=()
+	kubesim_rbac_verdict "$NS" || FAILED=1
 	kubesim_stop >/dev/null 2>&1
 	san_check "$D"/*.log
 	[ "$FAILED" = 0 ] || log_tails 30 "$D"/*.log
@@ -43,10 +44,10 @@ cleanup() {
 trap cleanup EXIT
 
 # ---- the cluster ------------------------------------------------------------------
-KUBESIM_NO_TRAP=1 kubesim_start --pod-ready-ms 100 --pod-stop-ms 100 || { nok "kubesim starts"; exit 1; }
+# under the shipped RBAC, each profile with its ServiceAccount's token
+KUBESIM_NO_TRAP=1 KUBESIM_RBAC=1 kubesim_start --pod-ready-ms 100 --pod-stop-ms 100 || { nok "kubesim starts"; exit 1; }
 echo "# seed $SEED, ${DUR}s of chaos"
-kubesim_kubeconfig "$D/kubeconfig" chaosg
-ctrl_cluster
+ctrl_cluster || { nok "the shipped RBAC and the ServiceAccounts' kubeconfigs"; exit 1; }
 kraw POST /api/v1/nodes '{"apiVersion":"v1","kind":"Node","metadata":{"name":"gpu-1","labels":{"kubernetes.io/arch":"amd64"}}}' >/dev/null
 kraw POST "/apis/apps/v1/namespaces/$NS/daemonsets" "{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\",\"metadata\":{\"name\":\"gpu-c-device-plugin\",\"namespace\":\"$NS\"},\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"dp\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"dp\"}},\"spec\":{\"nodeSelector\":{\"kubernetes.io/arch\":\"amd64\"},\"containers\":[{\"name\":\"c\",\"image\":\"img\"}]}}}}" >/dev/null
 KM='{"moduleName":"xe","kernelMappings":[{"regexp":"^.+$","containerImage":"registry.example.com/xe:1"}]}'

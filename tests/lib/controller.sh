@@ -12,7 +12,8 @@
 #   ctrl_stop NAME              SIGTERM, SIGKILL after 30 s; STOP_RC = its exit code
 #   holder / leader / has_leader   the Lease's holderIdentity / the NAME holding it
 #   ctrl_cluster                the operator namespace, the ClusterPolicy and KMM CRDs (established),
-#                               the namespace "user" ($D/setup.log)
+#                               the shipped RBAC and the kubeconfigs (kubesim_kubeconfigs $D $NS),
+#                               the namespace "user" ($D/setup.log); 1 when the RBAC part failed
 #   sup_child_pids DIR...       the services' pids of the supervisors with those runtime dirs
 #   sup_kill9 PID DIR           kill -9 a supervisor like its node dying; 1 if its children
 #                               (PR_SET_PDEATHSIG) do not all exit within 20 s
@@ -55,6 +56,7 @@ ctrl_cluster() {
 	k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml \
 		-f tests/fixtures/kmm/modules.kmm.sigs.x-k8s.io.crd.yaml >"$D/setup.log" 2>&1
 	k wait --for condition=established --timeout=10s crd/clusterpolicies.intel.com crd/modules.kmm.sigs.x-k8s.io >>"$D/setup.log" 2>&1
+	kubesim_kubeconfigs "$D" "$NS" || return 1
 	kraw POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"user"}}' >/dev/null
 }
 sup_child_pids() {
