@@ -59,15 +59,16 @@ done
 	wait "$KUBESIM_PID" 2>/dev/null
 	rm -f "$KUBESIM_DIR/ready"
 	mkfifo "$KUBESIM_DIR/ready"
-	"$KUBESIM_BIN" --listen "127.0.0.1:$port" --state-dir "$MM_STATE" --kube-version 1.34 \
-		>"$KUBESIM_DIR/ready" 2>>"$KUBESIM_DIR/kubesim.log" &
+	args=() prev=
+	for a in "${KUBESIM_ARGS[@]}"; do [ "$prev" = --kube-version ] && a=1.34; args+=("$a"); prev=$a; done
+	"$KUBESIM_BIN" --listen "127.0.0.1:$port" "${args[@]}" >"$KUBESIM_DIR/ready" 2>>"$KUBESIM_DIR/kubesim.log" &
 	KUBESIM_PID=$!
 	read -r -t 20 line <"$KUBESIM_DIR/ready" || echo "not ok - upgrade: kubesim restarts as 1.34"
 	check "upgrade: the claims are read in v1" wait_for "v1" 30 grep -q "watching resourceclaims.v1\b" "$MM_DIR/watcher.log"
 	check "upgrade: the v1beta2 watch stops once v1 has listed" \
 		wait_for "v1beta2 stopped" 30 grep -q "stopped watching resourceclaims.v1beta2" "$MM_DIR/watcher.log"
 	check "upgrade: the Module never went (same uid), the finalizer is kept" \
-		bash -c "[ \"\$(curl -s $KUBESIM_URL/apis/kmm.sigs.x-k8s.io/v1beta1/namespaces/$MM_NS/modules/gpu-gpu | jq -r .metadata.uid)\" = '$uid' ]"
+		test "$(module_field .metadata.uid)" = "$uid"
 	check "upgrade: still blocked by the claim, read in v1" cp_has_finalizer
 	kraw DELETE /apis/resource.k8s.io/v1/namespaces/apps/resourceclaims/c1 >/dev/null
 	check "upgrade: the claim freed, the deletion completes" wait_for "cp gone" 20 cp_gone
