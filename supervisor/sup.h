@@ -277,15 +277,10 @@ char *gk_sup_rundir_default(void);
 
 #include "gpukmm/loop.h"
 
-#define GK_SUP_MAX_COUNTERS 32
-
-typedef struct gk_sup_counter {
-	char name[64];
-	char help[128];
-	uint64_t value;
-} gk_sup_counter;
-
 struct gk_sup;
+struct Gpukmm__MetricSet;
+struct gk_metrics;
+struct gk_metric;
 
 typedef struct gk_sup_svc {
 	const gk_sup_svc_conf *conf;
@@ -304,8 +299,7 @@ typedef struct gk_sup_svc {
 	bool hung;                /* killed for lost liveness */
 	int log_rd, log_wr;       /* output pipe, kept across restarts */
 	gk_sup_linebuf lines;
-	gk_sup_counter counters[GK_SUP_MAX_COUNTERS];
-	size_t n_counters;
+	struct Gpukmm__MetricSet *metrics; /* of the latest heartbeat of this process, NULL = none */
 	char last_error[200];
 } gk_sup_svc;
 
@@ -353,6 +347,9 @@ typedef struct gk_sup {
 	void *control;            /* gk_ipc_server * */
 	void *control_impl;
 	gk_sup_http *http;
+	struct gk_metrics *reg;   /* the supervisor's own families (metrics.c) */
+	struct gk_metric *fam[20];
+	size_t metrics_skipped;   /* service families left out of the last render */
 } gk_sup;
 
 /* Set up (nothing started yet): loop, signals, output, pipes, Control server, HTTP. */
@@ -373,8 +370,13 @@ int64_t gk_sup_now_ms(void);   /* CLOCK_MONOTONIC */
 int gk_sup_control_open(gk_sup *s, gk_err *err);
 void gk_sup_control_close(gk_sup *s);
 
-/* metrics.c: Prometheus text of the supervisor and its services (malloc'd). */
-char *gk_sup_metrics_render(const gk_sup *s, int64_t now_ms, size_t *len);
+/* metrics.c: the supervisor's registry (init: 0, -1 on OOM); the Prometheus
+ * text of the supervisor and its services (malloc'd, NULL on OOM). */
+int gk_sup_metrics_init(gk_sup *s);
+void gk_sup_metrics_fini(gk_sup *s);
+char *gk_sup_metrics_render(gk_sup *s, int64_t now_ms, size_t *len);
+/* Keep a heartbeat's metrics as the service's latest (NULL/0: none). */
+void gk_sup_svc_set_metrics(gk_sup_svc *v, struct Gpukmm__MetricSet *m);
 /* Current RSS of this process in bytes (0 if unknown). */
 uint64_t gk_sup_rss_bytes(void);
 

@@ -14,6 +14,7 @@
 
 #include "gpukmm/ipc.h"
 #include "gpukmm/log.h"
+#include "gpukmm/metrics.h"
 #include "gpukmm/probe.h"
 #include "gpukmm/svc.h"
 #include "reporter.h"
@@ -222,17 +223,16 @@ int main(int argc, char **argv)
 	a.rnd = (((uint64_t)getpid() * 0x9e3779b97f4a7c15ull) ^ (uint64_t)time(NULL)) | 1;
 	gk_reporter_init(&a.rep, a.retry_min_ms, a.retry_max_ms);
 
-	const gk_svc_counter counters[] = {
-		{ "prober_probes", "probes run", &a.rep.probes },
-		{ "prober_reports_sent", "reports statusd acknowledged", &a.rep.sent },
-		{ "prober_report_failures", "failed sends (retried)", &a.rep.failed },
-		{ "prober_reports_unchanged", "probes with nothing new to send", &a.rep.unchanged },
-		{ "prober_reports_replaced", "reports superseded before they were sent", &a.rep.replaced },
-		{ "prober_probe_failures", "probes that could not run", &a.probe_failures },
-		{ "prober_problems", "unreadable inputs in the last report", &a.problems },
-		{ "prober_inotify_events", "inotify events seen", &a.inotify_events },
-	};
-	gk_svc_set_counters(&a.svc, counters, sizeof counters / sizeof counters[0]);
+	gk_metric_counter_var("gpukmm_prober_probes_total", "Probes run.", &a.rep.probes);
+	gk_metric_counter_var("gpukmm_prober_reports_sent_total", "Reports statusd acknowledged.", &a.rep.sent);
+	gk_metric_counter_var("gpukmm_prober_report_failures_total", "Failed sends (retried).", &a.rep.failed);
+	gk_metric_counter_var("gpukmm_prober_reports_unchanged_total", "Probes with nothing new to send.",
+			      &a.rep.unchanged);
+	gk_metric_counter_var("gpukmm_prober_reports_replaced_total", "Reports superseded before they were sent.",
+			      &a.rep.replaced);
+	gk_metric_counter_var("gpukmm_prober_probe_failures_total", "Probes that could not run.", &a.probe_failures);
+	gk_metric_gauge_var("gpukmm_prober_problems", "Unreadable inputs in the last report.", &a.problems);
+	gk_metric_counter_var("gpukmm_prober_inotify_events_total", "Inotify events seen.", &a.inotify_events);
 
 	if (a.svc.addr.statusd) {
 		if (gk_ipc_client_open(&a.statusd, a.svc.addr.statusd, NULL, &err) != 0 ||

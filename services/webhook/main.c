@@ -12,19 +12,20 @@
 
 #include "gpukmm/ipc.h"
 #include "gpukmm/log.h"
+#include "gpukmm/metrics.h"
 #include "gpukmm/svc.h"
 #include "server.h"
-#include "tlsfiles.h"
 
 #define DEFAULT_LISTEN ":9443"
 
 struct app {
 	gk_svc svc;
 	gk_wh_server srv;
-	const char *cert_path, *key_path, *port_file, *service_account;
+	gk_tls_files certs;
+	const char *port_file, *service_account;
 	int insecure_http;
 	long reload_ms;
-	gk_wh_fileid cert_id, key_id;
+	uint64_t cert_not_after;  /* unix seconds, 0 = none */
 };
 
 static int64_t now_ms(void)
@@ -65,31 +66,32 @@ static int opt_size(void *user, const char *arg)
 	return 0;
 }
 
+static void note_expiry(struct app *a, const char *cert)
+{
+	int64_t t = gk_tls_not_after(cert);
+	a->cert_not_after = t > 0 ? (uint64_t)t : 0;
+}
+
 static void check_certs(gk_loop *l, gk_timer_id id, void *user)
 {
 	struct app *a = user;
-	gk_wh_fileid c, k;
-	gk_wh_fileid_get(a->cert_path, &c);
-	gk_wh_fileid_get(a->key_path, &k);
-	if (!gk_wh_fileid_eq(&c, &a->cert_id) || !gk_wh_fileid_eq(&k, &a->key_id)) {
-		char *cert, *key, msg[512];
-		if (gk_wh_load_pair(a->cert_path, a->key_path, &cert, &key, msg, sizeof(msg)) != 0) {
-			/* e.g. the cert was written before the key: retry at the next tick */
-			GK_WARN("certificate files changed but are not usable yet: %s", msg);
+	char *cert, *key, msg[512];
+	int r = gk_tls_files_check(&a->certs, &cert, &key, msg, sizeof(msg));
+	if (r < 0) {
+		/* e.g. the cert was written before the key: retry at the next tick */
+		GK_WARN("certificate files changed but are not usable yet: %s", msg);
+	} else if (r > 0) {
+		gk_err err;
+		if (gk_httpd_swap(&a->srv.http, cert, key, now_ms(), &err) == 0) {
+			GK_INFO("serving the new certificate from %s", a->certs.cert_path);
+			note_expiry(a, cert);
 		} else {
-			gk_err err;
-			if (gk_wh_swap(&a->srv, cert, key, now_ms(), &err) == 0) {
-				GK_INFO("serving the new certificate from %s", a->cert_path);
-				a->cert_id = c;
-				a->key_id = k;
-			} else {
-				GK_ERROR("%s", err.msg);
-			}
-			free(cert);
-			gk_wh_free_secret(key);
+			GK_ERROR("%s", err.msg);
 		}
+		free(cert);
+		gk_tls_free_secret(key);
 	}
-	gk_wh_reap(&a->srv, now_ms());
+	gk_httpd_reap(&a->srv.http, now_ms());
 	gk_loop_timer(l, a->reload_ms, check_certs, a);
 }
 
@@ -108,11 +110,11 @@ static int write_port_file(const char *path, int port)
 
 int main(int argc, char **argv)
 {
-	static struct app a = { .reload_ms = 2000, .srv = { .listen_fd = -1, .max_body = 3u << 20 } };
+	static struct app a = { .reload_ms = 2000, .srv = { .http = { .listen_fd = -1 }, .max_body = 3u << 20 } };
 	gk_err err;
 	const gk_svc_opt extra[] = {
-		{ "tls-cert", 1, "serving certificate (PEM), re-read when it changes", opt_str, &a.cert_path },
-		{ "tls-key", 1, "private key of the serving certificate (PEM)", opt_str, &a.key_path },
+		{ "tls-cert", 1, "serving certificate (PEM), re-read when it changes", opt_str, &a.certs.cert_path },
+		{ "tls-key", 1, "private key of the serving certificate (PEM)", opt_str, &a.certs.key_path },
 		{ "insecure-http", 0, "plain HTTP instead of HTTPS: for tests only", opt_flag, &a.insecure_http },
 		{ "max-body-bytes", 1, "largest AdmissionReview accepted (default 3145728)", opt_size, &a.srv.max_body },
 		{ "cert-check-ms", 1, "how often the certificate files are checked (default 2000)", opt_long, &a.reload_ms },
@@ -127,57 +129,55 @@ int main(int argc, char **argv)
 	const char *listen = a.svc.addr.listen;
 	if (!listen || strncmp(listen, "ipc://", 6) == 0)
 		listen = DEFAULT_LISTEN; /* the runtime-dir default is an RPC socket; we serve HTTPS */
-	a.srv.tls = !a.insecure_http;
+	gk_wh_setup(&a.srv);
+	a.srv.http.tls = !a.insecure_http;
 	a.srv.popts.namespace_ = a.svc.ns;
 	a.srv.popts.service_account = a.service_account;
 	char *cert = NULL, *key = NULL;
-	if (a.srv.tls) {
+	if (a.srv.http.tls) {
 		char msg[512];
-		if (!a.cert_path || !a.key_path) {
+		if (!a.certs.cert_path || !a.certs.key_path) {
 			GK_ERROR("--tls-cert and --tls-key are required (or --insecure-http, for tests only)");
 			gk_svc_fini(&a.svc);
 			return 2;
 		}
-		gk_wh_fileid_get(a.cert_path, &a.cert_id);
-		gk_wh_fileid_get(a.key_path, &a.key_id);
-		if (gk_wh_load_pair(a.cert_path, a.key_path, &cert, &key, msg, sizeof(msg)) != 0) {
+		if (gk_tls_files_load(&a.certs, &cert, &key, msg, sizeof(msg)) != 0) {
 			GK_ERROR("%s", msg);
 			gk_svc_fini(&a.svc);
 			return 1;
 		}
+		note_expiry(&a, cert);
 	} else {
 		GK_WARN("*** --insecure-http: serving AdmissionReviews WITHOUT TLS. The API server requires HTTPS; "
 			"use this only in tests. ***");
 	}
-	const gk_svc_counter counters[] = {
-		{ "webhook_requests", "admission requests received", &a.srv.c.requests },
-		{ "webhook_allowed", "admission requests allowed", &a.srv.c.allowed },
-		{ "webhook_denied", "admission requests denied", &a.srv.c.denied },
-		{ "webhook_errors", "requests answered with an HTTP error", &a.srv.c.errors },
-		{ "webhook_cert_reloads", "serving certificate reloads", &a.srv.c.reloads },
-	};
-	gk_svc_set_counters(&a.svc, counters, sizeof(counters) / sizeof(counters[0]));
-	if (gk_wh_listen(&a.srv, listen, &err) != 0 || gk_wh_start(&a.srv, cert, key, &err) != 0) {
+	gk_metric_counter_var("gpukmm_webhook_certificate_reloads_total", "Serving certificate reloads.",
+			      &a.srv.http.reloads);
+	gk_metric_gauge_var("gpukmm_webhook_certificate_expiry_timestamp_seconds",
+			    "notAfter of the serving certificate, unix seconds (absent without TLS).", &a.cert_not_after);
+	if (gk_httpd_listen(&a.srv.http, listen, "--listen", &err) != 0 ||
+	    gk_httpd_start(&a.srv.http, cert, key, &err) != 0) {
 		GK_ERROR("%s", err.msg);
 		free(cert);
-		gk_wh_free_secret(key);
-		gk_wh_stop(&a.srv);
+		gk_tls_free_secret(key);
+		gk_httpd_stop(&a.srv.http);
 		gk_svc_fini(&a.svc);
 		return 1;
 	}
 	free(cert);
-	gk_wh_free_secret(key);
-	if (a.port_file && write_port_file(a.port_file, a.srv.port) != 0)
+	gk_tls_free_secret(key);
+	if (a.port_file && write_port_file(a.port_file, a.srv.http.port) != 0)
 		GK_WARN("cannot write --port-file %s", a.port_file);
-	GK_INFO("serving admission reviews on %s (port %d, %s)", listen, a.srv.port, a.srv.tls ? "https" : "http");
-	if (a.srv.tls)
+	GK_INFO("serving admission reviews on %s (port %d, %s)", listen, a.srv.http.port,
+		a.srv.http.tls ? "https" : "http");
+	if (a.srv.http.tls)
 		gk_loop_timer(a.svc.loop, a.reload_ms, check_certs, &a);
 	gk_svc_ready(&a.svc);
 	rc = gk_loop_run(a.svc.loop);
 	GK_INFO("stopping: %llu requests, %llu allowed, %llu denied, %llu errors",
 		(unsigned long long)a.srv.c.requests, (unsigned long long)a.srv.c.allowed,
 		(unsigned long long)a.srv.c.denied, (unsigned long long)a.srv.c.errors);
-	gk_wh_stop(&a.srv);
+	gk_httpd_stop(&a.srv.http);
 	gk_svc_fini(&a.svc);
 	gk_ipc_fini();
 	return rc;

@@ -1,7 +1,5 @@
-/* gpukmm-webhook: the HTTP(S) server (libmicrohttpd, its own polling thread).
- * The listening socket is ours; a certificate change starts a new daemon on the
- * same socket (new connections get the new certificate) and the old daemon is
- * stopped once its connections are done. */
+/* gpukmm-webhook: the HTTP(S) request handler on a lib/https server (its own
+ * polling thread; a certificate change swaps the daemon on the same socket). */
 #ifndef GPUKMM_WEBHOOK_SERVER_H
 #define GPUKMM_WEBHOOK_SERVER_H
 
@@ -9,38 +7,25 @@
 #include <stdint.h>
 
 #include "gpukmm/err.h"
+#include "gpukmm/https.h"
 #include "gpukmm/policy.h"
-
-struct MHD_Daemon;
 
 typedef struct gk_wh_counters {
 	uint64_t requests;     /* admission requests (mutate + validate) */
 	uint64_t allowed;
 	uint64_t denied;
 	uint64_t errors;       /* 400, 404/405, 413, 415, 500 answers */
-	uint64_t reloads;      /* certificate reloads served */
 } gk_wh_counters;
 
 typedef struct gk_wh_server {
-	int listen_fd;
-	int port;
-	bool tls;
+	gk_httpd http;         /* listen / start / swap / reap / stop: gpukmm/https.h */
 	size_t max_body;
 	gk_policy_opts popts;
 	gk_wh_counters c;      /* updated atomically from the server thread */
-	struct MHD_Daemon *d;
-	struct MHD_Daemon *old;      /* draining after a reload */
-	int64_t old_deadline_ms;
 } gk_wh_server;
 
-/* "ADDR:PORT", "[v6]:PORT" or ":PORT"; port 0 = ephemeral (see s->port). */
-int gk_wh_listen(gk_wh_server *s, const char *addr, gk_err *err);
-/* cert/key NULL when !s->tls. */
-int gk_wh_start(gk_wh_server *s, const char *cert, const char *key, gk_err *err);
-/* New daemon with a new certificate on the same socket. */
-int gk_wh_swap(gk_wh_server *s, const char *cert, const char *key, int64_t now_ms, gk_err *err);
-/* Stops a draining daemon once idle or past its deadline. */
-void gk_wh_reap(gk_wh_server *s, int64_t now_ms);
-void gk_wh_stop(gk_wh_server *s);
+/* Points s->http at the admission handler (and declares the admission
+ * metrics); then gk_httpd_listen / gk_httpd_start on &s->http. */
+void gk_wh_setup(gk_wh_server *s);
 
 #endif

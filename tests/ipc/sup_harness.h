@@ -290,8 +290,8 @@ static bool sh_state_cond(void *a)
 	if (i) {
 		q->last = *i;
 		q->last.name = q->last.state = NULL;
-		q->last.counters = NULL;
-		q->last.n_counters = 0;
+		q->last.metrics = NULL;
+		q->last.n_metrics = 0;
 	}
 	if (t)
 		gk_ipc_free(&t->base);

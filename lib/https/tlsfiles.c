@@ -1,16 +1,17 @@
-/* gpukmm-webhook: certificate files (see tlsfiles.h). */
-#include "tlsfiles.h"
+/* gpukmm — serving certificate files (see include/gpukmm/https.h). */
+#include "gpukmm/https.h"
 
 #include <errno.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-void gk_wh_fileid_get(const char *path, gk_wh_fileid *id)
+void gk_tls_fileid_get(const char *path, gk_tls_fileid *id)
 {
 	struct stat st;
 	memset(id, 0, sizeof(*id));
@@ -23,13 +24,13 @@ void gk_wh_fileid_get(const char *path, gk_wh_fileid *id)
 	id->mtime = st.st_mtim;
 }
 
-bool gk_wh_fileid_eq(const gk_wh_fileid *a, const gk_wh_fileid *b)
+bool gk_tls_fileid_eq(const gk_tls_fileid *a, const gk_tls_fileid *b)
 {
 	return a->ok == b->ok && a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
 	       a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
 }
 
-void gk_wh_free_secret(char *s)
+void gk_tls_free_secret(char *s)
 {
 	if (s) {
 		explicit_bzero(s, strlen(s));
@@ -63,7 +64,7 @@ static char *slurp(const char *path, char *msg, size_t cap)
 	return b;
 }
 
-int gk_wh_load_pair(const char *cert_path, const char *key_path, char **cert, char **key, char *msg, size_t cap)
+int gk_tls_load_pair(const char *cert_path, const char *key_path, char **cert, char **key, char *msg, size_t cap)
 {
 	*cert = *key = NULL;
 	char *c = slurp(cert_path, msg, cap);
@@ -93,10 +94,45 @@ int gk_wh_load_pair(const char *cert_path, const char *key_path, char **cert, ch
 	BIO_free(kb);
 	if (rc) {
 		free(c);
-		gk_wh_free_secret(k);
+		gk_tls_free_secret(k);
 		return -1;
 	}
 	*cert = c;
 	*key = k;
 	return 0;
+}
+
+int64_t gk_tls_not_after(const char *cert_pem)
+{
+	BIO *b = cert_pem ? BIO_new_mem_buf(cert_pem, -1) : NULL;
+	X509 *x = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
+	struct tm tm;
+	int64_t t = -1;
+	if (x && ASN1_TIME_to_tm(X509_get0_notAfter(x), &tm) == 1)
+		t = (int64_t)timegm(&tm);
+	ERR_clear_error();
+	X509_free(x);
+	BIO_free(b);
+	return t;
+}
+
+int gk_tls_files_load(gk_tls_files *f, char **cert, char **key, char *msg, size_t cap)
+{
+	gk_tls_fileid_get(f->cert_path, &f->cert_id);
+	gk_tls_fileid_get(f->key_path, &f->key_id);
+	return gk_tls_load_pair(f->cert_path, f->key_path, cert, key, msg, cap);
+}
+
+int gk_tls_files_check(gk_tls_files *f, char **cert, char **key, char *msg, size_t cap)
+{
+	gk_tls_fileid c, k;
+	gk_tls_fileid_get(f->cert_path, &c);
+	gk_tls_fileid_get(f->key_path, &k);
+	if (gk_tls_fileid_eq(&c, &f->cert_id) && gk_tls_fileid_eq(&k, &f->key_id))
+		return 0;
+	if (gk_tls_load_pair(f->cert_path, f->key_path, cert, key, msg, cap) != 0)
+		return -1;
+	f->cert_id = c;
+	f->key_id = k;
+	return 1;
 }
