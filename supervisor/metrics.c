@@ -36,7 +36,7 @@ uint64_t gk_sup_rss_bytes(void)
 
 enum {
 	F_BUILD, F_READY, F_UPTIME, F_RSS, F_LINES, F_DROPPED, F_REAPED, F_SPAWN_ERR, F_UP, F_SREADY, F_RESTARTS,
-	F_EXIT, F_SIGNAL, F_SUPTIME, F_STATE, F_SRSS, F_HB_AGE, F_SKIPPED, F_N
+	F_EXIT, F_SIGNAL, F_SUPTIME, F_STATE, F_SRSS, F_HB_AGE, F_SKIPPED, F_MREQ, F_MREV, F_N
 };
 
 static const gk_metric_desc families[F_N] = {
@@ -74,12 +74,26 @@ static const gk_metric_desc families[F_N] = {
 			"Service metric families left out of the previous page: malformed, a name the supervisor "
 			"owns, or a type that differs from another service's family of that name.",
 			GK_METRIC_GAUGE },
+	[F_MREQ] = { "gpukmm_metrics_requests_total",
+		     "Requests to the /metrics server, by HTTP status code (401: no or a bad token, 403: not "
+		     "allowed, 503: the review could not be done).",
+		     GK_METRIC_COUNTER, "code" },
+	[F_MREV] = { "gpukmm_metrics_reviews_total",
+		     "Bearer tokens reviewed (TokenReview + SubjectAccessReview through the reviewer service), "
+		     "by result: allowed, denied, unauthenticated, error. Cached verdicts are not counted.",
+		     GK_METRIC_COUNTER, "result" },
 };
+
+struct gk_metric *gk_sup_metric(gk_sup *s, int which)
+{
+	return s->fam[which == GK_SUP_M_REQUESTS ? F_MREQ : F_MREV];
+}
 
 int gk_sup_metrics_init(gk_sup *s)
 {
 	if (!(s->reg = gk_metrics_new()))
 		return -1;
+	_Static_assert(F_N <= sizeof(s->fam) / sizeof(s->fam[0]), "gk_sup.fam too small");
 	for (int i = 0; i < F_N; i++) {
 		gk_metric_desc d = families[i];
 		d.max_series = GK_SUP_MAX_SERVICES * GK_SUP_NSTATES;

@@ -597,6 +597,8 @@ int gk_sup_init(gk_sup *s, gk_sup_conf *conf, const gk_sup_opts *opts, gk_err *e
 		return rc;
 	if (opts->http_listen && (rc = gk_sup_http_start(s, opts->http_listen, err)))
 		return rc;
+	if (opts->metrics_listen && (rc = gk_sup_msrv_start(s, err)))
+		return rc;
 	return 0;
 }
 
@@ -676,6 +678,7 @@ int gk_sup_run(gk_sup *s)
 
 void gk_sup_fini(gk_sup *s)
 {
+	gk_sup_msrv_stop(s);
 	gk_sup_http_stop(s);
 	gk_sup_control_close(s);
 	if (s->log_stream) {

@@ -9,7 +9,9 @@
  *   logfwd.c   children's output pipes -> prefixed lines -> bounded non-blocking sink
  *   notify.c   sd_notify by hand (READY=1, STOPPING=1, STATUS=, WATCHDOG=1)
  *   metrics.c  Prometheus text of the service table (pure rendering)
- *   http.c     /healthz /readyz /metrics (libmicrohttpd thread, state handed over under a mutex)
+ *   http.c     /healthz /readyz (libmicrohttpd thread, state handed over under a mutex)
+ *   metricsd.c /metrics: HTTPS + TokenReview/SubjectAccessReview through a credentialed
+ *              service (AccessReview RPC), or plain HTTP with --metrics-insecure
  *   rundir.c   runtime directory: 0700, lock against a second instance, stale sockets
  *   sup.c      the supervisor itself: services, events, actions, stop and escalation
  *   control.c  the Control RPC service (Ready, Heartbeat, List)
@@ -304,6 +306,7 @@ typedef struct gk_sup_svc {
 } gk_sup_svc;
 
 typedef struct gk_sup_http gk_sup_http;
+typedef struct gk_sup_msrv gk_sup_msrv;
 
 typedef struct gk_sup_opts {
 	const char *runtime_dir;
@@ -311,6 +314,10 @@ typedef struct gk_sup_opts {
 	const char *kubeconfig;
 	int log_json;
 	const char *http_listen;      /* "ADDR:PORT", NULL = no HTTP */
+	const char *metrics_listen;   /* "ADDR:PORT", NULL = no /metrics */
+	bool metrics_insecure;        /* plain HTTP, no authentication (local use) */
+	const char *metrics_cert, *metrics_key;  /* serving pair; NULL = self-signed at start */
+	const char *metrics_reviewer; /* the service that reviews tokens (AccessReview) */
 	char *const *environ_base;
 	int out_fd;                   /* where forwarded lines go (1) */
 	int control_socket_mode;      /* control.sock mode; 0 = 0600 (0666 when the
@@ -347,8 +354,9 @@ typedef struct gk_sup {
 	void *control;            /* gk_ipc_server * */
 	void *control_impl;
 	gk_sup_http *http;
+	gk_sup_msrv *msrv;
 	struct gk_metrics *reg;   /* the supervisor's own families (metrics.c) */
-	struct gk_metric *fam[20];
+	struct gk_metric *fam[24];
 	size_t metrics_skipped;   /* service families left out of the last render */
 } gk_sup;
 
@@ -380,8 +388,19 @@ void gk_sup_svc_set_metrics(gk_sup_svc *v, struct Gpukmm__MetricSet *m);
 /* Current RSS of this process in bytes (0 if unknown). */
 uint64_t gk_sup_rss_bytes(void);
 
-/* http.c */
+/* http.c: the loop-answers machinery (init), the probe server (start), and
+ * a freshly rendered /metrics page for another thread (malloc'd; NULL when
+ * the loop does not answer in time). */
+int gk_sup_http_init(gk_sup *s, gk_err *err);
 int gk_sup_http_start(gk_sup *s, const char *listen, gk_err *err);
+char *gk_sup_http_metrics(gk_sup_http *h, size_t *len);
 void gk_sup_http_stop(gk_sup *s);
+
+/* metricsd.c: the /metrics server of opts.metrics_listen. */
+int gk_sup_msrv_start(gk_sup *s, gk_err *err);
+void gk_sup_msrv_stop(gk_sup *s);
+/* The supervisor's families for its counters (metrics.c owns the registry). */
+struct gk_metric *gk_sup_metric(gk_sup *s, int which);
+enum { GK_SUP_M_REQUESTS = 0, GK_SUP_M_REVIEWS };
 
 #endif

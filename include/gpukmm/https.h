@@ -64,7 +64,7 @@ int gk_tls_self_signed(const char *cn, const char *const *sans, size_t n_sans, i
 typedef struct gk_httpd_opts {
 	MHD_AccessHandlerCallback handler;
 	void *cls;
-	MHD_RequestCompletedCallback completed;  /* may be NULL */
+	MHD_RequestCompletedCallback completed;  /* may be NULL; gets cls too */
 	unsigned conn_limit;                     /* 0 = 64 */
 	unsigned timeout_s;                      /* idle connection timeout, 0 = 30 */
 	bool suspend_resume;                     /* MHD_ALLOW_SUSPEND_RESUME */

@@ -71,12 +71,12 @@ static struct MHD_Daemon *start(gk_httpd *h, const char *cert, const char *key)
 	if (h->tls)
 		return MHD_start_daemon(flags | MHD_USE_TLS, 0, NULL, NULL, h->o.handler, h->o.cls,
 					MHD_OPTION_LISTEN_SOCKET, h->listen_fd, MHD_OPTION_NOTIFY_COMPLETED,
-					h->o.completed, NULL, MHD_OPTION_CONNECTION_LIMIT, limit,
+					h->o.completed, h->o.cls, MHD_OPTION_CONNECTION_LIMIT, limit,
 					MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_HTTPS_MEM_CERT, cert,
 					MHD_OPTION_HTTPS_MEM_KEY, key, MHD_OPTION_HTTPS_PRIORITIES,
 					"NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2", MHD_OPTION_END);
 	return MHD_start_daemon(flags, 0, NULL, NULL, h->o.handler, h->o.cls, MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
-				MHD_OPTION_NOTIFY_COMPLETED, h->o.completed, NULL, MHD_OPTION_CONNECTION_LIMIT, limit,
+				MHD_OPTION_NOTIFY_COMPLETED, h->o.completed, h->o.cls, MHD_OPTION_CONNECTION_LIMIT, limit,
 				MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_END);
 }
 

@@ -8,14 +8,27 @@
 
 #include "gpukmm/metrics.h"
 
+/* The shortest of %.15g..%.17g that reads back as v. */
+static void fmt_double(char *buf, size_t cap, double v)
+{
+	for (int p = 15; p <= 17; p++) {
+		snprintf(buf, cap, "%.*g", p, v);
+		if (strtod(buf, NULL) == v)
+			return;
+	}
+}
+
 static void put_value(FILE *f, double v)
 {
+	char b[40];
 	if (isnan(v))
 		fputs("NaN", f);
 	else if (isinf(v))
 		fputs(v > 0 ? "+Inf" : "-Inf", f);
-	else
-		fprintf(f, "%.17g", v);
+	else {
+		fmt_double(b, sizeof(b), v);
+		fputs(b, f);
+	}
 }
 
 /* Length of the valid UTF-8 sequence at s (1..4), 0 when invalid. */
@@ -143,7 +156,7 @@ static void put_samples(FILE *f, const gk_metrics_source *src, const Gpukmm__Met
 		for (size_t b = 0; b <= m->n_bounds; b++) {
 			char le[40];
 			if (b < m->n_bounds)
-				snprintf(le, sizeof(le), "%.17g", m->bounds[b]);
+				fmt_double(le, sizeof(le), m->bounds[b]);
 			else
 				snprintf(le, sizeof(le), "+Inf");
 			cum += x->bucket_counts[b];

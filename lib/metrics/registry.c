@@ -531,7 +531,9 @@ Gpukmm__MetricSet *gk_metrics_snapshot(gk_metrics *r)
 			}
 		}
 	}
-	/* the registry's own health */
+	/* the registry's own health (heartbeats: the supervisor's has none) */
+	if (r != default_reg)
+		goto pack;
 	gpukmm__metric_family__init(&fam[k]);
 	fp[k] = &fam[k];
 	fam[k].name = "gpukmm_metrics_series_dropped_total";
@@ -545,6 +547,7 @@ Gpukmm__MetricSet *gk_metrics_snapshot(gk_metrics *r)
 	smp[j].has_value = true;
 	smp[j].value = (double)r->dropped;
 	k++;
+pack:;
 	Gpukmm__MetricSet set = GPUKMM__METRIC_SET__INIT;
 	set.families = fp;
 	set.n_families = k;

@@ -134,6 +134,7 @@ static void send_report(gt *g, const char *policy, const gk_gater_result *res)
 
 static void run_pass(gt *g, const char *key)
 {
+	uint64_t t0 = gk_metric_now_us();
 	gk_gater_result res;
 	gk_err e;
 	if (gk_gater_pass(g->view, key, &g->ops, &res, &g->pst, &e) != GK_OK)
@@ -156,6 +157,7 @@ static void run_pass(gt *g, const char *key)
 	} else {
 		gk_wq_forget(g->q, key);
 	}
+	gk_metric_reconcile(t0, res.failed ? "error" : "success");
 	gk_gater_result_free(&res);
 }
 

@@ -48,6 +48,7 @@ typedef struct inflight {
 	struct mm *m;
 	gk_mm_run *run;          /* NULL = free slot */
 	gk_mm_plan *plan;
+	uint64_t t0;             /* the pass's start (gk_metric_now_us) */
 	char key[GK_MM_NAME_MAX];
 } inflight;
 
@@ -177,8 +178,9 @@ static void emit(mm *m, const gk_mm_plan *p, const gk_mm_event *ev)
 /* ---- passes ----------------------------------------------------------------- */
 
 /* A pass ended: events, report, requeue; the key is released. */
-static void pass_done(mm *m, const char *key, gk_mm_plan *p)
+static void pass_done(mm *m, const char *key, gk_mm_plan *p, uint64_t t0)
 {
+	gk_metric_reconcile(t0, p->failed ? "error" : p->requeue_after_ms > 0 ? "requeue" : "success");
 	if (p->idle) {
 		GK_DEBUG("ClusterPolicy %s: not the leader, nothing written", key);
 	} else {
@@ -210,7 +212,7 @@ static void on_pass_end(void *user, gk_mm_plan *plan)
 	mm *m = f->m;
 	f->run = NULL;
 	m->n_fly--;
-	pass_done(m, f->key, plan);
+	pass_done(m, f->key, plan, f->t0);
 	gk_wq_sched_kick(&m->qs);
 }
 
@@ -228,11 +230,12 @@ static void run_pass(mm *m, const char *key)
 		return;
 	}
 	f->m = m;
+	f->t0 = gk_metric_now_us();
 	snprintf(f->key, sizeof(f->key), "%s", key);
 	gk_mm_run *run = NULL;
 	gk_mm_pass_start(m->view, key, &m->ops, p, &m->pst, on_pass_end, f, &run);
 	if (!run) {
-		pass_done(m, key, p);
+		pass_done(m, key, p, f->t0);
 		return;
 	}
 	f->run = run;

@@ -145,6 +145,33 @@ static void start_send(struct app *a)
 		after_send(a, err.code ? err.code : GK_INTERNAL, err.msg);
 }
 
+/* What the node has and runs, for the node dashboard and alerts. */
+static void node_metrics(const Gpukmm__NodeReport *r)
+{
+	static gk_metric *gpus, *mod;
+	if (!gpus) {
+		gpus = gk_metric_gauge("gpukmm_node_gpus",
+				       "Intel GPUs of this node: physical functions (pf) and SR-IOV virtual functions (vf).",
+				       "function");
+		mod = gk_metric_gauge("gpukmm_node_module_loaded",
+				      "1 when the node's GPU kernel module is loaded, with its source: oot "
+				      "(out-of-tree), in-tree, builtin or unknown (none: not loaded).",
+				      "module,source");
+	}
+	size_t vfs = 0;
+	for (size_t i = 0; i < r->n_gpus; i++)
+		vfs += r->gpus[i]->is_vf;
+	gk_metric_set(gpus, (double)(r->n_gpus - vfs), GK_LV("pf"));
+	gk_metric_set(gpus, (double)vfs, GK_LV("vf"));
+	static const char *const src[] = { "unknown", "none", "in-tree", "oot", "builtin" };
+	const Gpukmm__KernelModuleInfo *m = r->module;
+	int s = m && m->has_source && m->source >= 0 && m->source < 5 ? (int)m->source : 0;
+	const char *name = r->module_name ? r->module_name : "";
+	bool loaded = m && m->loaded;
+	gk_metric_remove_matching(mod, "module", name);
+	gk_metric_set(mod, loaded, GK_LV(name, loaded ? src[s] : "none"));
+}
+
 static void do_probe(struct app *a)
 {
 	Gpukmm__NodeReport *r = NULL;
@@ -155,6 +182,7 @@ static void do_probe(struct app *a)
 		return;
 	}
 	a->problems = r->n_problems;
+	node_metrics(r);
 	gk_pwatch_arm(&a->watch, a->po.root ? a->po.root : "/", a->po.module ? a->po.module : "xe", r);
 	if (gk_reporter_offer(&a->rep, r) == GK_REP_SEND)
 		start_send(a);

@@ -35,6 +35,7 @@
 #include "gpukmm/kube.h"
 #include "gpukmm/log.h"
 #include "gpukmm/metrics.h"
+#include "gpukmm/review.h"
 #include "gpukmm/svc.h"
 #include "gpukmm/wsub.h"
 #include "rpc.pb-c.h"
@@ -52,6 +53,8 @@ typedef struct app {
 	const char *mode;
 	const char *node_name;
 	gk_sd_nodew *nodew;
+	gk_kube_mux *rmux;      /* the supervisor's /metrics access reviews (gpukmm/review.h) */
+	gk_review *review;
 } app;
 
 static void sd_report(Gpukmm__Status_Service *svc, const Gpukmm__StatusReport *in, Gpukmm__Empty_Closure closure,
@@ -231,7 +234,13 @@ int main(int argc, char **argv)
 		COUNTER("statusd_write_errors", "Failed reads/writes (retried).", &st->errors);
 		GAUGE("statusd_pending", "A node report waiting to be written (0: idle).", &st->pending);
 	}
+	if (gk_kube_mux_new(&a.rmux, a.kc, &err) || gk_kube_mux_attach(a.rmux, a.svc.loop, &err) ||
+	    gk_review_new(&a.review, a.rmux, &err)) {
+		GK_ERROR("%s", err.msg);
+		goto out;
+	}
 	if (gk_ipc_server_open(&a.server, listen, NULL, &err) || gk_ipc_server_add(a.server, &a.service.base, &a, NULL, &err) ||
+	    gk_ipc_server_add(a.server, gk_review_service(a.review), &a, NULL, &err) ||
 	    gk_loop_add_fd(a.svc.loop, gk_ipc_server_fd(a.server), EPOLLIN, on_server, &a, &err)) {
 		GK_ERROR("%s", err.msg);
 		goto out;
@@ -243,6 +252,8 @@ int main(int argc, char **argv)
 	gk_loop_del_fd(a.svc.loop, gk_ipc_server_fd(a.server));
 out:
 	gk_ipc_server_close(a.server);
+	gk_review_free(a.review);
+	gk_kube_mux_free(a.rmux);
 	gk_sd_nodew_free(a.nodew);
 	gk_wsub_close(a.watch);
 	gk_sd_ctrl_free(a.ctrl);

@@ -173,8 +173,6 @@ int main(int argc, char **argv)
 	a.w.on_ready_user = &a;
 	gk_metric_counter_var("gpukmm_watcher_events_total", "Object events applied to the cache.", &a.w.c_events);
 	gk_metric_counter_var("gpukmm_watcher_published_total", "Events published on the bus.", &a.w.c_published);
-	gk_metric_counter_var("gpukmm_watcher_relists_total", "Completed lists (initial and after 410 Gone).",
-			      &a.w.c_relists);
 	gk_metric_counter_var("gpukmm_watcher_errors_total", "API errors (each retried with backoff).", &a.w.c_errors);
 	gk_metric_counter_var("gpukmm_watcher_convert_errors_total", "Objects whose JSON did not convert (ignored).",
 			      &a.w.c_convert_errors);

@@ -72,7 +72,7 @@ CONTROL_PID=$!
 . tests/lib/metrics.sh
 counters() { ctl_metrics "$CONTROL" "$1"; } # PID -> {"name":value,...} of its latest heartbeat
 heartbeat_after_sync() { # the counters of a synced watcher of the 3 nodes
-	counters "$1" | jq -e '.["watcher_cache_objects{node}"] == 3 and .watcher_events >= 3 and .watcher_relists >= 3 and
+	counters "$1" | jq -e '.["watcher_cache_objects{node}"] == 3 and .watcher_events >= 3 and .watch_relists >= 3 and
 		.watcher_published >= 3 and .watcher_errors == 0 and .watcher_convert_errors == 0 and has("leader")' >/dev/null
 }
 

@@ -20,6 +20,7 @@
 
 #include <cJSON.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
 
@@ -202,6 +203,8 @@ typedef struct ks_svc_url {
 	char *url;
 } ks_svc_url;
 
+typedef struct ks_user ks_user; /* review.c: a --token-auth-file identity */
+
 typedef struct ks_server {
 	pthread_mutex_t mu;
 	pthread_cond_t cond; /* broadcast on new events, compaction and shutdown */
@@ -215,6 +218,8 @@ typedef struct ks_server {
 	char *token_file; /* --token-file, re-read when it changes (auth.c) */
 	char *token_buf;
 	uint64_t token_sig[4];
+	ks_user *users;  /* --token-auth-file (review.c) */
+	int nusers;
 	char *state_dir; /* or NULL */
 	char server_addr[128];
 	ks_svc_url *svc_urls;
@@ -233,6 +238,13 @@ void ks_server_free(ks_server *s);
 /* auth.c: bearer token check (re-reads a changed --token-file). */
 int ks_token_file_load(ks_server *s, const char *path, gk_err *err);
 int ks_auth_ok(ks_server *s, const char *authorization);
+
+/* review.c: TokenReview and SubjectAccessReview (and the identities they know). */
+int ks_token_auth_file_load(ks_server *s, const char *path, gk_err *err);
+void ks_users_free(ks_server *s);
+struct ks_route;
+/* true when r was a review request (out filled). */
+bool ks_review_route(ks_server *s, const ks_req *r, const struct ks_route *rt, ks_resp *out);
 
 /* handler.c: everything except the socket. */
 void ks_handle(ks_server *s, const ks_req *r, ks_resp *out);

@@ -21,7 +21,8 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: kubesim --listen HOST:PORT [--tls-cert FILE --tls-key FILE] [--token T | --token-file F]\n"
 		   "               [--state-dir DIR] [--history N] [--faults JSON|@FILE]\n"
-		   "               [--service-url NAMESPACE/NAME=URL]... [--bookmark-ms N] [--log-level LEVEL]\n");
+		   "               [--service-url NAMESPACE/NAME=URL]... [--bookmark-ms N] [--log-level LEVEL]\n"
+		   "               [--token-auth-file F]   (token,user,uid,\"groups\" lines: identities for TokenReview)\n");
 }
 
 static char *read_file(const char *path, size_t max, gk_err *err)
@@ -52,7 +53,7 @@ static char *read_file(const char *path, size_t max, gk_err *err)
 int main(int argc, char **argv)
 {
 	const char *listen = NULL, *cert_f = NULL, *key_f = NULL, *token = NULL, *token_f = NULL, *state = NULL;
-	const char *faults = NULL, *level = NULL;
+	const char *faults = NULL, *level = NULL, *users_f = NULL;
 	int history = 10000, bookmark_ms = 1000;
 	const char *svc[64];
 	int nsvc = 0;
@@ -77,6 +78,7 @@ int main(int argc, char **argv)
 		OPT("--state-dir", state)
 		OPT("--faults", faults)
 		OPT("--log-level", level)
+		OPT("--token-auth-file", users_f)
 #undef OPT
 		if (strcmp(a, "--history") == 0 && v) {
 			history = atoi(v);
@@ -179,6 +181,10 @@ int main(int argc, char **argv)
 		}
 	} else if (token) {
 		s->token = (char *)token;
+	}
+	if (users_f && ks_token_auth_file_load(s, users_f, &err)) {
+		GK_ERROR("%s", err.msg);
+		goto out;
 	}
 	if (faults) {
 		char *txt = faults[0] == '@' ? read_file(faults + 1, 1 << 20, &err) : strdup(faults);
