@@ -476,12 +476,14 @@ int gk_sup_msrv_start(gk_sup *s, gk_err *err)
 	gk_tls_free_secret(key);
 	if (m->cert_files)
 		m->cert_timer = gk_loop_timer(s->loop, CERT_CHECK_MS, check_cert, m);
+	const char *colon = strrchr(o->metrics_listen, ':');
+	int hl = colon ? (int)(colon - o->metrics_listen) : 0;
 	if (m->secure)
-		GK_INFO("metrics: listening on %s (port %d, https; bearer tokens reviewed by %s)", o->metrics_listen,
-			m->http.port, o->metrics_reviewer);
+		GK_INFO("metrics: listening on %.*s:%d (https /metrics; bearer tokens reviewed by %s)", hl,
+			o->metrics_listen, m->http.port, o->metrics_reviewer);
 	else
-		GK_WARN("metrics: listening on %s (port %d, plain http, NO authentication: --metrics-insecure)",
-			o->metrics_listen, m->http.port);
+		GK_WARN("metrics: listening on %.*s:%d (plain http /metrics, NO authentication: --metrics-insecure)",
+			hl, o->metrics_listen, m->http.port);
 	return 0;
 }
 

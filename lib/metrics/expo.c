@@ -211,6 +211,7 @@ int gk_metrics_render(FILE *f, const gk_metrics_source *src, size_t n_src, size_
 			fprintf(f, "\n# TYPE %s %s\n", m->name, type_name(m->type));
 			put_samples(f, &src[s], m);
 			for (size_t t = s; t < n_src; t++) {
+				bool put = t == s;
 				for (size_t k = t == s ? i + 1 : 0; k < src[t].n; k++) {
 					const Gpukmm__MetricFamily *o = src[t].families[k];
 					if (done[base[t] + k] || !o || !o->name || strcmp(o->name, m->name))
@@ -218,12 +219,13 @@ int gk_metrics_render(FILE *f, const gk_metrics_source *src, size_t n_src, size_
 					done[base[t] + k] = true;
 					/* one family per name and source; a name owned by
 					 * another source; another type; malformed */
-					if (t == s || (src[s].owner && t != s) || src[t].owner || o->type != m->type ||
+					if (put || src[s].owner || src[t].owner || o->type != m->type ||
 					    !valid(o, src[t].extra_name)) {
 						skip++;
 						continue;
 					}
 					put_samples(f, &src[t], o);
+					put = true;
 				}
 			}
 		}
