@@ -153,8 +153,9 @@ int main(int argc, char **argv)
 	}
 	gk_metric_counter_var("gpukmm_webhook_certificate_reloads_total", "Serving certificate reloads.",
 			      &a.srv.http.reloads);
-	gk_metric_gauge_var("gpukmm_webhook_certificate_expiry_timestamp_seconds",
-			    "notAfter of the serving certificate, unix seconds (absent without TLS).", &a.cert_not_after);
+	if (a.srv.http.tls)
+		gk_metric_gauge_var("gpukmm_webhook_certificate_expiry_timestamp_seconds",
+				    "notAfter of the serving certificate, unix seconds.", &a.cert_not_after);
 	if (gk_httpd_listen(&a.srv.http, listen, "--listen", &err) != 0 ||
 	    gk_httpd_start(&a.srv.http, cert, key, &err) != 0) {
 		GK_ERROR("%s", err.msg);

@@ -39,63 +39,18 @@ teardown() { # (stop_pid: SIGTERM, SIGKILL after 10 s)
 	kubesim_stop
 	rm -rf "$D"
 }
-KUBESIM_NO_TRAP=1 kubesim_start || { echo "not ok - kubesim starts"; exit 1; }
+printf 'prometheus,prometheus,uid-prom,"system:masters"\n' >"$D/users.csv"
+KUBESIM_NO_TRAP=1 kubesim_start --token-auth-file "$D/users.csv" || { echo "not ok - kubesim starts"; exit 1; }
 trap teardown EXIT
-kc() { KUBECONFIG=/dev/null "$KUBECTL" --server "$KUBESIM_URL" --cache-dir "$KUBESIM_DIR/kcache" "$@"; }
-export -f kc
 export KUBECTL KUBESIM_URL KUBESIM_DIR
+. tests/lib/shipped.sh
 
-# ---- a test CA and the webhook's serving certificate ---------------------------------
-openssl req -x509 -newkey rsa:2048 -nodes -keyout "$D/ca.key" -out "$D/ca.crt" -days 1 -subj /CN=test-ca 2>/dev/null &&
-	openssl req -newkey rsa:2048 -nodes -keyout "$D/tls.key" -out "$D/tls.csr" -subj /CN=gpukmm-webhook-service 2>/dev/null &&
-	printf 'subjectAltName=DNS:gpukmm-webhook-service.%s.svc,IP:127.0.0.1\n' "$NS" >"$D/ext" &&
-	openssl x509 -req -in "$D/tls.csr" -CA "$D/ca.crt" -CAkey "$D/ca.key" -CAcreateserial -out "$D/tls.crt" \
-		-days 1 -extfile "$D/ext" 2>/dev/null && chmod 600 "$D/tls.key" ||
-	{ echo "not ok - openssl test CA"; exit 1; }
-
+shipped_ca || { echo "not ok - openssl test CA"; exit 1; }
 kubesim_kubeconfig "$D/kubeconfig" test-token
-
-# ---- the cluster: namespace, CRDs, nodes, KMM -----------------------------------------
-kc apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml \
-	-f tests/fixtures/kmm-crd/modules.kmm.sigs.x-k8s.io.crd.yaml >"$D/apply.log" 2>&1
-check "namespace and CRDs applied with kubectl" kc wait --for condition=established --timeout=20s \
-	crd/clusterpolicies.intel.com crd/modules.kmm.sigs.x-k8s.io
-node() { # NAME KERNEL GPU(true|false)
-	local lbl='"kubernetes.io/arch":"amd64"'
-	[ "$3" = true ] && lbl="$lbl,\"intel.feature.node.kubernetes.io/gpu\":\"true\""
-	kraw POST /api/v1/nodes "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"$1\",\"labels\":{$lbl}},\"status\":{\"nodeInfo\":{\"kernelVersion\":\"$2\"},\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}" >/dev/null
-}
-node gpu-1 6.8.0-45-generic true
-node gpu-2 5.14.0-427.13.1.el9_4.x86_64 true
-node cpu-1 6.8.0-45-generic false
-"$GPUKMM_BIN/fake-kmm" --kubeconfig "$D/kubeconfig" --load-delay-ms 100 --unload-delay-ms 100 \
-	>>"$D/fake-kmm.log" 2>&1 &
-FK_PID=$!
-
-# the operator's DaemonSets (rendered by the GPU operator; created here as it would)
-mk_ds() {
-	kraw POST "/apis/apps/v1/namespaces/$NS/daemonsets" "{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\",
-	\"metadata\":{\"name\":\"$1\",\"namespace\":\"$NS\"},
-	\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"$1\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"$1\"}},
-	\"spec\":{\"nodeSelector\":{\"kubernetes.io/arch\":\"amd64\",\"intel.feature.node.kubernetes.io/gpu\":\"true\"},
-	\"containers\":[{\"name\":\"c\",\"image\":\"intel/$1:1\"}]}}}}" >/dev/null
-}
-for d in device-plugin gpu-dra xpu-manager; do mk_ds "$CP-$d"; done
+check "namespace, CRDs, nodes, fake-kmm and the policy's DaemonSets" shipped_cluster
 
 # ---- the controller, as shipped (only paths and ports differ) -------------------------
-mapfile -t ARGS < <(python3 - "$D" <<'EOF'
-import sys, yaml
-d = sys.argv[1]
-o = next(x for x in yaml.safe_load_all(open("deploy/controller/deployment.yaml")) if x)
-for a in o["spec"]["template"]["spec"]["containers"][0]["args"]:
-    k = a.split("=", 1)[0]
-    a = {"--webhook-tls-cert": f"{k}={d}/tls.crt", "--webhook-tls-key": f"{k}={d}/tls.key",
-         "--webhook-listen": f"{k}=127.0.0.1:0", "--runtime-dir": f"{k}={d}/run",
-         "--http-listen": f"{k}=127.0.0.1:0", "--log-format": None}.get(k, a)
-    if a:
-        print(a)
-EOF
-)
+mapfile -t ARGS < <(shipped_args)
 echo "# gpukmm ${ARGS[*]}"
 check "the shipped Deployment runs --profile controller with --leader-elect" \
 	grep -qx -- --leader-elect <(printf '%s\n' "${ARGS[@]}")
@@ -103,24 +58,9 @@ check "the shipped Deployment runs --profile controller with --leader-elect" \
 SUP_PID=$!
 check "controller ready: every service reported Ready" wait_for "5/5 ready" 60 \
 	grep -q 'ready: 5/5 required services ready' "$D/gpukmm.log"
-# the webhook's port (it listens on port 0): the TCP listener of the supervisor's
-# gpukmm-webhook child
-webhook_port() {
-	local p
-	p=$(pgrep -P "$SUP_PID" -x gpukmm-webhook) || return 1
-	ss -Htlnp | awk -v p="pid=$p," 'index($0, p) { n = split($4, a, ":"); print a[n]; exit }' >"$D/wport"
-	test -s "$D/wport"
-}
-check "webhook listening (https)" wait_for wport 10 webhook_port
-# the webhook configurations as shipped, with the caBundle injected (cert-manager's
-# job) and the Service resolved to the webhook's address
-CAB=$(base64 -w0 "$D/ca.crt")
-WURL="https://127.0.0.1:$(cat "$D/wport" 2>/dev/null)"
-kc create --dry-run=client -o json -f deploy/webhook/webhooks.yaml 2>>"$D/apply.log" |
-	jq -c --arg cab "$CAB" --arg u "$WURL" '(if .kind == "List" then .items[] else . end)
-		| .webhooks |= map(.clientConfig = {url: ($u + .clientConfig.service.path), caBundle: $cab})' \
-	>"$D/webhooks.json"
-check "webhook configurations applied" kc apply -f "$D/webhooks.json"
+# the webhook listens on port 0; the configurations as shipped, with the caBundle
+# injected (cert-manager's job) and the Service resolved to the webhook's address
+check "webhook configurations applied (https, caBundle)" wait_for webhooks 10 shipped_webhooks "$SUP_PID"
 
 # ---- the admin applies the example policy ------------------------------------------------
 bad=$(sed 's/^  name: gpu-kmm$/  name: gpu-kmm-name-far-too-long/' deploy/examples/clusterpolicy-kmm.yaml)
@@ -154,11 +94,11 @@ check "printer columns: DP 2/2, DRA 2/2, XPU 2/2" ds_cols
 check "status: no errors, observedGeneration = generation" bash -c \
 	"kc get clusterpolicy $CP -o json | jq -e '(.status.errors // []) == [] and .status.observedGeneration == .metadata.generation'"
 
-HPORT=$(grep -o 'http: listening on 127.0.0.1:[0-9]*' "$D/gpukmm.log" | head -1 | grep -o '[0-9]*$')
-curl -sf "http://127.0.0.1:$HPORT/metrics" >"$D/metrics" 2>/dev/null
+MPORT=$(grep -o 'metrics: listening on 127.0.0.1:[0-9]*' "$D/gpukmm.log" | head -1 | grep -o '[0-9]*$')
+curl -sfk --oauth2-bearer prometheus "https://127.0.0.1:$MPORT/metrics" >"$D/metrics" 2>/dev/null
 metric() { awk -v m="$1" '$1 ~ "^"m"({|$)" {print $2; exit}' "$D/metrics"; }
-check "/metrics: the gater's heartbeat counters (passes > 0, 3 writes, 0 conflicts)" bash -c \
-	"[ \"$(metric gpukmm_svc_gater_passes_total)\" -gt 0 ] && [ \"$(metric gpukmm_svc_gater_writes_total)\" = 3 ] && [ \"$(metric gpukmm_svc_gater_conflicts_total)\" = 0 ]"
+check "/metrics (https, token reviewed): the gater's counters (passes > 0, 3 writes, 0 conflicts)" bash -c \
+	"[ \"$(metric gpukmm_gater_passes_total)\" -gt 0 ] && [ \"$(metric gpukmm_gater_writes_total)\" = 3 ] && [ \"$(metric gpukmm_gater_conflicts_total)\" = 0 ]"
 
 # ---- shutdown: SIGTERM stops everything, exit 0 -------------------------------------------
 stop_pid "$SUP_PID" 10
