@@ -101,16 +101,25 @@ void gk_sd_metrics_policy(const char *policy, const cJSON *status, const gk_sd_n
 {
 	declare();
 	double a, d;
+	/* "N/A", "Recreating", "Removing": no numbers (absent, not stale) */
 	if (gk_sd_metrics_ratio(str(status, "kmmStatus"), &a, &d)) {
 		gk_metric_set(fam[M_KMM_DESIRED], d, GK_LV(policy));
 		gk_metric_set(fam[M_KMM_AVAILABLE], a, GK_LV(policy));
+	} else {
+		gk_metric_remove(fam[M_KMM_DESIRED], GK_LV(policy));
+		gk_metric_remove(fam[M_KMM_AVAILABLE], GK_LV(policy));
 	}
 	static const char *const ops[][2] = { { "devicePluginStatus", "device-plugin" },
 					      { "draStatus", "dra" },
 					      { "xpuManagerStatus", "xpu-manager" } };
-	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
-		if (gk_sd_metrics_ratio(str(status, ops[i][0]), &a, &d))
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+		if (gk_sd_metrics_ratio(str(status, ops[i][0]), &a, &d)) {
 			gk_sd_metrics_operand(policy, ops[i][1], d, a);
+		} else {
+			gk_metric_remove(fam[M_OP_DESIRED], GK_LV(policy, ops[i][1]));
+			gk_metric_remove(fam[M_OP_READY], GK_LV(policy, ops[i][1]));
+		}
+	}
 	const cJSON *errs = cJSON_GetObjectItemCaseSensitive(status, "errors");
 	gk_metric_set(fam[M_ERRORS], cJSON_IsArray(errs) ? cJSON_GetArraySize(errs) : 0, GK_LV(policy));
 	/* conditions: statuses one-hot, the reason as it is now (older reasons go) */
