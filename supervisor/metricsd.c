@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/crypto.h>
@@ -394,19 +395,25 @@ static void check_cert(gk_loop *l, gk_timer_id id, void *user)
 {
 	gk_sup_msrv *m = user;
 	m->cert_timer = 0;
-	char *cert, *key, msg[512];
+	char *cert = NULL, *key = NULL, msg[512] = "";
 	int r = gk_tls_files_check(&m->certs, &cert, &key, msg, sizeof(msg));
-	if (r < 0) {
-		GK_WARN("metrics: certificate files changed but are not usable yet: %s", msg);
-	} else if (r > 0) {
+	if (r > 0) {
 		gk_err err;
-		if (gk_httpd_swap(&m->http, cert, key, gk_sup_now_ms(), &err) == 0)
+		if (gk_tls_cert_current(cert, m->certs.cert_path, time(NULL), msg, sizeof(msg)) != 0) {
+			/* msg says why */
+		} else if (gk_httpd_swap(&m->http, cert, key, gk_sup_now_ms(), &err) == 0) {
 			GK_INFO("metrics: serving the new certificate from %s", m->certs.cert_path);
-		else
-			GK_ERROR("metrics: %s", err.msg);
+			gk_tls_files_served(&m->certs);
+		} else {
+			snprintf(msg, sizeof(msg), "%s", err.msg);
+		}
 		free(cert);
 		gk_tls_free_secret(key);
 	}
+	/* said once per version and reason; read again at every check */
+	if (r != 0 && msg[0] && gk_tls_files_refuse(&m->certs, msg))
+		GK_WARN("metrics: new certificate files not usable yet, the previous certificate is still served: %s",
+			msg);
 	gk_httpd_reap(&m->http, gk_sup_now_ms());
 	m->cert_timer = gk_loop_timer(l, CERT_CHECK_MS, check_cert, m);
 }
@@ -443,7 +450,7 @@ int gk_sup_msrv_start(gk_sup *s, gk_err *err)
 	m->sup = s;
 	m->secure = !o->metrics_insecure;
 	m->efd = -1;
-	m->http.listen_fd = -1;
+	m->http = (gk_httpd)GK_HTTPD_INIT;
 	m->http.tls = m->secure;
 	m->http.o = (gk_httpd_opts){ .handler = handler, .cls = m, .completed = completed, .conn_limit = 64,
 				     .timeout_s = 30, .suspend_resume = true };

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <microhttpd.h>
 
@@ -36,19 +37,33 @@ int gk_tls_load_pair(const char *cert_path, const char *key_path, char **cert, c
 void gk_tls_free_secret(char *s);
 /* notAfter of the first certificate of a PEM text, unix seconds; -1 if none. */
 int64_t gk_tls_not_after(const char *cert_pem);
+/* The validity period of the first certificate of cert_pem at `now`: 0 valid,
+ * else -1 with a message ("... expired at ..." / "... not valid before ..."). */
+int gk_tls_cert_current(const char *cert_pem, const char *cert_path, time_t now, char *msg, size_t cap);
 
-/* A certificate/key pair on disk, noticed when either file changes. */
+/* A certificate/key pair on disk, noticed when either file changes. The pair
+ * served is the last one gk_tls_files_served() confirmed; files that differ
+ * from it are read again at every check until they serve (or change again). */
 typedef struct gk_tls_files {
 	const char *cert_path, *key_path;
-	gk_tls_fileid cert_id, key_id;
+	gk_tls_fileid cert_id, key_id;     /* the files served */
+	gk_tls_fileid cand_cert, cand_key; /* the files of the last check */
+	bool refused;                      /* cand_* were refused for bad_msg */
+	gk_tls_fileid bad_cert, bad_key;
+	char bad_msg[512];
 } gk_tls_files;
 
-/* First load (ids remembered): 0, or -1 with msg. */
+/* First load (served from now on): 0, or -1 with msg. */
 int gk_tls_files_load(gk_tls_files *f, char **cert, char **key, char *msg, size_t cap);
-/* 1: a file changed and the new pair loaded (*cert, *key set; ids updated);
- * 0: unchanged; -1: changed but not usable yet (msg; e.g. the cert written
- * before the key): checked again next time. */
+/* 1: the files differ from the served ones and the pair loaded (*cert, *key
+ * set: serve it, then gk_tls_files_served); 0: unchanged; -1: they differ but
+ * are not usable yet (msg; e.g. the cert written before the key). */
 int gk_tls_files_check(gk_tls_files *f, char **cert, char **key, char *msg, size_t cap);
+/* The pair of the last check serves now. */
+void gk_tls_files_served(gk_tls_files *f);
+/* The pair of the last check is refused for msg: true the first time for
+ * these files and this reason (say it then), false when it was said already. */
+bool gk_tls_files_refuse(gk_tls_files *f, const char *msg);
 
 /* A self-signed serving certificate (ECDSA P-256, `days` valid from an hour
  * ago), subject CN=cn, subjectAltName the DNS names / IP addresses in sans
@@ -77,17 +92,24 @@ typedef struct gk_httpd {
 	bool tls;                                /* set before gk_httpd_start */
 	gk_httpd_opts o;
 	struct MHD_Daemon *d;
+	int d_fd;                                /* d's duplicate of listen_fd */
 	struct MHD_Daemon *old;                  /* draining after a swap */
+	int old_fd;
 	int64_t old_deadline_ms;
 	uint64_t reloads;                        /* swaps done */
 } gk_httpd;
+
+/* Initial value: no socket yet. */
+#define GK_HTTPD_INIT { .listen_fd = -1, .d_fd = -1, .old_fd = -1 }
 
 /* "ADDR:PORT", "[v6]:PORT" or ":PORT" (all addresses); port 0 = ephemeral
  * (h->port). `flag` names the option in errors ("--listen"). */
 int gk_httpd_listen(gk_httpd *h, const char *addr, const char *flag, gk_err *err);
 /* cert/key (PEM) when h->tls, else NULL. */
 int gk_httpd_start(gk_httpd *h, const char *cert, const char *key, gk_err *err);
-/* A new daemon with a new certificate on the same socket. */
+/* A new daemon with a new certificate on the same socket; on failure (e.g.
+ * the TLS library refuses the pair: INVALID_ARGUMENT) the current daemon
+ * serves on, untouched. */
 int gk_httpd_swap(gk_httpd *h, const char *cert, const char *key, int64_t now_ms, gk_err *err);
 /* Stops a draining daemon once idle or past its deadline. */
 void gk_httpd_reap(gk_httpd *h, int64_t now_ms);

@@ -116,23 +116,78 @@ int64_t gk_tls_not_after(const char *cert_pem)
 	return t;
 }
 
+/* an ASN1_TIME as "2026-01-02 03:04:05 UTC" */
+static void asn1_str(const ASN1_TIME *t, char *buf, size_t cap)
+{
+	struct tm tm;
+	if (ASN1_TIME_to_tm(t, &tm) == 1)
+		strftime(buf, cap, "%Y-%m-%d %H:%M:%S UTC", &tm);
+	else
+		snprintf(buf, cap, "an unreadable time");
+}
+
+int gk_tls_cert_current(const char *cert_pem, const char *cert_path, time_t now, char *msg, size_t cap)
+{
+	BIO *b = BIO_new_mem_buf(cert_pem, -1);
+	X509 *x = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
+	BIO_free(b);
+	int rc = -1;
+	char when[64];
+	if (!x) {
+		snprintf(msg, cap, "%s: no PEM certificate", cert_path);
+	} else if (X509_cmp_time(X509_get0_notAfter(x), &now) <= 0) {
+		asn1_str(X509_get0_notAfter(x), when, sizeof(when));
+		snprintf(msg, cap, "the certificate in %s expired at %s", cert_path, when);
+	} else if (X509_cmp_time(X509_get0_notBefore(x), &now) >= 0) {
+		asn1_str(X509_get0_notBefore(x), when, sizeof(when));
+		snprintf(msg, cap, "the certificate in %s is not valid before %s", cert_path, when);
+	} else {
+		rc = 0;
+	}
+	ERR_clear_error();
+	X509_free(x);
+	return rc;
+}
+
+/* ---- a pair of files, watched ---------------------------------------------------- */
+
 int gk_tls_files_load(gk_tls_files *f, char **cert, char **key, char *msg, size_t cap)
 {
-	gk_tls_fileid_get(f->cert_path, &f->cert_id);
-	gk_tls_fileid_get(f->key_path, &f->key_id);
-	return gk_tls_load_pair(f->cert_path, f->key_path, cert, key, msg, cap);
+	gk_tls_fileid_get(f->cert_path, &f->cand_cert);
+	gk_tls_fileid_get(f->key_path, &f->cand_key);
+	int rc = gk_tls_load_pair(f->cert_path, f->key_path, cert, key, msg, cap);
+	if (rc == 0)
+		gk_tls_files_served(f);
+	return rc;
 }
 
 int gk_tls_files_check(gk_tls_files *f, char **cert, char **key, char *msg, size_t cap)
 {
-	gk_tls_fileid c, k;
-	gk_tls_fileid_get(f->cert_path, &c);
-	gk_tls_fileid_get(f->key_path, &k);
-	if (gk_tls_fileid_eq(&c, &f->cert_id) && gk_tls_fileid_eq(&k, &f->key_id))
+	*cert = *key = NULL;
+	gk_tls_fileid_get(f->cert_path, &f->cand_cert);
+	gk_tls_fileid_get(f->key_path, &f->cand_key);
+	if (gk_tls_fileid_eq(&f->cand_cert, &f->cert_id) && gk_tls_fileid_eq(&f->cand_key, &f->key_id))
 		return 0;
 	if (gk_tls_load_pair(f->cert_path, f->key_path, cert, key, msg, cap) != 0)
 		return -1;
-	f->cert_id = c;
-	f->key_id = k;
 	return 1;
+}
+
+void gk_tls_files_served(gk_tls_files *f)
+{
+	f->cert_id = f->cand_cert;
+	f->key_id = f->cand_key;
+	f->refused = false;
+}
+
+bool gk_tls_files_refuse(gk_tls_files *f, const char *msg)
+{
+	if (f->refused && gk_tls_fileid_eq(&f->cand_cert, &f->bad_cert) && gk_tls_fileid_eq(&f->cand_key, &f->bad_key) &&
+	    strcmp(msg, f->bad_msg) == 0)
+		return false;
+	f->refused = true;
+	f->bad_cert = f->cand_cert;
+	f->bad_key = f->cand_key;
+	snprintf(f->bad_msg, sizeof(f->bad_msg), "%s", msg);
+	return true;
 }

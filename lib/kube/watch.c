@@ -13,7 +13,7 @@
 #include "gpukmm/metrics.h"
 #include "internal.h"
 #include "jparse.h"
-#include "kmap.h"
+#include "gpukmm/kmap.h"
 
 enum phase { PH_IDLE, PH_LIST, PH_WATCH };
 

@@ -4,6 +4,8 @@
  * applies lib/policy's rules; GET /healthz. Serving certificate files are
  * re-read when they change. */
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,11 +23,11 @@
 struct app {
 	gk_svc svc;
 	gk_wh_server srv;
-	gk_tls_files certs;
+	gk_tls_files certs;                /* the files served, and the last refused (gpukmm/https.h) */
 	const char *port_file, *service_account;
 	int insecure_http;
 	long reload_ms;
-	uint64_t cert_not_after;  /* unix seconds, 0 = none */
+	uint64_t cert_not_after;           /* of the certificate served, unix seconds */
 };
 
 static int64_t now_ms(void)
@@ -66,6 +68,20 @@ static int opt_size(void *user, const char *arg)
 	return 0;
 }
 
+/* The files on disk are not served: say why once per version and reason
+ * (they are read again at every check until they change or become usable, e.g.
+ * a key written after its certificate, a certificate not valid yet). */
+static void refuse(struct app *a, const char *msg)
+{
+	if (!gk_tls_files_refuse(&a->certs, msg))
+		return;
+	GK_WARN("new certificate files not usable yet, the previous certificate is still served: %s", msg);
+	__atomic_fetch_add(&a->srv.c.cert_refused, 1, __ATOMIC_RELAXED);
+	char note[600];
+	snprintf(note, sizeof(note), "certificate files not served (the previous certificate is): %s", msg);
+	gk_wh_set_note(&a->srv, note);
+}
+
 static void note_expiry(struct app *a, const char *cert)
 {
 	int64_t t = gk_tls_not_after(cert);
@@ -75,22 +91,26 @@ static void note_expiry(struct app *a, const char *cert)
 static void check_certs(gk_loop *l, gk_timer_id id, void *user)
 {
 	struct app *a = user;
-	char *cert, *key, msg[512];
+	__atomic_fetch_add(&a->srv.c.cert_checks, 1, __ATOMIC_RELAXED);
+	char *cert = NULL, *key = NULL, msg[512] = "";
 	int r = gk_tls_files_check(&a->certs, &cert, &key, msg, sizeof(msg));
-	if (r < 0) {
-		/* e.g. the cert was written before the key: retry at the next tick */
-		GK_WARN("certificate files changed but are not usable yet: %s", msg);
-	} else if (r > 0) {
+	if (r > 0) {
 		gk_err err;
-		if (gk_httpd_swap(&a->srv.http, cert, key, now_ms(), &err) == 0) {
+		if (gk_tls_cert_current(cert, a->certs.cert_path, time(NULL), msg, sizeof(msg)) != 0) {
+			/* msg says why: an expired certificate would fail every handshake */
+		} else if (gk_httpd_swap(&a->srv.http, cert, key, now_ms(), &err) == 0) {
 			GK_INFO("serving the new certificate from %s", a->certs.cert_path);
+			gk_tls_files_served(&a->certs);
 			note_expiry(a, cert);
+			gk_wh_set_note(&a->srv, NULL);
 		} else {
-			GK_ERROR("%s", err.msg);
+			snprintf(msg, sizeof(msg), "%s", err.msg);
 		}
 		free(cert);
 		gk_tls_free_secret(key);
 	}
+	if (r != 0 && msg[0])
+		refuse(a, msg);
 	gk_httpd_reap(&a->srv.http, now_ms());
 	gk_loop_timer(l, a->reload_ms, check_certs, a);
 }
@@ -110,7 +130,8 @@ static int write_port_file(const char *path, int port)
 
 int main(int argc, char **argv)
 {
-	static struct app a = { .reload_ms = 2000, .srv = { .http = { .listen_fd = -1 }, .max_body = 3u << 20 } };
+	static struct app a = { .reload_ms = 2000,
+				.srv = { .http = GK_HTTPD_INIT, .max_body = 3u << 20, .note_mu = PTHREAD_MUTEX_INITIALIZER } };
 	gk_err err;
 	const gk_svc_opt extra[] = {
 		{ "tls-cert", 1, "serving certificate (PEM), re-read when it changes", opt_str, &a.certs.cert_path },
@@ -147,15 +168,30 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		note_expiry(&a, cert);
+		/* served all the same: nothing better is at hand, and a good one is
+		 * picked up when it comes */
+		if (gk_tls_cert_current(cert, a.certs.cert_path, time(NULL), msg, sizeof(msg)) != 0)
+			GK_WARN("%s: the API server will refuse it", msg);
 	} else {
 		GK_WARN("*** --insecure-http: serving AdmissionReviews WITHOUT TLS. The API server requires HTTPS; "
 			"use this only in tests. ***");
 	}
-	gk_metric_counter_var("gpukmm_webhook_certificate_reloads_total", "Serving certificate reloads.",
-			      &a.srv.http.reloads);
-	if (a.srv.http.tls)
-		gk_metric_gauge_var("gpukmm_webhook_certificate_expiry_timestamp_seconds",
+	/* (admissions by webhook and result, with their latency: server.c) */
+	if (a.srv.http.tls) {
+		gk_metric_counter_var("gpukmm_webhook_cert_reloads_total", "Serving certificate reloads.",
+				      &a.srv.http.reloads);
+		gk_metric_counter_var("gpukmm_webhook_cert_checks_total", "Times the certificate files were checked.",
+				      &a.srv.c.cert_checks);
+		gk_metric_counter_var("gpukmm_webhook_cert_refused_total",
+				      "Certificate files refused (expired, mismatched, unreadable, refused by the TLS "
+				      "library), each version and reason once.",
+				      &a.srv.c.cert_refused);
+		gk_metric_gauge_var("gpukmm_webhook_cert_stale",
+				    "1 while the certificate files are refused and the previous certificate serves.",
+				    &a.srv.c.cert_stale);
+		gk_metric_gauge_var("gpukmm_webhook_cert_expiry_timestamp_seconds",
 				    "notAfter of the serving certificate, unix seconds.", &a.cert_not_after);
+	}
 	if (gk_httpd_listen(&a.srv.http, listen, "--listen", &err) != 0 ||
 	    gk_httpd_start(&a.srv.http, cert, key, &err) != 0) {
 		GK_ERROR("%s", err.msg);

@@ -62,9 +62,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	bool mutate = strcmp(url, GK_WEBHOOK_MUTATE_PATH) == 0, validate = strcmp(url, GK_WEBHOOK_VALIDATE_PATH) == 0;
 	if (!q) {
 		if (strcmp(url, "/healthz") == 0 || strcmp(url, "/readyz") == 0) {
-			return strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0
-				       ? reply(c, MHD_HTTP_OK, "text/plain", "ok\n")
-				       : reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "method not allowed\n");
+			if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+				return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "method not allowed\n");
+			/* still serving (the last good certificate): ready, and says why
+			 * the files on disk are not served */
+			char body[sizeof(s->note) + 64] = "ok\n";
+			pthread_mutex_lock(&s->note_mu);
+			if (s->note[0])
+				snprintf(body, sizeof(body), "ok\n%s\n", s->note);
+			pthread_mutex_unlock(&s->note_mu);
+			return reply(c, MHD_HTTP_OK, "text/plain", body);
 		}
 		if (!mutate && !validate) {
 			count(&s->c.errors);
@@ -164,3 +171,12 @@ void gk_wh_setup(gk_wh_server *s)
 					      "webhook", GK_METRIC_LATENCY_BUCKETS, GK_METRIC_N_LATENCY_BUCKETS);
 	}
 }
+
+void gk_wh_set_note(gk_wh_server *s, const char *note)
+{
+	pthread_mutex_lock(&s->note_mu);
+	snprintf(s->note, sizeof(s->note), "%s", note ? note : "");
+	pthread_mutex_unlock(&s->note_mu);
+	__atomic_store_n(&s->c.cert_stale, note && *note ? 1 : 0, __ATOMIC_RELAXED);
+}
+

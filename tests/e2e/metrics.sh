@@ -161,7 +161,7 @@ check "reconcile passes timed (modmgr, gater)" bash -c "$(declare -f val gt); gt
 check "watch relists counted per resource" gt "$C" 'gpukmm_watch_relists_total{service="watcher",resource="nodes"}' 0
 check "admissions by result: the too-long name denied, the policy allowed" bash -c "$(declare -f val gt); gt $C 'gpukmm_webhook_admissions_total{service=\"webhook\",webhook=\"validating\",result=\"denied\"}' 0 && gt $C 'gpukmm_webhook_admissions_total{service=\"webhook\",webhook=\"validating\",result=\"allowed\"}' 0"
 check "admission latency observed" gt "$C" 'gpukmm_webhook_admission_duration_seconds_count{service="webhook",webhook="validating"}' 0
-check "webhook certificate expiry in the future" gt "$C" 'gpukmm_webhook_certificate_expiry_timestamp_seconds{service="webhook"}' "$(date +%s)"
+check "webhook certificate expiry in the future" gt "$C" 'gpukmm_webhook_cert_expiry_timestamp_seconds{service="webhook"}' "$(date +%s)"
 check "token reviews counted: allowed, denied, unauthenticated, error" bash -c "$(declare -f val gt); for r in allowed denied unauthenticated error; do gt $C \"gpukmm_metrics_reviews_total{result=\\\"\$r\\\"}\" 0 || exit 1; done"
 check "build_info" grep -q '^gpukmm_build_info{version="[^"]*"} 1$' "$C"
 check "node: 1 GPU (physical function), no VF" bash -c "$(declare -f val eq); eq $D/node.prom 'gpukmm_node_gpus{service=\"prober\",function=\"pf\"}' 1 && eq $D/node.prom 'gpukmm_node_gpus{service=\"prober\",function=\"vf\"}' 0"
