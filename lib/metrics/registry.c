@@ -7,6 +7,7 @@
 
 #include "gpukmm/log.h"
 #include "gpukmm/metrics.h"
+#include "gpukmm/wsub.h"
 
 const double GK_METRIC_LATENCY_BUCKETS[] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
 					     0.25,  0.5,    1,     2.5,  5,     10 };
@@ -467,14 +468,7 @@ void gk_metric_reconcile(uint64_t start_us, const char *result)
 
 static Gpukmm__MetricSet *copy_set(const Gpukmm__MetricSet *set)
 {
-	size_t len = protobuf_c_message_get_packed_size(&set->base);
-	uint8_t *buf = malloc(len ? len : 1);
-	if (!buf)
-		return NULL;
-	protobuf_c_message_pack(&set->base, buf);
-	Gpukmm__MetricSet *out = gpukmm__metric_set__unpack(NULL, len, buf);
-	free(buf);
-	return out;
+	return (Gpukmm__MetricSet *)gk_wsub_clone(&set->base); /* a deep copy by pack + unpack */
 }
 
 Gpukmm__MetricSet *gk_metrics_copy(Gpukmm__MetricFamily *const *f, size_t n)

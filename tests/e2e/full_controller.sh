@@ -39,14 +39,9 @@ teardown() { # (stop_pid: SIGTERM, SIGKILL after 10 s)
 	kubesim_stop
 	rm -rf "$D"
 }
-printf 'prometheus,prometheus,uid-prom,"system:masters"\n' >"$D/users.csv"
-KUBESIM_NO_TRAP=1 kubesim_start --token-auth-file "$D/users.csv" || { echo "not ok - kubesim starts"; exit 1; }
-trap teardown EXIT
-export KUBECTL KUBESIM_URL KUBESIM_DIR
 . tests/lib/shipped.sh
-
-shipped_ca || { echo "not ok - openssl test CA"; exit 1; }
-kubesim_kubeconfig "$D/kubeconfig" test-token
+shipped_setup 'prometheus,prometheus,uid-prom,"system:masters"' || { echo "not ok - kubesim and a test CA"; exit 1; }
+trap teardown EXIT
 check "namespace, CRDs, nodes, fake-kmm and the policy's DaemonSets" shipped_cluster
 
 # ---- the controller, as shipped (only paths and ports differ) -------------------------

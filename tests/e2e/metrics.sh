@@ -44,14 +44,10 @@ fi
 
 # identities of the API server's TokenReview: two scrapers allowed (the simple rule of
 # kubesim's authorizer: system:masters), one that is not
-printf '%s\n' 'prometheus,prometheus,uid-1,"system:masters"' 'prometheus-2,prometheus-2,uid-2,"system:masters"' \
-	'nobody,nobody,uid-3,"viewers"' >"$D/users.csv"
-KUBESIM_NO_TRAP=1 kubesim_start --token-auth-file "$D/users.csv" || { echo "not ok - kubesim starts"; exit 1; }
-trap teardown EXIT
-export KUBECTL KUBESIM_URL KUBESIM_DIR
 . tests/lib/shipped.sh
-shipped_ca || { echo "not ok - openssl test CA"; exit 1; }
-kubesim_kubeconfig "$D/kubeconfig" test-token
+shipped_setup 'prometheus,prometheus,uid-1,"system:masters"' 'prometheus-2,prometheus-2,uid-2,"system:masters"' \
+	'nobody,nobody,uid-3,"viewers"' || { echo "not ok - kubesim and a test CA"; exit 1; }
+trap teardown EXIT
 check "namespace, CRDs, nodes, fake-kmm and the policy's DaemonSets" shipped_cluster
 
 mapfile -t ARGS < <(shipped_args)

@@ -3,6 +3,10 @@
 # a test CA for the HTTPS webhook, and the small cluster it runs against. Sources
 # tests/lib/kubesim.sh and proc.sh; needs $D (a private temp dir) and $NS.
 #
+#   shipped_setup USER...        kubesim (its TokenReview knows each USER, a line of
+#                                --token-auth-file: token,user,uid,"groups"), $D/kubeconfig,
+#                                the test CA (shipped_ca); 1 on failure (kubesim stopped);
+#                                the caller then sets its EXIT trap (kubesim_stop in it)
 #   shipped_ca                   $D/ca.crt and the webhook serving pair $D/tls.{crt,key}
 #                                (SANs: the webhook Service's DNS name, 127.0.0.1)
 #   shipped_args                 the Deployment's args, one per line: webhook pair from
@@ -26,6 +30,14 @@ shipped_ca() {
 		printf 'subjectAltName=DNS:gpukmm-webhook-service.%s.svc,IP:127.0.0.1\n' "$NS" >"$D/ext" &&
 		openssl x509 -req -in "$D/tls.csr" -CA "$D/ca.crt" -CAkey "$D/ca.key" -CAcreateserial -out "$D/tls.crt" \
 			-days 1 -extfile "$D/ext" 2>/dev/null && chmod 600 "$D/tls.key"
+}
+
+shipped_setup() {
+	printf '%s\n' "$@" >"$D/users.csv"
+	KUBESIM_NO_TRAP=1 kubesim_start --token-auth-file "$D/users.csv" || return 1
+	export KUBECTL KUBESIM_URL KUBESIM_DIR
+	kubesim_kubeconfig "$D/kubeconfig" test-token
+	shipped_ca || { kubesim_stop; return 1; }
 }
 
 shipped_args() {
