@@ -11,7 +11,9 @@
 #include "gpukmm/metrics.h"
 #include "sup.h"
 
-/* Set by the Makefile from `git describe` when that lands (GPUKMM_VERSION). */
+/* The version of build_info. A placeholder until --version lands (the Makefile
+ * generates gk_version from `git describe`, gpukmm/version.h): then this is
+ * gk_version, and the define goes. */
 #ifndef GPUKMM_VERSION
 #define GPUKMM_VERSION "unknown"
 #endif

@@ -206,7 +206,7 @@ typedef struct ks_svc_url {
 	char *url;
 } ks_svc_url;
 
-typedef struct ks_user ks_user; /* review.c: a --token-auth-file identity */
+typedef struct ks_tr_identity ks_tr_identity; /* review.c: a --token-auth-file identity */
 
 typedef struct ks_server {
 	pthread_mutex_t mu;
@@ -221,8 +221,8 @@ typedef struct ks_server {
 	char *token_file; /* --token-file, re-read when it changes (auth.c) */
 	char *token_buf;
 	uint64_t token_sig[4];
-	ks_user *users;  /* --token-auth-file (review.c) */
-	int nusers;
+	ks_tr_identity *tr_users; /* --token-auth-file (review.c) */
+	int ntr_users;
 	char *state_dir; /* or NULL */
 	char server_addr[128];
 	ks_svc_url *svc_urls;

@@ -21,13 +21,13 @@
 
 #define MAX_GROUPS 16
 
-struct ks_user {
+struct ks_tr_identity {
 	char *token, *name, *uid;
 	char *groups[MAX_GROUPS];
 	int ngroups;
 };
 
-static void user_free(ks_user *u)
+static void user_free(ks_tr_identity *u)
 {
 	free(u->token);
 	free(u->name);
@@ -80,13 +80,13 @@ int ks_token_auth_file_load(ks_server *s, const char *path, gk_err *err)
 					path, ln);
 			break;
 		}
-		ks_user *nu = realloc(s->users, (size_t)(s->nusers + 1) * sizeof(*nu));
+		ks_tr_identity *nu = realloc(s->tr_users, (size_t)(s->ntr_users + 1) * sizeof(*nu));
 		if (!nu) {
 			rc = gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
 			break;
 		}
-		s->users = nu;
-		ks_user *u = &s->users[s->nusers++];
+		s->tr_users = nu;
+		ks_tr_identity *u = &s->tr_users[s->ntr_users++];
 		memset(u, 0, sizeof(*u));
 		u->token = strdup(tok);
 		u->name = strdup(name);
@@ -102,11 +102,11 @@ int ks_token_auth_file_load(ks_server *s, const char *path, gk_err *err)
 
 void ks_users_free(ks_server *s)
 {
-	for (int i = 0; i < s->nusers; i++)
-		user_free(&s->users[i]);
-	free(s->users);
-	s->users = NULL;
-	s->nusers = 0;
+	for (int i = 0; i < s->ntr_users; i++)
+		user_free(&s->tr_users[i]);
+	free(s->tr_users);
+	s->tr_users = NULL;
+	s->ntr_users = 0;
 }
 
 /* ---- authorization --------------------------------------------------------------- */
@@ -151,11 +151,11 @@ static cJSON *parse_review(const ks_req *r, const char *kind, ks_resp *out, cons
 	return j;
 }
 
-static const ks_user *find_user(const ks_server *s, const char *token)
+static const ks_tr_identity *find_user(const ks_server *s, const char *token)
 {
-	for (int i = 0; i < s->nusers; i++)
-		if (strcmp(s->users[i].token, token) == 0)
-			return &s->users[i];
+	for (int i = 0; i < s->ntr_users; i++)
+		if (strcmp(s->tr_users[i].token, token) == 0)
+			return &s->tr_users[i];
 	return NULL;
 }
 
@@ -169,7 +169,7 @@ static void token_review(ks_server *s, const ks_req *r, ks_resp *out)
 	const char *tok = cJSON_IsString(t) ? t->valuestring : "";
 	cJSON *st = cJSON_CreateObject();
 	pthread_mutex_lock(&s->mu);
-	const ks_user *u = *tok ? find_user(s, tok) : NULL;
+	const ks_tr_identity *u = *tok ? find_user(s, tok) : NULL;
 	bool admin = !u && *tok && s->token && strcmp(tok, s->token) == 0;
 	if (u || admin) {
 		cJSON_AddBoolToObject(st, "authenticated", true);
