@@ -1,17 +1,21 @@
 #!/bin/bash
-# /metrics as a Prometheus in the cluster meets it, on the controller as shipped
-# (deploy/controller/deployment.yaml's arguments: --metrics-listen, HTTPS) and on two
-# node profiles, against kubesim (TokenReview, SubjectAccessReview) and fake-kmm:
-#  - who may read: no token or an unknown one 401, a token without `get` on /metrics
-#    403, an allowed one 200; a review the API server fails is a 503 and is not kept;
-#    the probe port has no /metrics
+# /metrics as a Prometheus in the cluster meets it, on the controller pod as shipped
+# (deploy/controller/deployment.yaml: the "gpukmm" container's --metrics-listen, HTTPS)
+# and on two node profiles, against kubesim enforcing the shipped RBAC (TokenReview;
+# SubjectAccessReview by its RBAC authorizer) and fake-kmm:
+#  - who may read: no token or an unknown one 401, a token not bound to
+#    gpukmm-metrics-reader 403, one bound to it 200; a review the API server fails is a
+#    503 and is not kept; the probe port has no /metrics; statusd's reviews need only
+#    the shipped RBAC (no call refused)
 #  - `promtool check metrics` is clean on the controller's and a node's page, and every
 #    service contributes families to them
 #  - the domain metrics say what the status says (KMM 2/2, Ready, GPU nodes by module
 #    source, operands, a blocked deletion and its end); API, reconcile, watch and
 #    admission metrics move
 #  - `promtool check rules` and `promtool test rules` on deploy/prometheus/prometheusrule.yaml
-#  - every metric the dashboard and the rules name is on those pages
+#  - every metric the dashboard and the rules name is on those pages (the webhook
+#    container's too: served here on loopback with --metrics-insecure, since in the
+#    shipped pod nobody there can review a token)
 # promtool comes with Debian's prometheus package (tools/deps.sh): without it this fails.
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
@@ -21,16 +25,19 @@ CP=gpu-kmm
 FAILED=0
 D=$(mktemp -d "${TMPDIR:-/tmp}/metrics.XXXXXX") || exit 1
 chmod 700 "$D"
-SUP_PID= FK_PID=
+SUP_PID= WSUP_PID= FK_PID=
 ok() { echo "ok - $1"; }
 notok() { echo "not ok - $1"; FAILED=1; }
 check() { local n=$1; shift; if "$@" >/dev/null 2>&1; then ok "$n"; else notok "$n"; fi; }
 teardown() {
 	stop_pid "$SUP_PID" 10
 	[ "$STOP_RC" = 0 ] || notok "the controller exits 0 on SIGTERM (rc $STOP_RC)"
+	stop_pid "$WSUP_PID" 10
+	[ "$STOP_RC" = 0 ] || notok "the webhook container's supervisor exits 0 on SIGTERM (rc $STOP_RC)"
 	NP_CHECK=1 np_stop_all >"$D/np-stop.out" # (not in a pipe: wait needs its own children)
 	grep '^not ok' "$D/np-stop.out" && FAILED=1
 	stop_pid "$FK_PID" 10
+	kubesim_rbac_verdict "$NS" || FAILED=1
 	san_check "$D"/*.log "$D"/np/*.log || FAILED=1
 	[ "$FAILED" = 0 ] || log_tails 40 "$D"/*.log "$D"/np/*.log
 	kubesim_stop
@@ -42,27 +49,37 @@ if ! command -v promtool >/dev/null 2>&1; then
 	exit 1
 fi
 
-# identities of the API server's TokenReview: two scrapers allowed (the simple rule of
-# kubesim's authorizer: system:masters), one that is not
-. tests/lib/shipped.sh
-shipped_setup 'prometheus,prometheus,uid-1,"system:masters"' 'prometheus-2,prometheus-2,uid-2,"system:masters"' \
-	'nobody,nobody,uid-3,"viewers"' || { echo "not ok - kubesim and a test CA"; exit 1; }
+# under the shipped RBAC; the scrapers: "prometheus" bound to gpukmm-metrics-reader as
+# deploy/prometheus binds Prometheus, "prometheus-2" too, "nobody" not
+printf '%s\n' 'prometheus,prometheus,uid-1,"monitoring"' 'prometheus-2,prometheus-2,uid-2,"monitoring"' \
+	'nobody,nobody,uid-3,"viewers"' >"$D/users.csv"
+KUBESIM_NO_TRAP=1 KUBESIM_RBAC=1 kubesim_start --token-auth-file "$D/users.csv" || { echo "not ok - kubesim starts"; exit 1; }
 trap teardown EXIT
-check "namespace, CRDs, nodes, fake-kmm and the policy's DaemonSets" shipped_cluster
+export KUBECTL KUBESIM_URL KUBESIM_DIR
+. tests/lib/shipped.sh
+shipped_ca || { echo "not ok - openssl test CA"; exit 1; }
+check "namespace, CRDs, the shipped RBAC, nodes, fake-kmm and the policy's DaemonSets" shipped_cluster
+check "the scrapers' group bound to gpukmm-metrics-reader" \
+	k create clusterrolebinding scrapers --clusterrole=gpukmm-metrics-reader --group=monitoring
 
-mapfile -t ARGS < <(shipped_args)
+mapfile -t ARGS < <(shipped_args gpukmm)
+mapfile -t WARGS < <(shipped_args webhook)
 check "the shipped Deployment serves /metrics with --metrics-listen (HTTPS, no --metrics-insecure)" bash -c \
-	"printf '%s\n' ${ARGS[*]} | grep -q '^--metrics-listen=' && ! printf '%s\n' ${ARGS[*]} | grep -q insecure"
+	"printf '%s\n' ${ARGS[*]} | grep -q '^--metrics-listen=' && ! printf '%s\n' ${ARGS[*]} ${WARGS[*]} | grep -q insecure"
 "$GPUKMM_BIN/gpukmm" "${ARGS[@]}" --kubeconfig "$D/kubeconfig" >"$D/gpukmm.log" 2>&1 &
 SUP_PID=$!
-np_init "$D" "$D/kubeconfig"
+"$GPUKMM_BIN/gpukmm" "${WARGS[@]}" --metrics-insecure --metrics-listen 127.0.0.1:0 >"$D/gpukmm-webhook.log" 2>&1 &
+WSUP_PID=$!
+np_init "$D" "$D/node-kubeconfig"
 NP_LOG_LEVEL=info NP_SUP_ARGS="--metrics-listen 127.0.0.1:0" np_start gpu-1 6.8.0-45-generic
 NP_LOG_LEVEL=info NP_SUP_ARGS="--metrics-listen 127.0.0.1:0" np_start gpu-2 5.14.0-427.13.1.el9_4.x86_64
 np_follow_start
-check "controller ready" wait_until 60 grep -q 'ready: 5/5 required services ready' "$D/gpukmm.log"
-check "webhook configurations applied" wait_until 10 shipped_webhooks "$SUP_PID"
+check "controller ready" wait_until 60 grep -q 'ready: 4/4 required services ready' "$D/gpukmm.log"
+check "webhook container ready" wait_until 60 grep -q 'ready: 1/1 required services ready' "$D/gpukmm-webhook.log"
+check "webhook configurations applied" wait_until 10 shipped_webhooks "$WSUP_PID"
 listen_port() { grep -o 'metrics: listening on 127.0.0.1:[0-9]*' "$1" 2>/dev/null | head -1 | grep -o '[0-9]*$'; }
 MPORT=$(listen_port "$D/gpukmm.log")
+WPORT=$(listen_port "$D/gpukmm-webhook.log")
 HPORT=$(grep -o 'http: listening on 127.0.0.1:[0-9]*' "$D/gpukmm.log" | head -1 | grep -o '[0-9]*$')
 wait_until 20 listen_port "$D/np/node-gpu-1.log" >/dev/null
 NPORT=$(listen_port "$D/np/node-gpu-1.log")
@@ -75,20 +92,20 @@ code_is() { [ "$(scrape "$1" "$2" "$D/out")" = "$3" ]; }
 
 # ---- the cluster at work: the admin applies the policy, KMM loads the driver -----------
 bad=$(sed 's/^  name: gpu-kmm$/  name: gpu-kmm-name-far-too-long/' deploy/examples/clusterpolicy-kmm.yaml)
-kc apply -f - <<<"$bad" >/dev/null 2>&1
-check "kubectl apply -f deploy/examples/clusterpolicy-kmm.yaml" kc apply -f deploy/examples/clusterpolicy-kmm.yaml
+k apply -f - <<<"$bad" >/dev/null 2>&1
+check "kubectl apply -f deploy/examples/clusterpolicy-kmm.yaml" k apply -f deploy/examples/clusterpolicy-kmm.yaml
 for d in device-plugin gpu-dra xpu-manager; do
 	kraw PATCH "/apis/apps/v1/namespaces/$NS/daemonsets/$CP-$d/status" \
 		'{"status":{"desiredNumberScheduled":2,"numberReady":2,"numberAvailable":2}}' application/merge-patch+json >/dev/null
 done
-st() { kc get clusterpolicy "$CP" -o json | jq -e "$1"; }
+st() { k get clusterpolicy "$CP" -o json | jq -e "$1"; }
 check "status: KMM 2/2, OoT xe on both GPU nodes" wait_until 60 st \
 	'.status.kmmStatus == "2/2" and .status.nodes.ootLoaded == 2 and .status.devicePluginStatus == "2/2"'
 
 # ---- who may read /metrics ----------------------------------------------------------------
 check "controller: no token: 401" code_is "$MPORT" "" 401
 check "controller: a token the API server does not know: 401" code_is "$MPORT" not-a-token 401
-check "controller: a token without get on /metrics: 403" code_is "$MPORT" nobody 403
+check "controller: a token not bound to gpukmm-metrics-reader: 403" code_is "$MPORT" nobody 403
 check "controller: an allowed token: 200" code_is "$MPORT" prometheus 200
 check "controller: plain HTTP is not served on the metrics port" bash -c \
 	"[ \"\$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:$MPORT/metrics)\" != 200 ]"
@@ -109,7 +126,7 @@ kraw POST /apis/resource.k8s.io/v1/namespaces/user/resourceclaims \
 kraw PATCH /apis/resource.k8s.io/v1/namespaces/user/resourceclaims/job/status \
 	'{"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.intel.com","pool":"gpu-1","device":"gpu-0"}]}}}}' \
 	application/merge-patch+json >/dev/null
-kc patch clusterpolicy "$CP" --type json -p '[{"op":"remove","path":"/spec/kernelModule"}]' >/dev/null
+k patch clusterpolicy "$CP" --type json -p '[{"op":"remove","path":"/spec/kernelModule"}]' >/dev/null
 page() { scrape "$MPORT" prometheus "$D/controller.prom" >/dev/null; }
 has() { page && grep -qxF "$1" "$D/controller.prom"; }
 check "gpukmm_policy_condition_reason says DeletionBlocked while the claim is allocated" wait_until 30 has \
@@ -118,7 +135,7 @@ cp "$D/controller.prom" "$D/blocked.prom"
 kraw DELETE /apis/resource.k8s.io/v1/namespaces/user/resourceclaims/job >/dev/null
 gone() { page && ! grep -q 'reason="DeletionBlocked"' "$D/controller.prom"; }
 check "... and stops saying it once the GPU is released" wait_until 30 gone
-kc apply -f deploy/examples/clusterpolicy-kmm.yaml >/dev/null
+k apply -f deploy/examples/clusterpolicy-kmm.yaml >/dev/null
 check "status back: KMM 2/2, Ready" wait_until 60 st \
 	'.status.kmmStatus == "2/2" and .status.nodes.ootLoaded == 2 and (.status.conditions[] | select(.type == "Ready") | .status == "True")'
 
@@ -136,9 +153,12 @@ promtool_clean() { local out; out=$(promtool check metrics <"$1" 2>&1) && [ -z "
 check "promtool check metrics: the controller's page is clean" promtool_clean "$D/controller.prom"
 check "promtool check metrics: the page with a blocked deletion is clean" promtool_clean "$D/blocked.prom"
 check "promtool check metrics: a node's page is clean" promtool_clean "$D/node.prom"
-for s in watcher modmgr gater statusd webhook; do
+curl -s "http://127.0.0.1:$WPORT/metrics" >"$D/webhook.prom"
+check "promtool check metrics: the webhook container's page is clean" promtool_clean "$D/webhook.prom"
+for s in watcher modmgr gater statusd; do
 	check "controller: $s's families are on the page" grep -q "{service=\"$s\"" "$D/controller.prom"
 done
+check "webhook container: the webhook's families are on its page" grep -q '{service="webhook"' "$D/webhook.prom"
 for s in prober statusd; do
 	check "node: $s's families are on the page" grep -q "{service=\"$s\"" "$D/node.prom"
 done
@@ -155,9 +175,9 @@ check "API requests timed (the watcher's lists)" gt "$C" 'gpukmm_api_request_dur
 check "API writes counted (modmgr's Module create)" gt "$C" 'gpukmm_api_requests_total{service="modmgr",verb="POST",code="201"}' 0
 check "reconcile passes timed (modmgr, gater)" bash -c "$(declare -f val gt); gt $C 'gpukmm_reconcile_duration_seconds_count{service=\"modmgr\",result=\"success\"}' 0 && gt $C 'gpukmm_reconcile_duration_seconds_count{service=\"gater\",result=\"success\"}' 0"
 check "watch relists counted per resource" gt "$C" 'gpukmm_watch_relists_total{service="watcher",resource="nodes"}' 0
-check "admissions by result: the too-long name denied, the policy allowed" bash -c "$(declare -f val gt); gt $C 'gpukmm_webhook_admissions_total{service=\"webhook\",webhook=\"validating\",result=\"denied\"}' 0 && gt $C 'gpukmm_webhook_admissions_total{service=\"webhook\",webhook=\"validating\",result=\"allowed\"}' 0"
-check "admission latency observed" gt "$C" 'gpukmm_webhook_admission_duration_seconds_count{service="webhook",webhook="validating"}' 0
-check "webhook certificate expiry in the future" gt "$C" 'gpukmm_webhook_cert_expiry_timestamp_seconds{service="webhook"}' "$(date +%s)"
+check "admissions by result: the too-long name denied, the policy allowed" bash -c "$(declare -f val gt); gt $D/webhook.prom 'gpukmm_webhook_admissions_total{service=\"webhook\",webhook=\"validating\",result=\"denied\"}' 0 && gt $D/webhook.prom 'gpukmm_webhook_admissions_total{service=\"webhook\",webhook=\"validating\",result=\"allowed\"}' 0"
+check "admission latency observed" gt "$D/webhook.prom" 'gpukmm_webhook_admission_duration_seconds_count{service="webhook",webhook="validating"}' 0
+check "webhook certificate expiry in the future" gt "$D/webhook.prom" 'gpukmm_webhook_cert_expiry_timestamp_seconds{service="webhook"}' "$(date +%s)"
 check "token reviews counted: allowed, denied, unauthenticated, error" bash -c "$(declare -f val gt); for r in allowed denied unauthenticated error; do gt $C \"gpukmm_metrics_reviews_total{result=\\\"\$r\\\"}\" 0 || exit 1; done"
 check "build_info" grep -q '^gpukmm_build_info{version="[^"]*"} 1$' "$C"
 check "node: 1 GPU (physical function), no VF" bash -c "$(declare -f val eq); eq $D/node.prom 'gpukmm_node_gpus{service=\"prober\",function=\"pf\"}' 1 && eq $D/node.prom 'gpukmm_node_gpus{service=\"prober\",function=\"vf\"}' 0"
@@ -172,7 +192,7 @@ check "promtool test rules tests/prometheus/alerts_test.yaml" promtool test rule
 
 # ---- every metric the dashboard and the rules name, on a live page ------------------------------
 names_ok() {
-	python3 - "$D/controller.prom" "$D/node.prom" "$D/blocked.prom" <<'EOF'
+	python3 - "$D/controller.prom" "$D/node.prom" "$D/blocked.prom" "$D/webhook.prom" <<'EOF'
 import json, re, sys, yaml
 have = set()
 for page in sys.argv[1:]:
