@@ -144,6 +144,43 @@ const char *gk_policy_mapping_unsigned_image(const Gpukmm__KernelModuleSpec *km,
  * needs per level), and template variables KMM would not substitute. */
 void gk_policy_validate_kmm(const Gpukmm__KernelModuleSpec *km, gk_policy_report *r);
 
+/* ---- the images a policy makes a cluster pull (lib/policy/images.c) ------------- */
+enum gk_policy_image_role {
+	GK_POLICY_IMAGE_OPERAND = 1u << 0,  /* device plugin, DRA driver, XPU Manager */
+	GK_POLICY_IMAGE_MODULE = 1u << 1,   /* a kernel mapping's module image, pulled by KMM's loader */
+	GK_POLICY_IMAGE_UNSIGNED = 1u << 2, /* pulled by KMM's sign job, signed, pushed as the module image */
+	GK_POLICY_IMAGE_BUILT = 1u << 3,    /* the module image is built in-cluster and pushed by KMM */
+	GK_POLICY_IMAGE_SIGNED = 1u << 4,   /* the module image is pushed by KMM's sign job */
+};
+typedef struct gk_policy_image {
+	char *image;
+	unsigned roles;          /* enum gk_policy_image_role bits */
+	char **sources;          /* field paths it comes from (deduplicated) */
+	size_t n_sources;
+	char **kernels;          /* node kernels it serves, as KMM normalises them (module images) */
+	size_t n_kernels;
+} gk_policy_image;
+typedef struct gk_policy_unmapped {
+	char *node, *kernel, *reason;
+} gk_policy_unmapped;
+typedef struct gk_policy_images {
+	gk_policy_image *v;      /* sorted by image */
+	size_t n, cap;
+	gk_policy_unmapped *unmapped; /* selected nodes that get no module image */
+	size_t n_unmapped;
+	char **notes;            /* templated images left out for want of nodes, build base images */
+	size_t n_notes;
+} gk_policy_images;
+/* Adds every image policy `cp` (defaulted) makes a cluster pull: the operand
+ * images of what it deploys, and, per node selected by the Module's node
+ * selector (nodes may be NULL: then only module images without KMM variables),
+ * the module image of the kernel mapping KMM would pick, KMM's variables
+ * substituted for that node's kernel, plus the unsigned image KMM signs.
+ * Calls accumulate (several policies). GK_RESOURCE_EXHAUSTED on OOM. */
+int gk_policy_images_add(gk_policy_images *out, const Gpukmm__ClusterPolicy *cp, const gk_policy_opts *o,
+			 Gpukmm__Node *const *nodes, size_t n_nodes, bool have_nodes);
+void gk_policy_images_free(gk_policy_images *l);
+
 /* ---- names and keys --------------------------------------------------------------- */
 /* All write a NUL-terminated string into buf and return 0, or GK_OUT_OF_RANGE if
  * it does not fit. */

@@ -153,13 +153,13 @@ static int check_vars(gk_policy_report *r, const char *field, const char *label,
 	return -1;
 }
 
-/* the image as KMM would pull it for a sample kernel; NULL when KMM could not
- * substitute it (reported by check_vars) or on OOM (r->oom) */
+/* the image as KMM would pull it for a sample kernel; NULL when it has a
+ * variable KMM would not substitute (reported by check_vars) or on OOM (r->oom) */
 static char *sample(gk_policy_report *r, const char *tmpl, bool with_mod)
 {
 	gk_policy_kmm_vars v;
 	char msg[256];
-	if (gk_policy_kmm_unknown_var(tmpl, true, msg, sizeof(msg)) < 0)
+	if (gk_policy_kmm_unknown_var(tmpl, with_mod, msg, sizeof(msg)) != 0)
 		return NULL;
 	gk_policy_kmm_vars_for_kernel(SAMPLE_KERNEL, &v, msg, sizeof(msg));
 	if (with_mod) {

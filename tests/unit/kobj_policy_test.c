@@ -196,8 +196,9 @@ Test(crd, clusterpolicy_crd_accepts_examples_and_every_field)
 	cr_assert_not_null(schema);
 	cr_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(crd, "spec"), "scope")->valuestring, "Cluster");
 	const char *files[] = { "deploy/examples/clusterpolicy-kmm.yaml", "deploy/examples/clusterpolicy-kmm-build.yaml",
-				"deploy/examples/clusterpolicy-intree.yaml", "deploy/examples/clusterpolicy-ordered-upgrade.json" };
-	for (size_t i = 0; i < 4; i++) {
+				"deploy/examples/clusterpolicy-intree.yaml", "deploy/examples/clusterpolicy-ordered-upgrade.json",
+				"deploy/examples/clusterpolicy-kmm-secureboot.yaml" };
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		cJSON *doc = load_file_doc(files[i]);
 		char errs[4096] = "";
 		schema_check(doc, schema, "", errs, sizeof(errs));
