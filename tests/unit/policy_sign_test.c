@@ -489,3 +489,84 @@ Test(sign_render, default_file)
 	cr_expect_str_eq(buf, "/opt/lib/modules/${KERNEL_FULL_VERSION}/xe.ko");
 	cr_expect_eq(gk_policy_sign_default_file(buf, 10, "xe"), GK_OUT_OF_RANGE);
 }
+
+Test(sign_render, kms_false_tls_flags_are_not_a_difference)
+{
+	cJSON *j = NULL;
+	Gpukmm__Module *m = render_km("{\"sign\":{" SECRETS "," UNSIGNED ",\"unsignedImageRegistryTLS\":{\"insecure\":true}}," MAPS "}", &j);
+	/* what another writer (or an API round trip with Go's zero values) could leave */
+	cJSON *ct = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "spec"), "moduleLoader"), "container");
+	cJSON_AddFalseToObject(cJSON_GetObjectItem(cJSON_GetObjectItem(ct, "sign"), "unsignedImageRegistryTLS"),
+			       "insecureSkipTLSVerify");
+	Gpukmm__Module *back = NULL;
+	gk_err e = { 0 };
+	cr_assert_eq(gk_kobj_module_from_json(j, &back, &e), 0, "%s", e.msg);
+	cJSON *patch = NULL;
+	cr_expect_eq(gk_policy_module_diff(back, m, &patch, NULL), 0);
+	cr_expect_null(patch, "%s", patch ? cJSON_PrintUnformatted(patch) : "");
+	cJSON_Delete(patch);
+	gk_kobj_free(back);
+	cJSON_Delete(j);
+	gk_kobj_free(m);
+}
+
+/* ---- the images a policy makes a cluster pull ------------------------------------------ */
+
+static Gpukmm__Node *mknode(const char *name, const char *kernel, const char *labels)
+{
+	char *src = NULL;
+	cr_assert(asprintf(&src, "{\"metadata\":{\"name\":\"%s\",\"labels\":{%s}},\"status\":{\"nodeInfo\":{\"kernelVersion\":\"%s\"}}}",
+			   name, labels, kernel) > 0);
+	cJSON *j = cJSON_Parse(src);
+	Gpukmm__Node *n = NULL;
+	gk_err e = { 0 };
+	cr_assert_eq(gk_kobj_node_from_json(j, &n, &e), 0, "%s", e.msg);
+	cJSON_Delete(j);
+	free(src);
+	return n;
+}
+
+Test(images, per_node_kernel_deduplicated)
+{
+	cJSON *j = cJSON_Parse("{\"metadata\":{\"name\":\"gpu\"},\"spec\":{\"resourceRegistration\":\"dra\",\"resourceMonitoring\":true,"
+			       "\"xpu\":{\"image\":\"r.io/xpu:2\"},\"kernelModule\":{\"sign\":{" SECRETS ",\"unsignedImage\":"
+			       "\"r.io/u:${KERNEL_XYZ}\"},\"kernelMappings\":[{\"regexp\":\"^6\",\"containerImage\":"
+			       "\"r.io/${MOD_NAMESPACE}/${MOD_NAME}:${KERNEL_FULL_VERSION}\"}]}}}");
+	Gpukmm__ClusterPolicy *cp = NULL;
+	gk_err e = { 0 };
+	cr_assert_eq(gk_kobj_cluster_policy_from_json(j, &cp, &e), 0, "%s", e.msg);
+	cr_assert(gk_policy_default(cp) >= 0);
+	const char *amd = "\"kubernetes.io/arch\":\"amd64\"";
+	Gpukmm__Node *nodes[] = { mknode("a", "6.8.0-45-generic", amd), mknode("b", "6.8.0-45-generic+", amd),
+				  mknode("c", "5.15.0-1", amd), mknode("d", "6.8.1-1", "\"kubernetes.io/arch\":\"arm64\""),
+				  mknode("e", "6.9", amd) };
+	gk_policy_opts o = { .namespace_ = "ns" };
+	gk_policy_images l = { 0 };
+	cr_assert_eq(gk_policy_images_add(&l, cp, &o, nodes, 5, true), 0);
+	const char *want[] = {
+		"ghcr.io/intel/intel-resource-drivers-for-kubernetes/intel-gpu-resource-driver:v0.11.0@sha256:"
+		"49f38fcbee4f98d748b537b1a728a12f39e56fd208c86dc3fa32ab2162c21197",
+		"r.io/ns/gpu-gpu:6.8.0-45-generic",
+		"r.io/u:6.8.0",
+		"r.io/xpu:2",
+	};
+	cr_assert_eq(l.n, 4);
+	for (size_t i = 0; i < 4; i++)
+		cr_expect_str_eq(l.v[i].image, want[i]);
+	cr_expect_eq(l.v[1].roles, GK_POLICY_IMAGE_MODULE | GK_POLICY_IMAGE_SIGNED);
+	cr_expect_eq(l.v[1].n_kernels, 1, "a and b ('+' trimmed) share one kernel");
+	cr_expect_eq(l.v[2].roles, GK_POLICY_IMAGE_UNSIGNED);
+	cr_expect_str_eq(l.v[2].sources[0], "spec.kernelModule.sign.unsignedImage");
+	cr_expect_eq(l.v[0].roles, GK_POLICY_IMAGE_OPERAND);
+	/* c: no mapping; d: not selected (arm64); e: a kernel KMM cannot template */
+	cr_assert_eq(l.n_unmapped, 2);
+	cr_expect_str_eq(l.unmapped[0].node, "c");
+	cr_expect_str_eq(l.unmapped[0].reason, "no kernelMapping matches its kernel");
+	cr_expect_str_eq(l.unmapped[1].node, "e");
+	cr_expect_str_eq(l.unmapped[1].reason, "invalid kernel version 6.9: expected at least three components (major.minor.patch)");
+	gk_policy_images_free(&l);
+	for (size_t i = 0; i < 5; i++)
+		gk_kobj_free(nodes[i]);
+	gk_kobj_free(cp);
+	cJSON_Delete(j);
+}
