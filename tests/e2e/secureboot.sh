@@ -13,57 +13,14 @@
 # Every process must stop cleanly at the end.
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
-. tests/lib/nodeprofile.sh
-. tests/lib/controller.sh
+. tests/lib/scenario.sh
 NS=intel-gpu-base-operator
 CP=gpu-sb
 MOD=$CP-gpu
 KEY="kmm.node.kubernetes.io/$NS.$MOD.ready"
 KV=6.8.0-45-generic
-D=$(mktemp -d "${TMPDIR:-/tmp}/gpukmm-sb.XXXXXX") || exit 1
-chmod 700 "$D"
-FAILED=0 FK_PID=
-ok() { echo "ok - $*"; }
-nok() { echo "not ok - $*"; FAILED=1; }
-check() { # NAME TIMEOUT_S CMD...: polls CMD with a deadline
-	local n=$1 t=$2; shift 2
-	if wait_until "$t" "$@" >/dev/null 2>&1; then ok "$n"; else nok "$n"; fi
-}
-cleanup() {
-	local c
-	for c in "${!SUP[@]}"; do
-		ctrl_stop "$c"
-		[ "$STOP_RC" = 0 ] && ok "controller $c stops cleanly on SIGTERM" || nok "controller $c stops cleanly on SIGTERM (exit $STOP_RC)"
-	done
-	NP_CHECK=1 np_stop_all >"$D/np-stop.out"
-	cat "$D/np-stop.out"
-	grep -q '^not ok' "$D/np-stop.out" && FAILED=1
-	if [ -n "$FK_PID" ]; then
-		stop_pid "$FK_PID"
-		[ "$STOP_RC" = 0 ] && ok "fake-kmm stops cleanly on SIGTERM" || nok "fake-kmm stops cleanly on SIGTERM (exit $STOP_RC)"
-	fi
-	kubesim_stop >/dev/null 2>&1
-	san_check "$D"/*.log "$D"/np/*.log || FAILED=1
-	if [ "$FAILED" != 0 ]; then
-		echo "#   policy: $(cpj | jq -c '{g: .metadata.generation, status}' 2>/dev/null | head -c 2500)"
-		log_tails 20 "$D"/*.log "$D"/np/*.log
-	fi
-	rm -rf "$D"
-	exit $FAILED
-}
-trap cleanup EXIT
-
-KUBESIM_NO_TRAP=1 kubesim_start || { nok "kubesim starts"; exit 1; }
-kubesim_kubeconfig "$D/kubeconfig" secureboot
-cpj() { kraw GET "/apis/intel.com/v1alpha1/clusterpolicies/$CP"; }
-cp_is() { cpj | jq -e "$1" >/dev/null; }
-node_is() { kraw GET "/api/v1/nodes/$1" | jq -e "$2" >/dev/null; }
-loaded_on() { node_is "$1" ".metadata.labels[\"$KEY\"] != null"; }
-node() { # NAME: a GPU node (NFD label) on kernel $KV
-	printf '{"apiVersion":"v1","kind":"Node","metadata":{"name":"%s","labels":{"kubernetes.io/arch":"amd64","intel.feature.node.kubernetes.io/gpu":"true"}}}' "$1" |
-		k apply -f - >>"$D/kubectl.log" 2>&1
-	k patch node "$1" --subresource=status --type=merge -p "{\"status\":{\"nodeInfo\":{\"kernelVersion\":\"$KV\"}}}" >>"$D/kubectl.log" 2>&1
-}
+FK_CHECK=1
+sc_init secureboot
 module_is() { kraw GET "/apis/kmm.sigs.x-k8s.io/v1beta1/namespaces/$NS/modules/$MOD" | jq -e "$1" >/dev/null; }
 events() { kraw GET "/api/v1/namespaces/$NS/events" | jq -c --arg m "$MOD" '[.items[] | select(.involvedObject.name == $m and .involvedObject.kind == "ModuleBuildSignConfig") | .reason] | sort'; }
 problem_is() { # NODE REASON MESSAGE
@@ -92,8 +49,8 @@ k wait --for condition=established --timeout=20s crd/clusterpolicies.intel.com c
 	--log-level info 2>>"$D/fake-kmm.log" &
 FK_PID=$!
 check "fake-kmm registers KMM's admission webhook" 20 k get validatingwebhookconfiguration fake-kmm-validating-webhook-configuration
-node gpu-plain
-node gpu-sb
+node gpu-plain "$KV"
+node gpu-sb "$KV"
 np_init "$D" "$D/kubeconfig"
 np_flavor gpu-sb sb
 np_start gpu-plain "$KV" && np_start gpu-sb "$KV" || nok "node profiles start"
