@@ -29,9 +29,10 @@ ready_is() { # True|False [REASON]
 # ---- the cluster without KMM; the controllers and the node profiles ---------------------
 k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml >>"$D/kubectl.log" 2>&1
 k wait --for condition=established --timeout=20s crd/clusterpolicies.intel.com >>"$D/kubectl.log" 2>&1
+kubesim_kubeconfigs "$D" "$NS" || nok "the shipped RBAC and the ServiceAccounts' kubeconfigs"
 node gpu-1 "$K_UBU"
 node gpu-2 "$K_RHEL"
-np_init "$D" "$D/kubeconfig"
+np_init "$D" "$D/node-kubeconfig"
 np_start gpu-1 "$K_UBU" && np_start gpu-2 "$K_RHEL" || nok "node profiles start"
 np_follow_start
 ctrl_start A
@@ -46,7 +47,7 @@ check "KMM absent: status.errors says so, Ready=False" 30 cp_is \
 check "KMM absent: the node profiles report the GPUs, xe not loaded" 30 cp_is \
 	'.status.nodes.gpuNodes == 2 and .status.nodes.notLoaded == 2'
 k apply -f tests/fixtures/kmm/modules.kmm.sigs.x-k8s.io.crd.yaml >>"$D/kubectl.log" 2>&1
-"$GPUKMM_BIN/fake-kmm" --kubeconfig "$D/kubeconfig" --load-delay-ms 200 --unload-delay-ms 200 \
+"$GPUKMM_BIN/fake-kmm" --kubeconfig "$D/kmm-kubeconfig" --load-delay-ms 200 --unload-delay-ms 200 \
 	--log-level warn 2>>"$D/fake-kmm.log" &
 FK_PID=$!
 check "KMM installed later: Module created without a restart" 30 eval "k -n $NS get module $CP-gpu >/dev/null"

@@ -45,13 +45,14 @@ Y
 k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml \
 	-f tests/fixtures/kmm/modules.kmm.sigs.x-k8s.io.crd.yaml >>"$D/kubectl.log" 2>&1
 k wait --for condition=established --timeout=20s crd/clusterpolicies.intel.com crd/modules.kmm.sigs.x-k8s.io >>"$D/kubectl.log" 2>&1
-"$GPUKMM_BIN/fake-kmm" --kubeconfig "$D/kubeconfig" --load-delay-ms 200 --unload-delay-ms 200 --sign-delay-ms 500 \
+kubesim_kubeconfigs "$D" "$NS" || nok "the shipped RBAC and the ServiceAccounts' kubeconfigs"
+"$GPUKMM_BIN/fake-kmm" --kubeconfig "$D/kmm-kubeconfig" --load-delay-ms 200 --unload-delay-ms 200 --sign-delay-ms 500 \
 	--log-level info 2>>"$D/fake-kmm.log" &
 FK_PID=$!
 check "fake-kmm registers KMM's admission webhook" 20 k get validatingwebhookconfiguration fake-kmm-validating-webhook-configuration
 node gpu-plain "$KV"
 node gpu-sb "$KV"
-np_init "$D" "$D/kubeconfig"
+np_init "$D" "$D/node-kubeconfig"
 np_flavor gpu-sb sb
 np_start gpu-plain "$KV" && np_start gpu-sb "$KV" || nok "node profiles start"
 np_follow_start

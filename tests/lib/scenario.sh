@@ -3,8 +3,10 @@
 # kubectl and the API. Sources nodeprofile.sh and controller.sh. The functions use
 # CP (the ClusterPolicy's name) and KEY (the KMM ready label) when called.
 #
-#   sc_init NAME             private temp dir $D (0700), kubesim, $D/kubeconfig (bearer
-#                            token NAME), the EXIT trap below
+#   sc_init NAME             private temp dir $D (0700), kubesim under RBAC (HTTPS, admin
+#                            token for k/kraw), the EXIT trap below; the script then
+#                            calls kubesim_kubeconfigs "$D" "$NS" (the shipped RBAC,
+#                            $D/kubeconfig, node-kubeconfig, kmm-kubeconfig)
 #   ok / nok NAME            a TAP line (nok sets FAILED=1)
 #   check NAME TIMEOUT_S CMD...   polls CMD with a deadline; the wait goes to the log
 #   cpj / cp_is JQ           the ClusterPolicy's JSON / a jq test on it
@@ -12,8 +14,9 @@
 #   node NAME KERNEL         a GPU node (arch + NFD labels) with its kernel in status.nodeInfo
 #   FK_PID                   fake-kmm's pid once started: stopped at the end (judged
 #                            with FK_CHECK=1)
-# At exit: every controller and node profile stops (each judged), fake-kmm, kubesim;
-# every log is checked for sanitizer reports; on a failure the policy's status and
+# At exit: every controller and node profile stops (each judged), fake-kmm; no call of
+# NS's ServiceAccounts may have been refused (RBAC); kubesim stops; every log is
+# checked for sanitizer reports; on a failure the policy's status and
 # the logs' tails; the temp dir goes; the script exits with FAILED.
 . "${GPUKMM_SRC:-.}/tests/lib/nodeprofile.sh"
 . "$GPUKMM_SRC/tests/lib/controller.sh"
@@ -42,6 +45,7 @@ sc_cleanup() {
 			[ "$STOP_RC" = 0 ] && ok "fake-kmm stops cleanly on SIGTERM" || nok "fake-kmm stops cleanly on SIGTERM (exit $STOP_RC)"
 		fi
 	fi
+	kubesim_rbac_verdict "$NS" || FAILED=1
 	kubesim_stop >/dev/null 2>&1
 	san_check "$D"/*.log "$D"/np/*.log || FAILED=1
 	if [ "$FAILED" != 0 ]; then
@@ -56,8 +60,8 @@ sc_init() { # NAME
 	D=$(mktemp -d "${TMPDIR:-/tmp}/gpukmm-$1.XXXXXX") || exit 1
 	chmod 700 "$D"
 	trap sc_cleanup EXIT
-	KUBESIM_NO_TRAP=1 kubesim_start || { nok "kubesim starts"; exit 1; }
-	kubesim_kubeconfig "$D/kubeconfig" "$1"
+	# under the shipped RBAC: each profile with its ServiceAccount's token, fake-kmm (KMM) as the admin
+	KUBESIM_NO_TRAP=1 KUBESIM_RBAC=1 kubesim_start || { nok "kubesim starts"; exit 1; }
 }
 
 cpj() { kraw GET "/apis/intel.com/v1alpha1/clusterpolicies/$CP"; }
