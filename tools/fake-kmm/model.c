@@ -130,7 +130,11 @@ int fk_node_parse(const cJSON *obj, fk_node *n, gk_err *err)
 
 int fk_report_secure(const char *report_json)
 {
-	cJSON *r = report_json ? cJSON_Parse(report_json) : NULL;
+	/* every pass looks at every node: parse only a report that can say so */
+	if (!report_json || (!strstr(report_json, "TRI_YES") && !strstr(report_json, "integrity") &&
+			     !strstr(report_json, "confidentiality")))
+		return 0;
+	cJSON *r = cJSON_Parse(report_json);
 	const char *sb = fk_obj_str(r, "secure_boot"), *ld = fk_obj_str(r, "lockdown");
 	int secure = (sb && !strcmp(sb, "TRI_YES")) || (ld && (!strcmp(ld, "integrity") || !strcmp(ld, "confidentiality")));
 	cJSON_Delete(r);
