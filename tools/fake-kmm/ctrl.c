@@ -188,6 +188,7 @@ static void cache_free(cache *c)
 
 /* ---- loop plumbing -------------------------------------------------------------- */
 static void pass_schedule(fk_ctrl *c);
+static void pass(gk_loop *l, gk_timer_id id, void *u);
 
 /* ---- API writes ------------------------------------------------------------------- */
 /* Merge patch; on success *out (if non-NULL) gets the object the API returned. */
@@ -463,8 +464,11 @@ static void sign_want(fk_ctrl *c, const char *mkey, const fk_module *m, const ch
 		return;
 	}
 	if (fk_image_state(m, kernel, image) == FK_IMAGE_NONE) {
-		if (set_image_state(c, m, kernel, FK_IMAGE_NEEDS_SIGNING, image) != 0)
-			return; /* the next pass tries again */
+		if (set_image_state(c, m, kernel, FK_IMAGE_NEEDS_SIGNING, image) != 0) {
+			if (!c->pass_timer) /* a pass again later, with or without a new event */
+				c->pass_timer = gk_loop_timer(c->loop, RETRY_MS, pass, c);
+			return;
+		}
 		sign_event(c, m, kernel, "SignimageCreated");
 	}
 	pending_add(c, mkey, node, FK_OP_SIGN, image, c->o.sign_delay_ms);
@@ -477,9 +481,11 @@ static void sign_fire(fk_ctrl *c, size_t i)
 	fk_module *m = malloc(sizeof *m);
 	gk_err err = { 0 };
 	const char *kernel = c->pend[i].node + strlen(SIGN_KEY_PREFIX);
-	if (m && mi >= 0 && fk_module_parse(c->modules.objs[mi], m, &err) == 0 && !m->deleting &&
-	    set_image_state(c, m, kernel, FK_IMAGE_EXISTS, c->pend[i].target) == 0)
-		sign_event(c, m, kernel, "SignimageSucceeded");
+	if (m && mi >= 0 && fk_module_parse(c->modules.objs[mi], m, &err) == 0 && !m->deleting) {
+		if (set_image_state(c, m, kernel, FK_IMAGE_EXISTS, c->pend[i].target) == 0)
+			sign_event(c, m, kernel, "SignimageSucceeded");
+		/* else the image stays NeedsSigning: the next pass starts the job again */
+	}
 	free(m);
 	pending_remove(c, i);
 	apply_updates(c);
