@@ -164,7 +164,7 @@ static bool all_digits(const char *s)
 
 /* The child of node for one segment; when create, missing objects / named list
  * elements are added (an index past the end is never created). */
-static cJSON *child(cJSON *node, const char *seg, bool create, bool *oom)
+static cJSON *child(cJSON *node, const char *seg, bool create, bool list, bool *oom)
 {
 	if (cJSON_IsArray(node)) {
 		if (seg[0] == '@') {
@@ -186,21 +186,31 @@ static cJSON *child(cJSON *node, const char *seg, bool create, bool *oom)
 		return NULL;
 	cJSON *c = cJSON_GetObjectItemCaseSensitive(node, seg);
 	if (!c && create) {
-		c = cJSON_AddObjectToObject(node, seg);
+		/* what holds "@name" or an index is a list */
+		c = list ? cJSON_AddArrayToObject(node, seg) : cJSON_AddObjectToObject(node, seg);
 		if (!c)
 			*oom = true;
 	}
 	return c;
 }
 
-cJSON *gk_op_pointer(cJSON *root, const char *path, bool create, bool *oom)
+/* last_list: a missing last node is created as a list */
+static cJSON *walk(cJSON *root, const char *path, bool create, bool last_list, bool *oom)
 {
-	char seg[512];
+	char seg[512], next[512];
 	cJSON *n = root;
 	const char *p = path;
-	while (n && (p = segment(p, seg, sizeof(seg))))
-		n = child(n, seg, create, oom);
+	while (n && (p = segment(p, seg, sizeof(seg)))) {
+		bool more = segment(p, next, sizeof(next)) != NULL;
+		bool list = more ? (next[0] == '@' || all_digits(next)) : last_list;
+		n = child(n, seg, create, list, oom);
+	}
 	return n;
+}
+
+cJSON *gk_op_pointer(cJSON *root, const char *path, bool create, bool *oom)
+{
+	return walk(root, path, create, false, oom);
 }
 
 cJSON *gk_opr_at(gk_opr *r, cJSON *root, const char *path)
@@ -224,8 +234,8 @@ bool gk_op_pointer_set(cJSON *root, const char *path, cJSON *v, bool *oom)
 	}
 	memcpy(parent_path, path, pl);
 	parent_path[pl] = 0;
-	cJSON *parent = pl ? gk_op_pointer(root, parent_path, true, oom) : root;
 	segment(last, seg, sizeof(seg));
+	cJSON *parent = pl ? walk(root, parent_path, true, seg[0] == '@' || all_digits(seg), oom) : root;
 	if (cJSON_IsObject(parent)) {
 		if (cJSON_GetObjectItemCaseSensitive(parent, seg))
 			cJSON_ReplaceItemInObjectCaseSensitive(parent, seg, v);
