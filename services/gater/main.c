@@ -108,9 +108,7 @@ static void send_report(gt *g, const char *policy, const gk_gater_result *res)
 	} else {
 		r.has_generation = res->generation != 0;
 		r.generation = res->generation;
-		r.device_plugin_status = (char *)res->dp;
-		r.dra_status = (char *)res->dra;
-		r.xpu_manager_status = (char *)res->xpu;
+		/* the operand counts are gpukmm-opmgr's to report */
 		r.gated_daemonsets = res->gated;
 		r.n_gated_daemonsets = res->n_gated;
 		r.errors = (char **)res->errors;

@@ -1,0 +1,400 @@
+/* gpukmm-opmgr — the asynchronous writer (see kops.h). */
+#include "kops.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpukmm/kobj.h"
+#include "gpukmm/kube.h"
+#include "gpukmm/log.h"
+
+#define MAX_ENTRIES 1024
+#define CONFLICT_PAUSE_MS 1000
+#define RETRY_MS 500
+#define RETRY_MAX_MS 30000
+
+enum verb { V_CREATE, V_PATCH, V_DELETE, V_GET, V_FIN };
+
+typedef struct went {
+	gk_opk *k;
+	char key[700];               /* kind/ns/name, or "ClusterPolicy//<name>" */
+	char api_version[96], kind[64], resource[64], ns[256], name[256];
+	gk_kube_call *call;
+	enum verb verb;
+	gk_timer_id timer;
+	bool reread_due;
+	int conflicts, failures;
+	char err[256];
+} went;
+
+struct gk_opk {
+	gk_loop *loop;
+	gk_opv *view;
+	gk_kube_config cfg;
+	gk_kube_client *kc;
+	gk_kube_mux *mux;
+	went **e;
+	size_t n;
+	gk_opk_stats st;
+};
+
+static void count(gk_opk *k)
+{
+	uint64_t n = 0;
+	for (size_t i = 0; i < k->n; i++)
+		n += k->e[i]->call || k->e[i]->reread_due;
+	k->st.inflight = n;
+}
+
+static void entry_free(went *e)
+{
+	if (e->call)
+		gk_kube_call_cancel(e->call);
+	if (e->timer)
+		gk_loop_cancel(e->k->loop, e->timer);
+	free(e);
+}
+
+static void drop(gk_opk *k, size_t i)
+{
+	entry_free(k->e[i]);
+	k->e[i] = k->e[--k->n];
+}
+
+static void release(went *e)
+{
+	gk_opk *k = e->k;
+	if (e->call || e->timer || e->err[0])
+		return;
+	for (size_t i = 0; i < k->n; i++)
+		if (k->e[i] == e) {
+			drop(k, i);
+			return;
+		}
+}
+
+static went *find(gk_opk *k, const char *key)
+{
+	for (size_t i = 0; i < k->n; i++)
+		if (strcmp(k->e[i]->key, key) == 0)
+			return k->e[i];
+	return NULL;
+}
+
+static went *get_entry(gk_opk *k, const gk_opp_ref *r)
+{
+	char key[700];
+	snprintf(key, sizeof(key), "%s/%s/%s", r->kind, r->ns ? r->ns : "", r->name);
+	went *e = find(k, key);
+	if (e)
+		return e;
+	if (k->n >= MAX_ENTRIES)
+		for (size_t i = 0; i < k->n; i++)
+			if (!k->e[i]->call && !k->e[i]->timer) {
+				drop(k, i);
+				break;
+			}
+	if (k->n >= MAX_ENTRIES || !(e = calloc(1, sizeof(*e))))
+		return NULL;
+	e->k = k;
+	snprintf(e->key, sizeof(e->key), "%s", key);
+	snprintf(e->api_version, sizeof(e->api_version), "%s", r->api_version);
+	snprintf(e->kind, sizeof(e->kind), "%s", r->kind);
+	snprintf(e->resource, sizeof(e->resource), "%s", r->resource);
+	snprintf(e->ns, sizeof(e->ns), "%s", r->ns ? r->ns : "");
+	snprintf(e->name, sizeof(e->name), "%s", r->name);
+	k->e[k->n++] = e;
+	return e;
+}
+
+static gk_kube_ref kref(went *e, char *group, size_t cap)
+{
+	const char *slash = strchr(e->api_version, '/');
+	const char *version = e->api_version;
+	group[0] = 0;
+	if (slash) {
+		snprintf(group, cap, "%.*s", (int)(slash - e->api_version), e->api_version);
+		version = slash + 1;
+	}
+	return (gk_kube_ref){ .group = group, .version = version, .resource = e->resource,
+			      .ns = e->ns[0] ? e->ns : NULL, .name = e->name };
+}
+
+static bool is_policy(const went *e)
+{
+	return strcmp(e->kind, GK_POLICY_KIND) == 0;
+}
+
+static void touch_one(void *user, const char *policy)
+{
+	gk_opv_touch(user, policy);
+}
+
+/* the policy an operand entry belongs to is found by the view from the object */
+static void touch(went *e)
+{
+	if (is_policy(e)) {
+		gk_opv_touch(e->k->view, e->name);
+		return;
+	}
+	const Gpukmm__Object *o = gk_opv_obj(e->k->view, e->kind, e->ns[0] ? e->ns : NULL, e->name);
+	if (o && o->metadata)
+		for (size_t i = 0; i < o->metadata->n_owner_references; i++)
+			if (o->metadata->owner_references[i]->name)
+				gk_opv_touch(e->k->view, o->metadata->owner_references[i]->name);
+	if (!o) /* not in the view: every policy decides again (cheap, rare) */
+		gk_opv_each_policy(e->k->view, touch_one, e->k->view);
+}
+
+static void on_call(void *user, int rc, cJSON *out, const gk_kube_status *st, const gk_err *err);
+static void on_timer(gk_loop *l, gk_timer_id id, void *user);
+
+static void after(went *e, int ms, bool reread)
+{
+	if (e->timer)
+		gk_loop_cancel(e->k->loop, e->timer);
+	e->reread_due = reread;
+	e->timer = gk_loop_timer(e->k->loop, ms, on_timer, e);
+}
+
+static void failed(went *e, const char *msg)
+{
+	int n = e->failures++;
+	int64_t ms = (int64_t)RETRY_MS << (n < 6 ? n : 6);
+	snprintf(e->err, sizeof(e->err), "%s", msg);
+	e->k->st.errors++;
+	after(e, ms < RETRY_MAX_MS ? (int)ms : RETRY_MAX_MS, false);
+}
+
+static int start(went *e, enum verb v, const char *body, const cJSON *obj, const char *uid)
+{
+	char group[96];
+	gk_kube_ref r = kref(e, group, sizeof(group));
+	gk_err err = { 0 };
+	int rc;
+	switch (v) {
+	case V_CREATE:
+		r.name = NULL;
+		rc = gk_kube_call_create(e->k->mux, &r, obj, NULL, on_call, e, &e->call, &err);
+		break;
+	case V_PATCH:
+	case V_FIN:
+		rc = gk_kube_call_patch(e->k->mux, &r, GK_PATCH_MERGE, body, NULL, false, NULL, on_call, e, &e->call,
+					&err);
+		break;
+	case V_DELETE: {
+		gk_kube_delete_opts d = { .uid = uid, .propagation = "Background" };
+		rc = gk_kube_call_delete(e->k->mux, &r, &d, NULL, on_call, e, &e->call, &err);
+		break;
+	}
+	default:
+		rc = gk_kube_call_get(e->k->mux, &r, NULL, on_call, e, &e->call, &err);
+	}
+	if (rc != GK_OK) {
+		GK_WARN("%s %s: %s", e->kind, e->name, err.msg);
+		e->call = NULL;
+		return rc;
+	}
+	e->verb = v;
+	return GK_OK;
+}
+
+static void on_timer(gk_loop *l, gk_timer_id id, void *user)
+{
+	went *e = user;
+	e->timer = 0;
+	if (e->reread_due) {
+		e->reread_due = false;
+		if (start(e, V_GET, NULL, NULL, NULL) != GK_OK)
+			failed(e, "cannot re-read (too many calls in flight)");
+	} else {
+		touch(e);
+	}
+	count(e->k);
+	release(e);
+}
+
+/* what the API answered goes into the view */
+static void fold(went *e, const cJSON *out, bool gone)
+{
+	gk_opv *v = e->k->view;
+	if (is_policy(e)) {
+		Gpukmm__ClusterPolicy *cp = NULL;
+		if (out && gk_kobj_cluster_policy_from_json(out, &cp, NULL) == GK_OK)
+			gk_opv_put_policy(v, cp, NULL);
+		gk_kobj_free(cp);
+		gk_opv_touch(v, e->name);
+		return;
+	}
+	if (gone) {
+		touch(e);
+		gk_opv_put_obj(v, e->kind, e->ns[0] ? e->ns : NULL, e->name, NULL, NULL);
+		return;
+	}
+	Gpukmm__Object *o = NULL;
+	if (out && gk_kobj_object_from_json(out, &o, NULL) == GK_OK)
+		gk_opv_put_obj(v, e->kind, e->ns[0] ? e->ns : NULL, e->name, o, NULL);
+	else
+		touch(e); /* unreadable answer: the watch brings the object */
+	gk_kobj_free(o);
+}
+
+static void on_call(void *user, int rc, cJSON *out, const gk_kube_status *st, const gk_err *err)
+{
+	went *e = user;
+	gk_opk *k = e->k;
+	const char *msg = st && st->message[0] ? st->message : err && err->msg[0] ? err->msg : gk_code_name(rc);
+	enum verb v = e->verb;
+	e->call = NULL;
+	if (rc == GK_OK || (rc == GK_NOT_FOUND && v != V_CREATE && v != V_FIN)) {
+		if (v != V_GET) {
+			e->err[0] = 0;
+			e->failures = e->conflicts = 0;
+			GK_INFO("%s %s%s%s: %s", e->kind, e->ns, e->ns[0] ? "/" : "", e->name,
+				rc == GK_NOT_FOUND ? "gone" : v == V_CREATE ? "created" : v == V_DELETE ? "deleted"
+							     : "patched");
+		}
+		fold(e, rc == GK_OK && v != V_DELETE ? out : NULL, rc == GK_NOT_FOUND || v == V_DELETE);
+	} else if (v == V_CREATE && rc == GK_ALREADY_EXISTS) {
+		/* there, but not in our view (no label yet): read it, the pass adopts it */
+		GK_INFO("%s %s%s%s exists: reading it to adopt it", e->kind, e->ns, e->ns[0] ? "/" : "", e->name);
+		if (start(e, V_GET, NULL, NULL, NULL) != GK_OK)
+			failed(e, "cannot read the existing object");
+	} else if (v != V_GET && (rc == GK_ABORTED || rc == GK_ALREADY_EXISTS || rc == GK_FAILED_PRECONDITION)) {
+		k->st.conflicts++;
+		int ms = gk_kube_conflict_delay(&e->conflicts, CONFLICT_PAUSE_MS);
+		GK_DEBUG("%s %s changed meanwhile (%s): re-reading", e->kind, e->name, msg);
+		if (is_policy(e))
+			after(e, ms, false); /* the watch brings the policy */
+		else if (gk_opv_leader(k->view))
+			after(e, ms, true);
+	} else {
+		GK_WARN("%s %s%s%s: %s", e->kind, e->ns, e->ns[0] ? "/" : "", e->name, msg);
+		failed(e, msg);
+		touch(e);
+	}
+	cJSON_Delete(out);
+	count(k);
+	release(e);
+}
+
+static int launch(gk_opk *k, const gk_opp_ref *r, enum verb v, const char *body, const cJSON *obj, const char *uid,
+		  const char **last_err)
+{
+	*last_err = NULL;
+	went *e = get_entry(k, r);
+	if (!e)
+		return GK_OPP_WR_FAILED;
+	if (e->err[0])
+		*last_err = e->err;
+	if (e->call || e->reread_due)
+		return GK_OPP_WR_BUSY;
+	if (e->timer)
+		return GK_OPP_WR_WAIT;
+	if (start(e, v, body, obj, uid) != GK_OK) {
+		release(e);
+		return GK_OPP_WR_FAILED;
+	}
+	switch (v) {
+	case V_CREATE: k->st.creates++; break;
+	case V_PATCH: k->st.patches++; break;
+	case V_DELETE: k->st.deletes++; break;
+	case V_FIN: k->st.finalizer_writes++; break;
+	default: break;
+	}
+	count(k);
+	return GK_OPP_WR_STARTED;
+}
+
+static int op_create(void *user, const gk_opp_ref *r, const cJSON *obj, const char **last)
+{
+	return launch(user, r, V_CREATE, NULL, obj, NULL, last);
+}
+
+static int op_patch(void *user, const gk_opp_ref *r, const char *body, const char **last)
+{
+	return launch(user, r, V_PATCH, body, NULL, NULL, last);
+}
+
+static int op_del(void *user, const gk_opp_ref *r, const char *uid, const char **last)
+{
+	return launch(user, r, V_DELETE, NULL, NULL, uid, last);
+}
+
+static int op_fin(void *user, const char *policy, const char *rv, char *const *fins, size_t n, const char **last)
+{
+	/* a merge patch with the resourceVersion: 409 when the policy moved meanwhile */
+	cJSON *p = cJSON_CreateObject();
+	cJSON *md = p ? cJSON_AddObjectToObject(p, "metadata") : NULL;
+	cJSON *arr = md ? cJSON_AddArrayToObject(md, "finalizers") : NULL;
+	bool ok = arr && (!rv || cJSON_AddStringToObject(md, "resourceVersion", rv));
+	for (size_t i = 0; ok && i < n; i++) {
+		cJSON *s = cJSON_CreateString(fins[i]);
+		ok = s != NULL;
+		if (s)
+			cJSON_AddItemToArray(arr, s);
+	}
+	char *body = ok ? cJSON_PrintUnformatted(p) : NULL;
+	cJSON_Delete(p);
+	*last = NULL;
+	if (!body)
+		return GK_OPP_WR_FAILED;
+	gk_opp_ref r = { GK_POLICY_API_VERSION, GK_POLICY_KIND, "clusterpolicies", NULL, policy };
+	int w = launch(user, &r, V_FIN, body, NULL, NULL, last);
+	free(body);
+	return w;
+}
+
+int gk_opk_new(gk_opk **out, const char *kubeconfig, double qps, gk_loop *loop, gk_opv *view, gk_err *err)
+{
+	*out = NULL;
+	gk_opk *k = calloc(1, sizeof(*k));
+	if (k)
+		k->e = calloc(MAX_ENTRIES, sizeof(*k->e));
+	if (!k || !k->e) {
+		free(k);
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+	}
+	k->loop = loop;
+	k->view = view;
+	int rc = gk_kube_config_load(&k->cfg, kubeconfig, err);
+	if (rc == GK_OK) {
+		gk_kube_opts ko = { .qps = qps ? qps : 50, .burst = 100, .timeout_ms = 15000,
+				    .user_agent = "gpukmm-opmgr" };
+		rc = gk_kube_client_new(&k->kc, &k->cfg, &ko, err);
+	}
+	if (rc == GK_OK)
+		rc = gk_kube_mux_new(&k->mux, k->kc, err);
+	if (rc == GK_OK)
+		rc = gk_kube_mux_attach(k->mux, loop, err);
+	if (rc) {
+		gk_opk_free(k);
+		return rc;
+	}
+	*out = k;
+	return GK_OK;
+}
+
+void gk_opk_free(gk_opk *k)
+{
+	if (!k)
+		return;
+	while (k->n)
+		drop(k, 0);
+	gk_kube_mux_free(k->mux);
+	gk_kube_client_free(k->kc);
+	gk_kube_config_free(&k->cfg);
+	free(k->e);
+	free(k);
+}
+
+void gk_opk_ops(gk_opk *k, gk_opp_ops *ops)
+{
+	*ops = (gk_opp_ops){ .user = k, .create = op_create, .patch = op_patch, .del = op_del, .finalizers = op_fin };
+}
+
+const gk_opk_stats *gk_opk_stats_get(const gk_opk *k)
+{
+	return &k->st;
+}
