@@ -82,8 +82,28 @@ static went *find(gk_opk *k, const char *key)
 	return NULL;
 }
 
+/* What this writer may write, and nothing else (the RBAC table names the same). */
+static const char *const WRITABLE[] = {
+	"daemonsets", "configmaps", "serviceaccounts", "services", "clusterroles", "clusterrolebindings",
+	"validatingadmissionpolicies", "validatingadmissionpolicybindings", "deviceclasses",
+	"resourceclaimtemplates", "servicemonitors", "nodefeaturerules", "securitycontextconstraints",
+	"clusterpolicies",
+};
+
+static bool writable(const char *resource)
+{
+	for (size_t i = 0; i < sizeof(WRITABLE) / sizeof(WRITABLE[0]); i++)
+		if (strcmp(WRITABLE[i], resource) == 0)
+			return true;
+	return false;
+}
+
 static went *get_entry(gk_opk *k, const gk_opp_ref *r)
 {
+	if (!writable(r->resource)) {
+		GK_ERROR("refusing to write %s %s: not an operand resource", r->resource, r->name);
+		return NULL;
+	}
 	char key[700];
 	snprintf(key, sizeof(key), "%s/%s/%s", r->kind, r->ns ? r->ns : "", r->name);
 	went *e = find(k, key);
