@@ -1,7 +1,7 @@
 #!/bin/bash
 # The full pass through real processes: the gpukmm supervisor with the shipped
 # controller arguments (deploy/controller/deployment.yaml: --profile controller,
-# watcher with leader election, modmgr, gater, statusd, webhook over HTTPS with a
+# watcher with leader election, modmgr, gater, opmgr, statusd, webhook over HTTPS with a
 # test CA), kubesim as the API server (calling the
 # webhook with the caBundle, as cert-manager would inject it), fake-kmm as KMM.
 # A cluster admin applies deploy/examples/clusterpolicy-kmm.yaml with kubectl;
@@ -101,8 +101,8 @@ check "the shipped Deployment runs --profile controller with --leader-elect" \
 	grep -qx -- --leader-elect <(printf '%s\n' "${ARGS[@]}")
 "$GPUKMM_BIN/gpukmm" "${ARGS[@]}" --kubeconfig "$D/kubeconfig" >"$D/gpukmm.log" 2>&1 &
 SUP_PID=$!
-check "controller ready: every service reported Ready" wait_for "5/5 ready" 60 \
-	grep -q 'ready: 5/5 required services ready' "$D/gpukmm.log"
+check "controller ready: every service reported Ready" wait_for "6/6 ready" 60 \
+	grep -q 'ready: 6/6 required services ready' "$D/gpukmm.log"
 # the webhook's port (it listens on port 0): the TCP listener of the supervisor's
 # gpukmm-webhook child
 webhook_port() {
