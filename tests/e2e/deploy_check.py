@@ -153,7 +153,7 @@ def pod_checks(variant, objs):
                .get("fieldPath") == "metadata.namespace", f"{cn}: OPERATOR_NAMESPACE from the downward API")
             token = any(m["name"] == "api-token" for m in c.get("volumeMounts", []))
             if variant == "sidecars" and o["kind"] == "Deployment":
-                want = c["name"] in ("watcher", "modmgr", "gater", "statusd")
+                want = c["name"] in ("watcher", "modmgr", "gater", "opmgr", "statusd")
                 ok(token == want, f"{cn}: API token mounted {'only here' if want else 'not here'}")
         if o["kind"] == "Deployment":
             ok(o["spec"].get("replicas") == 2, f"{name}: 2 replicas")
