@@ -204,9 +204,18 @@ def main():
         if v == "default":
             rbac_checks(objs)
         if v == "openshift":
-            scc = [o for o in objs if o["kind"] == "SecurityContextConstraints"]
-            ok(len(scc) == 1 and scc[0]["allowedCapabilities"] == ["SYS_MODULE"],
-               "openshift: module-loader SCC allows SYS_MODULE only")
+            scc = {o["metadata"]["name"]: o for o in objs if o["kind"] == "SecurityContextConstraints"}
+            ml = scc.get("gpukmm-module-loader-scc", {})
+            ok(ml.get("allowedCapabilities") == ["SYS_MODULE"], "openshift: module-loader SCC allows SYS_MODULE only")
+            node = scc.get("gpukmm-node-scc", {})
+            ok(node.get("allowHostDirVolumePlugin") is True and node.get("allowPrivilegedContainer") is False
+               and node.get("requiredDropCapabilities") == ["ALL"] and node.get("runAsUser", {}).get("type") == "MustRunAsNonRoot",
+               "openshift: the node DaemonSet's SCC allows hostPath, nothing privileged, non-root")
+            nb = [o for o in objs if o["kind"] == "ClusterRoleBinding" and o["metadata"]["name"] == "gpukmm-node-scc-binding"]
+            ok(len(nb) == 1 and nb[0]["subjects"][0]["name"] == "gpukmm-node", "openshift: node SCC bound to gpukmm-node")
+            ctl = [o for o in objs if o["kind"] == "Deployment"][0]["spec"]["template"]["spec"]["securityContext"]
+            ok("runAsUser" not in ctl and "runAsGroup" not in ctl and ctl.get("runAsNonRoot") is True,
+               "openshift: controller pods fit restricted-v2 (no pinned UID, runAsNonRoot)")
             b = [o for o in objs if o["kind"] == "ClusterRoleBinding"
                  and o["metadata"]["name"] == "gpukmm-module-loader-scc-binding"]
             ok(len(b) == 1 and b[0]["subjects"][0]["name"] == "module-loader",
