@@ -510,7 +510,7 @@ Test(operands, openshift)
 			   "fsGroup: {type: RunAsAny}\nrunAsUser: {type: RunAsAny}\nseLinuxContext: {type: RunAsAny}\n"
 			   "supplementalGroups: {type: RunAsAny}\nseccompProfiles: ['*']\nusers: []\ngroups: []\n"
 			   "volumes: [hostPath, configMap]\nallowedCapabilities: [SYS_ADMIN]\n");
-	cr_expect(cJSON_Compare(scc->obj, want, 1), "%s", cJSON_PrintUnformatted(scc->obj));
+	cr_expect(cJSON_Compare(scc->obj, want, 1), "the SCC as upstream builds it");
 	cJSON_Delete(want);
 	cr_expect_str_eq(at("DaemonSet", "gpu-device-plugin", "spec.template.spec.serviceAccountName")->valuestring,
 			 "gpu-gpu-dp-sa");
@@ -670,9 +670,10 @@ Test(operands, sync_adopts_upstream_objects_without_touching_the_template)
 	int rc;
 	char *s = sync_str(o, live, &rc);
 	cr_assert_eq(rc, GK_OP_PATCH);
-	expect_json(cJSON_Parse(s),
-		    "metadata:\n  resourceVersion: '42'\n  labels: {app.kubernetes.io/managed-by: gpukmm}\n  " OWNER "\n",
+	cJSON *pj = cJSON_Parse(s);
+	expect_json(pj, "metadata:\n  resourceVersion: '42'\n  labels: {app.kubernetes.io/managed-by: gpukmm}\n  " OWNER "\n",
 		    "metadata only");
+	cJSON_Delete(pj);
 	free(s);
 	/* another controller: never touched */
 	cJSON_ReplaceItemInObject(md, "ownerReferences",
