@@ -205,6 +205,20 @@ static void set_finalizers(const Gpukmm__ClusterPolicy *cp, const gk_opp_ops *op
 	free(f);
 }
 
+/* Does a ResourceClaim hold a GPU — or can we not tell (the DRA kinds are served but the
+ * watcher does not watch claims at that version): fail closed, the safety rule. */
+static bool claims_block(const gk_opv *v, const char **why)
+{
+	const gk_opv_disc *d = gk_opv_discovery(v);
+	if (d->dra_version[0] && !d->dra) {
+		*why = "cannot tell whether a ResourceClaim holds a GPU (claims are not watched at the served "
+		       "resource.k8s.io version)";
+		return true;
+	}
+	*why = "allocated GPU ResourceClaims";
+	return gk_opv_claims_allocated(v);
+}
+
 int gk_opp_pass(const gk_opv *v, const char *policy, const gk_opp_cfg *cfg, const gk_opp_ops *ops,
 		gk_opp_result *res, gk_err *err)
 {
@@ -252,16 +266,17 @@ int gk_opp_pass(const gk_opv *v, const char *policy, const gk_opp_cfg *cfg, cons
 			if (!(s.held & (1u << s.v[i].component)))
 				apply_one(v, &s.v[i], ops, res);
 		bool guard_said = false;
+		const char *why = NULL;
+		bool blocked = claims_block(v, &why);
 		for (size_t i = 0; i < n_cat; i++) {
 			const gk_op_ref *c = &cat[i];
 			if ((s.held & (1u << c->component)) || rendered(&s, c))
 				continue;
-			if (c->component == GK_OP_DRA && gk_opv_claims_allocated(v)) {
+			if (c->component == GK_OP_DRA && blocked) {
 				const char *ns = c->ns[0] ? c->ns : NULL;
 				const Gpukmm__Object *have = gk_opv_obj(v, c->kind, ns, c->name);
 				if (have && !guard_said) {
-					add_error(res, "allocated GPU ResourceClaims blocking the removal of the DRA driver %s-gpu-dra",
-						  policy);
+					add_error(res, "%s blocking the removal of the DRA driver %s-gpu-dra", why, policy);
 					requeue(res, GK_OPP_REQUEUE_MS);
 					guard_said = true;
 				}
@@ -274,8 +289,10 @@ int gk_opp_pass(const gk_opv *v, const char *policy, const gk_opp_cfg *cfg, cons
 		static const int stages[][2] = { { GK_OP_DP, GK_OP_XPU }, { GK_OP_DRA, GK_OP_DRA },
 						 { GK_OP_NFD, GK_OP_PROMETHEUS } };
 		bool left = false;
+		const char *why = NULL;
+		bool blocked = claims_block(v, &why);
 		for (size_t st = 0; st < 3 && !left; st++) {
-			bool guarded = stages[st][0] == GK_OP_DRA && gk_opv_claims_allocated(v);
+			bool guarded = stages[st][0] == GK_OP_DRA && blocked;
 			for (size_t i = 0; i < n_cat; i++) {
 				const gk_op_ref *c = &cat[i];
 				if (c->component != stages[st][0] && c->component != stages[st][1])
@@ -286,8 +303,8 @@ int gk_opp_pass(const gk_opv *v, const char *policy, const gk_opp_cfg *cfg, cons
 					bool ours = live && gk_op_is_ours(live, policy);
 					cJSON_Delete(live);
 					if (ours && !left) {
-						add_error(res, "allocated GPU ResourceClaims blocking the removal of the DRA "
-							       "driver %s-gpu-dra", policy);
+						add_error(res, "%s blocking the removal of the DRA driver %s-gpu-dra", why,
+							  policy);
 						requeue(res, GK_OPP_REQUEUE_MS);
 					}
 					left |= ours;

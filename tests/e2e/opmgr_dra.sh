@@ -1,6 +1,8 @@
 #!/bin/bash
-# gpukmm-opmgr in dra mode (needs a kubesim that serves resource.k8s.io
-# deviceclasses and resourceclaimtemplates; skipped otherwise): the DRA driver
+# gpukmm-opmgr in dra mode (kubesim's default release; OP_KUBESIM_FLAGS=
+# "--kube-version 1.32" and the like for the others — on 1.31-1.33 the claim
+# guard needs claims watched at the served version, else opmgr fails closed and
+# the DRA driver stays): the DRA driver
 # and its dependencies as upstream renders them (in the served version), the
 # XPU Manager's monitor claim; dra -> dp while a ResourceClaim holds a GPU keeps
 # the DRA driver (upstream's guard, the error says so) until the claim goes;
@@ -11,11 +13,6 @@ cd "${GPUKMM_SRC:-.}" || exit 1
 
 MM_WATCHER_FLAGS="--discovery-interval 1"
 op_setup ${OP_KUBESIM_FLAGS:-}
-# a kubesim without the kinds: their v1beta1 stand-ins (the watcher then finds v1beta1
-# the newest served version of deviceclasses; claims stay v1)
-if ! k api-resources --api-group=resource.k8s.io 2>/dev/null | grep -q '^deviceclasses'; then
-	for f in tests/fixtures/operand-crds/*.resource.k8s.io-v1beta1.yaml; do k apply -f "$f" >/dev/null; done
-fi
 # the newest served version of a resource.k8s.io resource (as the watcher finds it)
 served() {
 	local v

@@ -78,6 +78,7 @@ static void reset(void)
 	SNAP.resource_claims = RCS;
 	gpukmm__discovery__init(&DISC);
 	DISC.has_kmm = DISC.kmm = 1;
+	DISC.has_dra = DISC.dra = 1;
 	DISC.dra_version = "v1";
 	SNAP.discovery = &DISC;
 	SNAP.has_synced = SNAP.synced = 1;
@@ -306,4 +307,19 @@ Test(opmgr_pass, not_ours_is_left_alone)
 	cr_assert_eq(F.n, 0, "%s", F.log[0]);
 	cr_assert_eq(R.n_errors, 1);
 	cr_assert(strstr(R.errors[0], "controlled by Deployment d") != NULL, "%s", R.errors[0]);
+}
+
+/* the DRA kinds served but claims not watched (an older resource.k8s.io): fail closed */
+Test(opmgr_pass, unknown_claims_block_the_dra_removal)
+{
+	gk_op_opts o = { .namespace_ = NS, .kmm = true, .dra_version = "v1beta1" };
+	DISC.dra = 0;
+	DISC.dra_version = "v1beta1";
+	add_policy(CP_DP(OURS, ""));
+	add_rendered("{\"metadata\":{\"name\":\"gpu\",\"uid\":\"u1\"},\"spec\":{\"resourceRegistration\":\"dra\"}}", &o, NULL);
+	load();
+	pass();
+	cr_assert_not(logged("delete DaemonSet gpu-gpu-dra"));
+	cr_assert(strstr(R.errors[0], "cannot tell whether a ResourceClaim holds a GPU") != NULL, "%s", R.errors[0]);
+	cr_assert_eq(R.requeue_ms, GK_OPP_REQUEUE_MS);
 }
