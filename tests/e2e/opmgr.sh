@@ -3,16 +3,20 @@
 # policy with monitoring, NFD and Prometheus deploys every object as upstream
 # renders it, owned by the policy; a restart writes nothing; another
 # controller's change outside our fields survives, ours is restored; the
-# DaemonSet status reaches the report; monitoring, NFD and Prometheus toggled
-# off delete what they had; dp -> dra (DRA not served: upstream's message, the
-# device plugin goes) -> dp; the policy deleted: ordered teardown, finalizers
-# released, nothing left behind; SIGTERM exits 0.
+# DaemonSets' real status (kubesim's DaemonSet controller and kubelet on two
+# nodes) reaches the report; monitoring, NFD and Prometheus toggled off delete
+# what they had; dp -> dra (DRA not enabled in this cluster: upstream's message,
+# the device plugin goes) -> dp; the policy deleted: ordered teardown,
+# finalizers released, nothing left behind; SIGTERM exits 0.
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
 . tests/lib/opmgr.sh
 
 MM_WATCHER_FLAGS="--discovery-interval 1"
-op_setup
+op_setup --runtime-config resource.k8s.io/v1=false --pod-ready-ms 200
+for n in n1 n2; do
+	kraw POST /api/v1/nodes "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"$n\",\"labels\":{\"kubernetes.io/arch\":\"amd64\",\"intel.feature.node.kubernetes.io/gpu\":\"true\"}}}" >/dev/null
+done
 CPP=/apis/intel.com/v1alpha1/clusterpolicies/gpu
 NSP=/api/v1/namespaces/$MM_NS
 k apply -f - >/dev/null <<Y
@@ -50,10 +54,11 @@ check "device plugin: monitoring flags, level, tolerations, runxpumd" ds_is gpu-
 check "XPU Manager: the monitoring resource and the config hash" ds_is gpu-xpu-manager \
 	'.spec.template.spec.containers[0].resources.limits["gpu.intel.com/monitoring"] == "1"
 	 and (.spec.template.metadata.annotations["gpu.intel.com/xpum-otel-config-hash"] | length == 64)'
-check "report: DaemonSet counts (no status yet: 0/0), DRA N/A" wait_for report 20 op_report_has \
-	'.devicePluginStatus == "0/0" and .xpuManagerStatus == "0/0" and .draStatus == "N/A"'
-kraw PATCH "$DSP/gpu-device-plugin/status" '{"status":{"numberReady":2,"desiredNumberScheduled":3}}' application/merge-patch+json >/dev/null
-check "devicePluginStatus follows the DaemonSet's status" wait_for "2/3" 20 op_report_has '.devicePluginStatus == "2/3"'
+check "report: the DaemonSets' real counts (both nodes), DRA N/A" wait_for report 30 op_report_has \
+	'.devicePluginStatus == "2/2" and .xpuManagerStatus == "2/2" and .draStatus == "N/A"'
+# a third node: the DaemonSets' status moves, the report follows
+kraw POST /api/v1/nodes '{"apiVersion":"v1","kind":"Node","metadata":{"name":"n3","labels":{"kubernetes.io/arch":"amd64","intel.feature.node.kubernetes.io/gpu":"true"}}}' >/dev/null
+check "devicePluginStatus follows the DaemonSet's status (a third node: 3/3)" wait_for "3/3" 30 op_report_has '.devicePluginStatus == "3/3"'
 
 # ---- a restart writes nothing ----------------------------------------------------------
 wait_for "writes settle" 10 bash -c "[ \"\$(grep -c 'patched\|created' '$MM_DIR/opmgr.log')\" -ge 7 ]"
