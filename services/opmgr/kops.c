@@ -1,4 +1,5 @@
-/* gpukmm-opmgr — the asynchronous writer (see kops.h). */
+/* gpukmm-opmgr — the asynchronous writer (see kops.h); the entry bookkeeping
+ * (one call, one timer, last error, backoff) is lib/kube kwriter. */
 #include "kops.h"
 
 #include <stdio.h>
@@ -7,26 +8,20 @@
 
 #include "gpukmm/kobj.h"
 #include "gpukmm/kube.h"
+#include "gpukmm/kwriter.h"
 #include "gpukmm/log.h"
 
 #define MAX_ENTRIES 1024
 #define CONFLICT_PAUSE_MS 1000
-#define RETRY_MS 500
-#define RETRY_MAX_MS 30000
 
 enum verb { V_CREATE, V_PATCH, V_DELETE, V_GET, V_FIN };
 
-typedef struct went {
+/* What the writer keeps per object (the kwriter entry's data). */
+typedef struct wdata {
 	gk_opk *k;
-	char key[700];               /* kind/ns/name, or "ClusterPolicy//<name>" */
 	char api_version[96], kind[64], resource[64], ns[256], name[256];
-	gk_kube_call *call;
-	enum verb verb;
-	gk_timer_id timer;
-	bool reread_due;
-	int conflicts, failures;
-	char err[256];
-} went;
+	enum verb verb;          /* of the call in flight */
+} wdata;
 
 struct gk_opk {
 	gk_loop *loop;
@@ -34,52 +29,13 @@ struct gk_opk {
 	gk_kube_config cfg;
 	gk_kube_client *kc;
 	gk_kube_mux *mux;
-	went **e;
-	size_t n;
+	gk_kw *kw;
 	gk_opk_stats st;
 };
 
 static void count(gk_opk *k)
 {
-	uint64_t n = 0;
-	for (size_t i = 0; i < k->n; i++)
-		n += k->e[i]->call || k->e[i]->reread_due;
-	k->st.inflight = n;
-}
-
-static void entry_free(went *e)
-{
-	if (e->call)
-		gk_kube_call_cancel(e->call);
-	if (e->timer)
-		gk_loop_cancel(e->k->loop, e->timer);
-	free(e);
-}
-
-static void drop(gk_opk *k, size_t i)
-{
-	entry_free(k->e[i]);
-	k->e[i] = k->e[--k->n];
-}
-
-static void release(went *e)
-{
-	gk_opk *k = e->k;
-	if (e->call || e->timer || e->err[0])
-		return;
-	for (size_t i = 0; i < k->n; i++)
-		if (k->e[i] == e) {
-			drop(k, i);
-			return;
-		}
-}
-
-static went *find(gk_opk *k, const char *key)
-{
-	for (size_t i = 0; i < k->n; i++)
-		if (strcmp(k->e[i]->key, key) == 0)
-			return k->e[i];
-	return NULL;
+	k->st.inflight = gk_kw_inflight(k->kw);
 }
 
 /* What this writer may write, and nothing else (the RBAC table names the same). */
@@ -98,52 +54,44 @@ static bool writable(const char *resource)
 	return false;
 }
 
-static went *get_entry(gk_opk *k, const gk_opp_ref *r)
+static gk_kw_ent *get_entry(gk_opk *k, const gk_opp_ref *r)
 {
 	if (!writable(r->resource)) {
 		GK_ERROR("refusing to write %s %s: not an operand resource", r->resource, r->name);
 		return NULL;
 	}
-	char key[700];
+	char key[GK_KW_KEY_MAX];
 	snprintf(key, sizeof(key), "%s/%s/%s", r->kind, r->ns ? r->ns : "", r->name);
-	went *e = find(k, key);
-	if (e)
-		return e;
-	if (k->n >= MAX_ENTRIES)
-		for (size_t i = 0; i < k->n; i++)
-			if (!k->e[i]->call && !k->e[i]->timer) {
-				drop(k, i);
-				break;
-			}
-	if (k->n >= MAX_ENTRIES || !(e = calloc(1, sizeof(*e))))
-		return NULL;
-	e->k = k;
-	snprintf(e->key, sizeof(e->key), "%s", key);
-	snprintf(e->api_version, sizeof(e->api_version), "%s", r->api_version);
-	snprintf(e->kind, sizeof(e->kind), "%s", r->kind);
-	snprintf(e->resource, sizeof(e->resource), "%s", r->resource);
-	snprintf(e->ns, sizeof(e->ns), "%s", r->ns ? r->ns : "");
-	snprintf(e->name, sizeof(e->name), "%s", r->name);
-	k->e[k->n++] = e;
+	bool created;
+	gk_kw_ent *e = gk_kw_get(k->kw, key, &created);
+	if (e && created) {
+		wdata *d = e->data;
+		d->k = k;
+		snprintf(d->api_version, sizeof(d->api_version), "%s", r->api_version);
+		snprintf(d->kind, sizeof(d->kind), "%s", r->kind);
+		snprintf(d->resource, sizeof(d->resource), "%s", r->resource);
+		snprintf(d->ns, sizeof(d->ns), "%s", r->ns ? r->ns : "");
+		snprintf(d->name, sizeof(d->name), "%s", r->name);
+	}
 	return e;
 }
 
-static gk_kube_ref kref(went *e, char *group, size_t cap)
+static gk_kube_ref kref(wdata *d, char *group, size_t cap)
 {
-	const char *slash = strchr(e->api_version, '/');
-	const char *version = e->api_version;
+	const char *slash = strchr(d->api_version, '/');
+	const char *version = d->api_version;
 	group[0] = 0;
 	if (slash) {
-		snprintf(group, cap, "%.*s", (int)(slash - e->api_version), e->api_version);
+		snprintf(group, cap, "%.*s", (int)(slash - d->api_version), d->api_version);
 		version = slash + 1;
 	}
-	return (gk_kube_ref){ .group = group, .version = version, .resource = e->resource,
-			      .ns = e->ns[0] ? e->ns : NULL, .name = e->name };
+	return (gk_kube_ref){ .group = group, .version = version, .resource = d->resource,
+			      .ns = d->ns[0] ? d->ns : NULL, .name = d->name };
 }
 
-static bool is_policy(const went *e)
+static bool is_policy(const wdata *d)
 {
-	return strcmp(e->kind, GK_POLICY_KIND) == 0;
+	return strcmp(d->kind, GK_POLICY_KIND) == 0;
 }
 
 static void touch_one(void *user, const char *policy)
@@ -152,91 +100,77 @@ static void touch_one(void *user, const char *policy)
 }
 
 /* the policy an operand entry belongs to is found by the view from the object */
-static void touch(went *e)
+static void touch(wdata *d)
 {
-	if (is_policy(e)) {
-		gk_opv_touch(e->k->view, e->name);
+	if (is_policy(d)) {
+		gk_opv_touch(d->k->view, d->name);
 		return;
 	}
-	const Gpukmm__Object *o = gk_opv_obj(e->k->view, e->kind, e->ns[0] ? e->ns : NULL, e->name);
+	const Gpukmm__Object *o = gk_opv_obj(d->k->view, d->kind, d->ns[0] ? d->ns : NULL, d->name);
 	if (o && o->metadata)
 		for (size_t i = 0; i < o->metadata->n_owner_references; i++)
 			if (o->metadata->owner_references[i]->name)
-				gk_opv_touch(e->k->view, o->metadata->owner_references[i]->name);
+				gk_opv_touch(d->k->view, o->metadata->owner_references[i]->name);
 	if (!o) /* not in the view: every policy decides again (cheap, rare) */
-		gk_opv_each_policy(e->k->view, touch_one, e->k->view);
+		gk_opv_each_policy(d->k->view, touch_one, d->k->view);
 }
 
 static void on_call(void *user, int rc, cJSON *out, const gk_kube_status *st, const gk_err *err);
-static void on_timer(gk_loop *l, gk_timer_id id, void *user);
-
-static void after(went *e, int ms, bool reread)
+static void failed(gk_kw_ent *e, const char *msg)
 {
-	if (e->timer)
-		gk_loop_cancel(e->k->loop, e->timer);
-	e->reread_due = reread;
-	e->timer = gk_loop_timer(e->k->loop, ms, on_timer, e);
+	((wdata *)e->data)->k->st.errors++;
+	gk_kw_failed(e, msg);
 }
 
-static void failed(went *e, const char *msg)
+static int start(gk_kw_ent *e, enum verb v, const char *body, const cJSON *obj, const char *uid)
 {
-	int n = e->failures++;
-	int64_t ms = (int64_t)RETRY_MS << (n < 6 ? n : 6);
-	snprintf(e->err, sizeof(e->err), "%s", msg);
-	e->k->st.errors++;
-	after(e, ms < RETRY_MAX_MS ? (int)ms : RETRY_MAX_MS, false);
-}
-
-static int start(went *e, enum verb v, const char *body, const cJSON *obj, const char *uid)
-{
+	wdata *d = e->data;
 	char group[96];
-	gk_kube_ref r = kref(e, group, sizeof(group));
+	gk_kube_ref r = kref(d, group, sizeof(group));
 	gk_err err = { 0 };
 	int rc;
 	switch (v) {
 	case V_CREATE:
 		r.name = NULL;
-		rc = gk_kube_call_create(e->k->mux, &r, obj, NULL, on_call, e, &e->call, &err);
+		rc = gk_kube_call_create(d->k->mux, &r, obj, NULL, on_call, e, &e->call, &err);
 		break;
 	case V_PATCH:
 	case V_FIN:
-		rc = gk_kube_call_patch(e->k->mux, &r, GK_PATCH_MERGE, body, NULL, false, NULL, on_call, e, &e->call,
+		rc = gk_kube_call_patch(d->k->mux, &r, GK_PATCH_MERGE, body, NULL, false, NULL, on_call, e, &e->call,
 					&err);
 		break;
 	case V_DELETE: {
-		gk_kube_delete_opts d = { .uid = uid, .propagation = "Background" };
-		rc = gk_kube_call_delete(e->k->mux, &r, &d, NULL, on_call, e, &e->call, &err);
+		gk_kube_delete_opts o = { .uid = uid, .propagation = "Background" };
+		rc = gk_kube_call_delete(d->k->mux, &r, &o, NULL, on_call, e, &e->call, &err);
 		break;
 	}
 	default:
-		rc = gk_kube_call_get(e->k->mux, &r, NULL, on_call, e, &e->call, &err);
+		rc = gk_kube_call_get(d->k->mux, &r, NULL, on_call, e, &e->call, &err);
 	}
 	if (rc != GK_OK) {
-		GK_WARN("%s %s: %s", e->kind, e->name, err.msg);
+		GK_WARN("%s %s: %s", d->kind, d->name, err.msg);
 		e->call = NULL;
 		return rc;
 	}
-	e->verb = v;
+	d->verb = v;
 	return GK_OK;
 }
 
-static void on_timer(gk_loop *l, gk_timer_id id, void *user)
+static void on_timer(void *user, gk_kw_ent *e, bool reread)
 {
-	went *e = user;
-	e->timer = 0;
-	if (e->reread_due) {
-		e->reread_due = false;
+	gk_opk *k = user;
+	if (reread) {
 		if (start(e, V_GET, NULL, NULL, NULL) != GK_OK)
 			failed(e, "cannot re-read (too many calls in flight)");
 	} else {
-		touch(e);
+		touch(e->data);
 	}
-	count(e->k);
-	release(e);
+	count(k);
+	gk_kw_release(e);
 }
 
 /* what the API answered goes into the view */
-static void fold(went *e, const cJSON *out, bool gone)
+static void fold(wdata *e, const cJSON *out, bool gone)
 {
 	gk_opv *v = e->k->view;
 	if (is_policy(e)) {
@@ -262,48 +196,48 @@ static void fold(went *e, const cJSON *out, bool gone)
 
 static void on_call(void *user, int rc, cJSON *out, const gk_kube_status *st, const gk_err *err)
 {
-	went *e = user;
-	gk_opk *k = e->k;
+	gk_kw_ent *e = user;
+	wdata *d = e->data;
+	gk_opk *k = d->k;
 	const char *msg = st && st->message[0] ? st->message : err && err->msg[0] ? err->msg : gk_code_name(rc);
-	enum verb v = e->verb;
+	enum verb v = d->verb;
 	e->call = NULL;
 	if (rc == GK_OK || (rc == GK_NOT_FOUND && v != V_CREATE && v != V_FIN)) {
 		if (v != V_GET) {
-			e->err[0] = 0;
-			e->failures = e->conflicts = 0;
-			GK_INFO("%s %s%s%s: %s", e->kind, e->ns, e->ns[0] ? "/" : "", e->name,
+			gk_kw_ok(e);
+			GK_INFO("%s %s%s%s: %s", d->kind, d->ns, d->ns[0] ? "/" : "", d->name,
 				rc == GK_NOT_FOUND ? "gone" : v == V_CREATE ? "created" : v == V_DELETE ? "deleted"
 							     : "patched");
 		}
-		fold(e, rc == GK_OK && v != V_DELETE ? out : NULL, rc == GK_NOT_FOUND || v == V_DELETE);
+		fold(d, rc == GK_OK && v != V_DELETE ? out : NULL, rc == GK_NOT_FOUND || v == V_DELETE);
 	} else if (v == V_CREATE && rc == GK_ALREADY_EXISTS) {
 		/* there, but not in our view (no label yet): read it, the pass adopts it */
-		GK_INFO("%s %s%s%s exists: reading it to adopt it", e->kind, e->ns, e->ns[0] ? "/" : "", e->name);
+		GK_INFO("%s %s%s%s exists: reading it to adopt it", d->kind, d->ns, d->ns[0] ? "/" : "", d->name);
 		if (start(e, V_GET, NULL, NULL, NULL) != GK_OK)
 			failed(e, "cannot read the existing object");
 	} else if (v != V_GET && (rc == GK_ABORTED || rc == GK_ALREADY_EXISTS || rc == GK_FAILED_PRECONDITION)) {
 		k->st.conflicts++;
 		int ms = gk_kube_conflict_delay(&e->conflicts, CONFLICT_PAUSE_MS);
-		GK_DEBUG("%s %s changed meanwhile (%s): re-reading", e->kind, e->name, msg);
-		if (is_policy(e))
-			after(e, ms, false); /* the watch brings the policy */
+		GK_DEBUG("%s %s changed meanwhile (%s): re-reading", d->kind, d->name, msg);
+		if (is_policy(d))
+			gk_kw_after(e, ms, false); /* the watch brings the policy */
 		else if (gk_opv_leader(k->view))
-			after(e, ms, true);
+			gk_kw_after(e, ms, true);
 	} else {
-		GK_WARN("%s %s%s%s: %s", e->kind, e->ns, e->ns[0] ? "/" : "", e->name, msg);
+		GK_WARN("%s %s%s%s: %s", d->kind, d->ns, d->ns[0] ? "/" : "", d->name, msg);
 		failed(e, msg);
-		touch(e);
+		touch(d);
 	}
 	cJSON_Delete(out);
 	count(k);
-	release(e);
+	gk_kw_release(e);
 }
 
 static int launch(gk_opk *k, const gk_opp_ref *r, enum verb v, const char *body, const cJSON *obj, const char *uid,
 		  const char **last_err)
 {
 	*last_err = NULL;
-	went *e = get_entry(k, r);
+	gk_kw_ent *e = get_entry(k, r);
 	if (!e)
 		return GK_OPP_WR_FAILED;
 	if (e->err[0])
@@ -313,7 +247,7 @@ static int launch(gk_opk *k, const gk_opp_ref *r, enum verb v, const char *body,
 	if (e->timer)
 		return GK_OPP_WR_WAIT;
 	if (start(e, v, body, obj, uid) != GK_OK) {
-		release(e);
+		gk_kw_release(e);
 		return GK_OPP_WR_FAILED;
 	}
 	switch (v) {
@@ -370,9 +304,7 @@ int gk_opk_new(gk_opk **out, const char *kubeconfig, double qps, gk_loop *loop, 
 {
 	*out = NULL;
 	gk_opk *k = calloc(1, sizeof(*k));
-	if (k)
-		k->e = calloc(MAX_ENTRIES, sizeof(*k->e));
-	if (!k || !k->e) {
+	if (!k || gk_kw_new(&k->kw, loop, MAX_ENTRIES, sizeof(wdata), on_timer, k)) {
 		free(k);
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
 	}
@@ -400,12 +332,10 @@ void gk_opk_free(gk_opk *k)
 {
 	if (!k)
 		return;
-	while (k->n)
-		drop(k, 0);
+	gk_kw_free(k->kw); /* cancels the calls in flight and the timers */
 	gk_kube_mux_free(k->mux);
 	gk_kube_client_free(k->kc);
 	gk_kube_config_free(&k->cfg);
-	free(k->e);
 	free(k);
 }
 
