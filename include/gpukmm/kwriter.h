@@ -52,4 +52,18 @@ void gk_kw_ok(gk_kw_ent *e);
 /* Entries with a call in flight or a re-read due. */
 uint64_t gk_kw_inflight(const gk_kw *kw);
 
+/* A writer's connection to the API server: the config (kubeconfig NULL = the
+ * usual chain, lib/kube), a client limited to qps requests per second (0 = 50,
+ * burst 100; < 0 = none; 15 s per request; writes are few — reads come from the
+ * watcher), and a mux attached to the service loop for its async calls. On
+ * error everything opened is closed again. Closing cancels the calls in flight. */
+typedef struct gk_kube_conn {
+	gk_kube_config cfg;
+	gk_kube_client *kc;
+	gk_kube_mux *mux;
+} gk_kube_conn;
+int gk_kube_conn_open(gk_kube_conn *c, const char *kubeconfig, double qps, const char *user_agent, gk_loop *loop,
+		      gk_err *err);
+void gk_kube_conn_close(gk_kube_conn *c);
+
 #endif

@@ -141,3 +141,29 @@ uint64_t gk_kw_inflight(const gk_kw *kw)
 		n += kw->e[i]->call || kw->e[i]->reread_due;
 	return n;
 }
+
+int gk_kube_conn_open(gk_kube_conn *c, const char *kubeconfig, double qps, const char *user_agent, gk_loop *loop,
+		      gk_err *err)
+{
+	memset(c, 0, sizeof(*c));
+	int rc = gk_kube_config_load(&c->cfg, kubeconfig, err);
+	if (rc == GK_OK) {
+		gk_kube_opts ko = { .qps = qps ? qps : 50, .burst = 100, .timeout_ms = 15000, .user_agent = user_agent };
+		rc = gk_kube_client_new(&c->kc, &c->cfg, &ko, err);
+	}
+	if (rc == GK_OK)
+		rc = gk_kube_mux_new(&c->mux, c->kc, err);
+	if (rc == GK_OK)
+		rc = gk_kube_mux_attach(c->mux, loop, err);
+	if (rc)
+		gk_kube_conn_close(c);
+	return rc;
+}
+
+void gk_kube_conn_close(gk_kube_conn *c)
+{
+	gk_kube_mux_free(c->mux); /* calls still in flight are dropped */
+	gk_kube_client_free(c->kc);
+	gk_kube_config_free(&c->cfg);
+	memset(c, 0, sizeof(*c));
+}

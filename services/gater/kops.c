@@ -24,9 +24,7 @@ typedef struct wdata {
 struct gk_gater_kops {
 	gk_loop *loop;
 	gk_gtv *view;
-	gk_kube_config cfg;
-	gk_kube_client *kc;
-	gk_kube_mux *mux;
+	gk_kube_conn conn;
 	gk_kw *kw;
 	gk_gater_kops_stats st;
 };
@@ -59,9 +57,9 @@ static int start(gk_kw_ent *e, const char *body)
 	wdata *d = e->data;
 	gk_kube_ref r = ds_ref(d->ns, d->name);
 	gk_err err = { 0 };
-	int rc = body ? gk_kube_call_patch(d->k->mux, &r, GK_PATCH_MERGE, body, NULL, false, NULL, on_call, e, &e->call,
+	int rc = body ? gk_kube_call_patch(d->k->conn.mux, &r, GK_PATCH_MERGE, body, NULL, false, NULL, on_call, e, &e->call,
 					   &err)
-		      : gk_kube_call_get(d->k->mux, &r, NULL, on_call, e, &e->call, &err);
+		      : gk_kube_call_get(d->k->conn.mux, &r, NULL, on_call, e, &e->call, &err);
 	if (rc != GK_OK) {
 		GK_WARN("DaemonSet %s/%s: %s", d->ns, d->name, err.msg);
 		e->call = NULL;
@@ -172,17 +170,7 @@ int gk_gater_kops_new(gk_gater_kops **out, const char *kubeconfig, double qps, g
 	}
 	k->loop = loop;
 	k->view = view;
-	int rc = gk_kube_config_load(&k->cfg, kubeconfig, err);
-	if (rc == GK_OK) {
-		/* writes are few (one per real change); reads come from the watcher */
-		gk_kube_opts ko = { .qps = qps ? qps : 50, .burst = 100, .timeout_ms = 15000,
-				    .user_agent = "gpukmm-gater" };
-		rc = gk_kube_client_new(&k->kc, &k->cfg, &ko, err);
-	}
-	if (rc == GK_OK)
-		rc = gk_kube_mux_new(&k->mux, k->kc, err);
-	if (rc == GK_OK)
-		rc = gk_kube_mux_attach(k->mux, loop, err);
+	int rc = gk_kube_conn_open(&k->conn, kubeconfig, qps, "gpukmm-gater", loop, err);
 	if (rc) {
 		gk_gater_kops_free(k);
 		return rc;
@@ -196,9 +184,7 @@ void gk_gater_kops_free(gk_gater_kops *k)
 	if (!k)
 		return;
 	gk_kw_free(k->kw); /* cancels the calls in flight and the timers */
-	gk_kube_mux_free(k->mux);
-	gk_kube_client_free(k->kc);
-	gk_kube_config_free(&k->cfg);
+	gk_kube_conn_close(&k->conn);
 	free(k);
 }
 

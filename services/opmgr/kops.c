@@ -26,9 +26,7 @@ typedef struct wdata {
 struct gk_opk {
 	gk_loop *loop;
 	gk_opv *view;
-	gk_kube_config cfg;
-	gk_kube_client *kc;
-	gk_kube_mux *mux;
+	gk_kube_conn conn;
 	gk_kw *kw;
 	gk_opk_stats st;
 };
@@ -132,20 +130,20 @@ static int start(gk_kw_ent *e, enum verb v, const char *body, const cJSON *obj, 
 	switch (v) {
 	case V_CREATE:
 		r.name = NULL;
-		rc = gk_kube_call_create(d->k->mux, &r, obj, NULL, on_call, e, &e->call, &err);
+		rc = gk_kube_call_create(d->k->conn.mux, &r, obj, NULL, on_call, e, &e->call, &err);
 		break;
 	case V_PATCH:
 	case V_FIN:
-		rc = gk_kube_call_patch(d->k->mux, &r, GK_PATCH_MERGE, body, NULL, false, NULL, on_call, e, &e->call,
+		rc = gk_kube_call_patch(d->k->conn.mux, &r, GK_PATCH_MERGE, body, NULL, false, NULL, on_call, e, &e->call,
 					&err);
 		break;
 	case V_DELETE: {
 		gk_kube_delete_opts o = { .uid = uid, .propagation = "Background" };
-		rc = gk_kube_call_delete(d->k->mux, &r, &o, NULL, on_call, e, &e->call, &err);
+		rc = gk_kube_call_delete(d->k->conn.mux, &r, &o, NULL, on_call, e, &e->call, &err);
 		break;
 	}
 	default:
-		rc = gk_kube_call_get(d->k->mux, &r, NULL, on_call, e, &e->call, &err);
+		rc = gk_kube_call_get(d->k->conn.mux, &r, NULL, on_call, e, &e->call, &err);
 	}
 	if (rc != GK_OK) {
 		GK_WARN("%s %s: %s", d->kind, d->name, err.msg);
@@ -310,16 +308,7 @@ int gk_opk_new(gk_opk **out, const char *kubeconfig, double qps, gk_loop *loop, 
 	}
 	k->loop = loop;
 	k->view = view;
-	int rc = gk_kube_config_load(&k->cfg, kubeconfig, err);
-	if (rc == GK_OK) {
-		gk_kube_opts ko = { .qps = qps ? qps : 50, .burst = 100, .timeout_ms = 15000,
-				    .user_agent = "gpukmm-opmgr" };
-		rc = gk_kube_client_new(&k->kc, &k->cfg, &ko, err);
-	}
-	if (rc == GK_OK)
-		rc = gk_kube_mux_new(&k->mux, k->kc, err);
-	if (rc == GK_OK)
-		rc = gk_kube_mux_attach(k->mux, loop, err);
+	int rc = gk_kube_conn_open(&k->conn, kubeconfig, qps, "gpukmm-opmgr", loop, err);
 	if (rc) {
 		gk_opk_free(k);
 		return rc;
@@ -333,9 +322,7 @@ void gk_opk_free(gk_opk *k)
 	if (!k)
 		return;
 	gk_kw_free(k->kw); /* cancels the calls in flight and the timers */
-	gk_kube_mux_free(k->mux);
-	gk_kube_client_free(k->kc);
-	gk_kube_config_free(&k->cfg);
+	gk_kube_conn_close(&k->conn);
 	free(k);
 }
 
