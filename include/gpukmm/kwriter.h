@@ -28,7 +28,7 @@ typedef struct gk_kw_ent {
 	gk_timer_id timer;
 	bool reread_due;         /* the timer starts a re-read (else it wakes the owner) */
 	int conflicts, failures; /* in a row */
-	char err[256];           /* the API's message of the last failed call, "" = none */
+	char err[512];           /* the API's message of the last failed call (or a hint), "" = none */
 	void *data;              /* the owner's, data_size bytes */
 } gk_kw_ent;
 

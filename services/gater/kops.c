@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decide.h"
 #include "gpukmm/kobj.h"
 #include "gpukmm/kube.h"
 #include "gpukmm/kwriter.h"
@@ -118,8 +119,11 @@ static void on_call(void *user, int rc, cJSON *out, const gk_kube_status *st, co
 		else
 			gk_gtv_touch_ds(k->view, d->ns, d->name); /* no longer ours to write */
 	} else {
+		char hint[512];
+		if (rc == GK_PERMISSION_DENIED) /* RBAC: not a namespace we may gate in (yet) */
+			gk_gater_forbidden_hint(hint, sizeof(hint), d->ns, msg, gk_gtv_ns(k->view));
 		GK_WARN("%s DaemonSet %s/%s: %s", reading ? "re-reading" : "writing", d->ns, d->name, msg);
-		failed(e, msg);
+		failed(e, rc == GK_PERMISSION_DENIED ? hint : msg);
 		gk_gtv_touch_ds(k->view, d->ns, d->name); /* the pass reports the error */
 	}
 	cJSON_Delete(out);
