@@ -135,6 +135,25 @@ static bool remove_one(const gk_opv *v, const gk_op_ref *c, const char *policy, 
 	return true;
 }
 
+/* A ClusterRoleBinding is created once the ClusterRole it names is there: the API
+ * server's escalation check of a binding (without `bind`) needs the role to exist,
+ * and refuses the binding otherwise. */
+static bool waits_for_role(const gk_opv *v, const gk_op_set *s, const gk_op_obj *o, gk_opp_result *res)
+{
+	if (strcmp(o->kind, "ClusterRoleBinding") != 0 || gk_opv_obj(v, o->kind, NULL, o->name))
+		return false;
+	const cJSON *ref = cJSON_GetObjectItemCaseSensitive(o->obj, "roleRef");
+	const cJSON *rn = cJSON_GetObjectItemCaseSensitive(ref, "name");
+	if (!cJSON_IsString(rn) || gk_opv_obj(v, "ClusterRole", NULL, rn->valuestring))
+		return false;
+	for (size_t i = 0; i < s->n; i++)
+		if (strcmp(s->v[i].kind, "ClusterRole") == 0 && strcmp(s->v[i].name, rn->valuestring) == 0) {
+			res->pending++; /* the role's creation marks the policy dirty again */
+			return true;
+		}
+	return false;
+}
+
 static bool rendered(const gk_op_set *s, const gk_op_ref *c)
 {
 	for (size_t i = 0; i < s->n; i++)
@@ -263,7 +282,7 @@ int gk_opp_pass(const gk_opv *v, const char *policy, const gk_opp_cfg *cfg, cons
 			goto out;
 		}
 		for (size_t i = 0; i < s.n; i++)
-			if (!(s.held & (1u << s.v[i].component)))
+			if (!(s.held & (1u << s.v[i].component)) && !waits_for_role(v, &s, &s.v[i], res))
 				apply_one(v, &s.v[i], ops, res);
 		bool guard_said = false;
 		const char *why = NULL;

@@ -323,3 +323,23 @@ Test(opmgr_pass, unknown_claims_block_the_dra_removal)
 	cr_assert(strstr(R.errors[0], "cannot tell whether a ResourceClaim holds a GPU") != NULL, "%s", R.errors[0]);
 	cr_assert_eq(R.requeue_ms, GK_OPP_REQUEUE_MS);
 }
+
+/* a ClusterRoleBinding waits for its ClusterRole (the API server's escalation check
+ * of a binding refuses it while the role does not exist) */
+Test(opmgr_pass, binding_after_its_role)
+{
+	gk_op_opts o = { .namespace_ = NS, .kmm = true, .dra_version = "v1" };
+	const char *dra = "{\"apiVersion\":\"intel.com/v1alpha1\",\"kind\":\"ClusterPolicy\",\"metadata\":{\"name\":\"gpu\","
+			  "\"uid\":\"u1\",\"finalizers\":[" OURS "]},\"spec\":{\"resourceRegistration\":\"dra\"}}";
+	add_policy(dra);
+	load();
+	pass();
+	cr_assert(logged("create ClusterRole gpu-gpu-dra"));
+	cr_assert_not(logged("create ClusterRoleBinding gpu-gpu-dra"));
+	reset();
+	add_policy(dra);
+	add_rendered(dra, &o, "ClusterRole");
+	load();
+	pass();
+	cr_assert(logged("create ClusterRoleBinding gpu-gpu-dra"));
+}
