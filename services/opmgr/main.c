@@ -19,6 +19,7 @@
 #include "gpukmm/ipc.h"
 #include "gpukmm/log.h"
 #include "gpukmm/loop.h"
+#include "gpukmm/metrics.h"
 #include "gpukmm/reporter.h"
 #include "gpukmm/svc.h"
 #include "gpukmm/workqueue.h"
@@ -211,24 +212,26 @@ int main(int argc, char **argv)
 		goto fail;
 	const gk_wsub_stats *bs = gk_wsub_stats_get(m->bus);
 	const gk_opk_stats *ks = gk_opk_stats_get(m->kops);
-	const gk_svc_counter counters[] = {
-		{ "opmgr_passes_total", "passes", &m->passes },
-		{ "opmgr_failed_passes_total", "passes that failed (retried with backoff)", &m->failed_passes },
-		{ "opmgr_creates_total", "operand objects created", &ks->creates },
-		{ "opmgr_patches_total", "operand objects patched", &ks->patches },
-		{ "opmgr_deletes_total", "operand objects deleted", &ks->deletes },
-		{ "opmgr_finalizer_writes_total", "finalizer writes on ClusterPolicies", &ks->finalizer_writes },
-		{ "opmgr_conflicts_total", "409 conflicts (re-read and decided again)", &ks->conflicts },
-		{ "opmgr_write_errors_total", "failed API calls (retried with backoff)", &ks->errors },
-		{ "opmgr_writes_inflight", "objects with an API call in flight", &ks->inflight },
-		{ "opmgr_snapshots_total", "view rebuilds from watcher snapshots", &bs->snapshots },
-		{ "opmgr_bus_gaps_total", "bus sequence gaps", &bs->gaps },
-		{ "opmgr_reports_ok_total", "status reports accepted", &m->rep.ok },
-		{ "opmgr_reports_failed_total", "status reports failed", &m->rep.failed },
-		{ "opmgr_queue_depth", "keys ready or waiting", &m->qs.depth },
-		{ "opmgr_queue_refused_total", "keys refused by the bounded queue", &m->queue_refused },
-	};
-	gk_svc_set_counters(&m->svc, counters, sizeof(counters) / sizeof(counters[0]));
+	gk_metric_counter_var("gpukmm_opmgr_passes_total", "Passes.", &m->passes);
+	gk_metric_counter_var("gpukmm_opmgr_failed_passes_total", "Passes that failed (retried with backoff).",
+			      &m->failed_passes);
+	gk_metric_counter_var("gpukmm_opmgr_creates_total", "Operand objects created.", &ks->creates);
+	gk_metric_counter_var("gpukmm_opmgr_patches_total", "Operand objects patched.", &ks->patches);
+	gk_metric_counter_var("gpukmm_opmgr_deletes_total", "Operand objects deleted.", &ks->deletes);
+	gk_metric_counter_var("gpukmm_opmgr_finalizer_writes_total", "Finalizer writes on ClusterPolicies.",
+			      &ks->finalizer_writes);
+	gk_metric_counter_var("gpukmm_opmgr_conflicts_total", "409 conflicts (re-read and decided again).",
+			      &ks->conflicts);
+	gk_metric_counter_var("gpukmm_opmgr_write_errors_total", "Failed API calls (retried with backoff).",
+			      &ks->errors);
+	gk_metric_gauge_var("gpukmm_opmgr_writes_inflight", "Objects with an API call in flight.", &ks->inflight);
+	gk_metric_counter_var("gpukmm_opmgr_snapshots_total", "View rebuilds from watcher snapshots.", &bs->snapshots);
+	gk_metric_counter_var("gpukmm_opmgr_bus_gaps_total", "Bus sequence gaps.", &bs->gaps);
+	gk_metric_counter_var("gpukmm_opmgr_reports_ok_total", "Status reports accepted.", &m->rep.ok);
+	gk_metric_counter_var("gpukmm_opmgr_reports_failed_total", "Status reports failed.", &m->rep.failed);
+	gk_metric_gauge_var("gpukmm_opmgr_queue_depth", "Keys ready or waiting.", &m->qs.depth);
+	gk_metric_counter_var("gpukmm_opmgr_queue_refused_total", "Keys refused by the bounded queue.",
+			      &m->queue_refused);
 	GK_INFO("started: namespace %s%s", m->svc.ns, m->cfg.operator_secret ? ", operator pull secret set" : "");
 	rc = gk_loop_run(m->svc.loop);
 	GK_INFO("stopping");

@@ -42,10 +42,8 @@ chmod 600 "$TMP/certs/tls.key"
 CONTROL="ipc://$TMP/control.sock"
 "$GPUKMM_TBIN/fake_control" --listen "$CONTROL" >"$TMP/control.log" 2>&1 &
 CPID=$!
-counter() {
-	"$GPUKMM_BIN/gpukmmctl" ipc call "$CONTROL" gpukmm.Control.List '{}' --timeout-ms 2000 2>/dev/null |
-		jq -r --argjson pid "$PID" --arg n "$1" '[.services[]? | select(.pid == $pid) | .counters[]? | select(.name == $n) | .value | tonumber] | first // 0'
-}
+. "${GPUKMM_SRC:-.}/tests/lib/metrics.sh"
+counter() { ctl_metrics "$CONTROL" "$PID" | jq -r --arg n "$1" '.[$n] // 0'; }
 counter_ge() { [ "$(counter "$1")" -ge "$2" ]; }
 
 "$WH" --listen 127.0.0.1:0 --tls-cert "$TMP/certs/tls.crt" --tls-key "$TMP/certs/tls.key" --port-file "$TMP/port" \
