@@ -14,7 +14,7 @@ static const gkctl_cmd commands[] = {
 	{ "images", "every image a ClusterPolicy makes the cluster pull, per node kernel (air-gap mirrors)", gkctl_images },
 	{ "ipc", "call an RPC, subscribe to or publish on a bus (JSON)", gkctl_ipc },
 	{ "probe", "node report: Intel GPUs, the GPU kernel module, Secure Boot, unload verdict", gkctl_probe },
-	{ "render", "print the KMM Module a ClusterPolicy file would produce", gkctl_render },
+	{ "render", "print the KMM Module (--all: every object) a ClusterPolicy file would produce", gkctl_render },
 	{ "status", "the supervisor's service table (Control.List)", gkctl_status },
 	{ "validate", "check ClusterPolicy files like the admission webhook does", gkctl_validate },
 	{ NULL, NULL, NULL },
