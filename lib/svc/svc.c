@@ -41,7 +41,7 @@ static const struct {
 	{ "watcher", 1, O_WATCHER, "Watcher RPC address ($GPUKMM_WATCHER)" },
 	{ "events", 1, O_EVENTS, "watcher event bus address ($GPUKMM_EVENTS)" },
 	{ "statusd", 1, O_STATUSD, "Status RPC address ($GPUKMM_STATUSD)" },
-	{ "kubeconfig", 1, O_KUBECONFIG, "kubeconfig file ($KUBECONFIG; default in-cluster)" },
+	{ "kubeconfig", 1, O_KUBECONFIG, "kubeconfig file (default: $KUBECONFIG, a ':'-separated list merged like kubectl; then in-cluster)" },
 	{ "token-file", 1, O_TOKEN_FILE, "bearer token file ($GPUKMM_TOKEN_FILE)" },
 	{ "namespace", 1, O_NAMESPACE, "operator namespace ($OPERATOR_NAMESPACE)" },
 	{ "heartbeat-ms", 1, O_HEARTBEAT, "heartbeat interval in ms (default 1000, $GPUKMM_HEARTBEAT_MS)" },
@@ -300,7 +300,8 @@ int gk_svc_init(gk_svc *svc, const char *name, int argc, char **argv, const gk_s
 	svc->addr.watcher = dflt(svc, fl.watcher, "GPUKMM_WATCHER", "watcher.sock");
 	svc->addr.events = dflt(svc, fl.events, "GPUKMM_EVENTS", "events.sock");
 	svc->addr.statusd = dflt(svc, fl.statusd, "GPUKMM_STATUSD", "statusd.sock");
-	svc->kubeconfig = dflt(svc, f_kc, "KUBECONFIG", NULL);
+	/* only the flag: $KUBECONFIG is a list, merged by gk_kube_config_load */
+	svc->kubeconfig = f_kc;
 	svc->token_file = dflt(svc, f_tok, "GPUKMM_TOKEN_FILE", NULL);
 	svc->ns = dflt(svc, f_ns, "OPERATOR_NAMESPACE", NULL);
 	if (!svc->ns)
