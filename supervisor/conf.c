@@ -84,6 +84,16 @@ static void svc_free(gk_sup_svc_conf *s)
 	memset(s, 0, sizeof(*s));
 }
 
+void gk_sup_conf_drop(gk_sup_conf *c, size_t i)
+{
+	if (i >= c->n_svcs)
+		return;
+	svc_free(&c->svcs[i]);
+	memmove(&c->svcs[i], &c->svcs[i + 1], (c->n_svcs - i - 1) * sizeof(*c->svcs));
+	c->n_svcs--;
+	memset(&c->svcs[c->n_svcs], 0, sizeof(*c->svcs));
+}
+
 void gk_sup_conf_free(gk_sup_conf *c)
 {
 	if (!c)

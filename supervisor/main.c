@@ -9,6 +9,7 @@
 
 #include "gpukmm/ipc.h"
 #include "gpukmm/log.h"
+#include "gpukmm/version.h"
 #include "sup.h"
 
 extern char **environ;
@@ -34,11 +35,16 @@ static const char usage_text[] =
 "  --http-listen A:P    serve /healthz, /readyz, /metrics (e.g. 0.0.0.0:8081, [::]:8081;\n"
 "                       IPv6 in brackets; port 0 = any)\n"
 "  --token-file FILE    API token path, handed (as GPUKMM_TOKEN_FILE) only to services\n"
-"                       with \"credentials\": true\n"
-"  --kubeconfig FILE    likewise, as KUBECONFIG\n"
+"                       with \"credentials\": true ($GPUKMM_TOKEN_FILE)\n"
+"  --kubeconfig FILE    likewise, as KUBECONFIG; default $KUBECONFIG (a ':'-separated\n"
+"                       list, merged like kubectl). Services without credentials get\n"
+"                       neither, and HOME=/nonexistent\n"
 "  --log-format F       text (each service line prefixed 'name | ') or json\n"
 "  --log-level L        debug, info, warn, error\n"
-"  --check              validate the configuration, print the service table, exit\n"
+"  --check              validate the configuration and every file it names (the\n"
+"                       kubeconfig, token file, webhook certificate and key), print\n"
+"                       the service table, exit (2 naming what is wrong)\n"
+"  --version            print the version and exit\n"
 "  -h, --help           this text\n"
 "\n"
 "Profile options (appended to the args of the service of that name; an option whose\n"
@@ -46,6 +52,7 @@ static const char usage_text[] =
 "when the option is not given:\n"
 "  --webhook-tls-cert F  webhook serving certificate (PEM)      $GPUKMM_WEBHOOK_TLS_CERT\n"
 "  --webhook-tls-key F   its private key (PEM); both or neither $GPUKMM_WEBHOOK_TLS_KEY\n"
+"                        (neither: the webhook is not started; said once and in /readyz)\n"
 "  --webhook-listen A:P  webhook HTTPS address (default :9443)  $GPUKMM_WEBHOOK_LISTEN\n"
 "  --leader-elect        watcher elects a leader through a Lease $GPUKMM_LEADER_ELECT=1\n"
 "                        in the operator namespace ($OPERATOR_NAMESPACE)\n"
@@ -73,7 +80,8 @@ static const char usage_text[] =
 "  }\n"
 "\n"
 "More than intensity.max_restarts restarts within window_ms stops everything and\n"
-"exits 1, so systemd or the kubelet takes over.\n"
+"exits 1, so systemd or the kubelet takes over. A service that exits 2 (a usage\n"
+"error) is not restarted: it is 'failed' in the service table, the others go on.\n"
 "\n"
 "Services get GPUKMM_RUNTIME_DIR, GPUKMM_CONTROL (ipc://DIR/control.sock) and\n"
 "GPUKMM_HEARTBEAT_MS; they report Control.Ready and heartbeats there.\n"
@@ -87,7 +95,7 @@ static const char usage_text[] =
 "some service had to be killed or did not exit cleanly.\n";
 
 enum { OPT_PROFILE = 1, OPT_CONFIG, OPT_RUNDIR, OPT_HTTP, OPT_TOKEN, OPT_KUBECONFIG, OPT_LOGFMT,
-       OPT_LOGLVL, OPT_CHECK, OPT_WH_CERT, OPT_WH_KEY, OPT_WH_LISTEN, OPT_LEADER, OPT_LEASE };
+       OPT_LOGLVL, OPT_CHECK, OPT_WH_CERT, OPT_WH_KEY, OPT_WH_LISTEN, OPT_LEADER, OPT_LEASE, OPT_VERSION };
 
 static int fail_usage(const char *msg)
 {
@@ -128,6 +136,7 @@ int main(int argc, char **argv)
 		{ "leader-elect", no_argument, NULL, OPT_LEADER },
 		{ "lease-name", required_argument, NULL, OPT_LEASE },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, OPT_VERSION },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *profile = NULL, *config = NULL, *rundir = NULL, *http = NULL, *token = NULL, *kubeconfig = NULL;
@@ -158,6 +167,7 @@ int main(int argc, char **argv)
 		case OPT_LEADER: leader = 1; break;
 		case OPT_LEASE: pf.lease_name = optarg; break;
 		case 'h': fputs(usage_text, stdout); return 0;
+		case OPT_VERSION: printf("gpukmm %s\n", gk_version); return 0;
 		default: {
 			char m[128];
 			snprintf(m, sizeof(m), "unknown or incomplete option '%s'", argv[optind - 1]);
@@ -223,11 +233,29 @@ int main(int argc, char **argv)
 		gk_sup_conf_free(&conf);
 		return 2;
 	}
+	/* credentials: the flag, else the environment ($KUBECONFIG may be a list) */
+	if (!token)
+		token = getenv("GPUKMM_TOKEN_FILE");
+	if (!kubeconfig)
+		kubeconfig = getenv("KUBECONFIG");
+	if (token && !*token)
+		token = NULL;
+	if (kubeconfig && !*kubeconfig)
+		kubeconfig = NULL;
+	if ((rc = gk_sup_check_files(&pf, token, kubeconfig, getenv("PATH"), &err))) {
+		fprintf(stderr, "gpukmm: %s\n", err.msg);
+		gk_sup_conf_free(&conf);
+		return 2;
+	}
 	if (check) {
 		print_table(&conf);
+		if (conf.note[0])
+			printf("note: %s\n", conf.note);
 		gk_sup_conf_free(&conf);
 		return 0;
 	}
+	if (conf.note[0])
+		GK_WARN("%s", conf.note);
 	char *rd = rundir ? strdup(rundir) : gk_sup_rundir_default();
 	int lock_fd = -1;
 	if (!rd || gk_sup_rundir_prepare(rd, ouid, ogid, &lock_fd, &err)) {
@@ -240,7 +268,8 @@ int main(int argc, char **argv)
 	gk_sup sup;
 	gk_sup_opts opts = { .runtime_dir = rd, .token_file = token, .kubeconfig = kubeconfig,
 			     .log_json = fmt == GK_LOG_JSON, .http_listen = http, .environ_base = environ,
-			     .out_fd = STDOUT_FILENO, .control_socket_mode = ouid >= 0 ? 0666 : 0 };
+			     .out_fd = STDOUT_FILENO, .control_socket_mode = ouid >= 0 ? 0666 : 0,
+			     .note = conf.note[0] ? conf.note : NULL };
 	if ((rc = gk_sup_init(&sup, &conf, &opts, &err))) {
 		GK_ERROR("%s", err.msg);
 		rc = err.code == GK_INVALID_ARGUMENT ? 2 : 1;

@@ -14,6 +14,7 @@
 #include "control.pb-c.h"
 #include "gpukmm/log.h"
 #include "gpukmm/svc.h"
+#include "gpukmm/version.h"
 
 #define CONTROL_TIMEOUT_MS 5000
 /* From the stop request (SIGTERM/SIGINT, or the supervisor asking) to the
@@ -23,7 +24,7 @@
 
 enum {
 	O_HELP = 'h', O_LOG_FORMAT = 256, O_LOG_LEVEL, O_RUNTIME_DIR, O_CONTROL, O_LISTEN, O_WATCHER,
-	O_EVENTS, O_STATUSD, O_KUBECONFIG, O_TOKEN_FILE, O_NAMESPACE, O_HEARTBEAT, O_EXTRA
+	O_EVENTS, O_STATUSD, O_KUBECONFIG, O_TOKEN_FILE, O_NAMESPACE, O_HEARTBEAT, O_VERSION, O_EXTRA
 };
 
 static const struct {
@@ -33,6 +34,7 @@ static const struct {
 	const char *help;
 } common[] = {
 	{ "help", 0, O_HELP, "print this help and exit" },
+	{ "version", 0, O_VERSION, "print the version and exit" },
 	{ "log-format", 1, O_LOG_FORMAT, "text | json (default text, $GPUKMM_LOG_FORMAT)" },
 	{ "log-level", 1, O_LOG_LEVEL, "debug | info | warn | error (default info, $GPUKMM_LOG_LEVEL)" },
 	{ "runtime-dir", 1, O_RUNTIME_DIR, "directory of the ipc sockets ($GPUKMM_RUNTIME_DIR)" },
@@ -241,6 +243,10 @@ int gk_svc_init(gk_svc *svc, const char *name, int argc, char **argv, const gk_s
 		switch (c) {
 		case O_HELP:
 			usage(stdout, name, extra);
+			free(lo);
+			exit(0);
+		case O_VERSION:
+			printf("gpukmm-%s %s\n", name, gk_version);
 			free(lo);
 			exit(0);
 		case O_LOG_FORMAT: f_fmt = optarg; break;

@@ -14,7 +14,7 @@
 #include "gpukmm/log.h"
 #include "gpukmm/svc.h"
 #include "server.h"
-#include "tlsfiles.h"
+#include "gpukmm/tlsfiles.h"
 
 #define DEFAULT_LISTEN ":9443"
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "gpukmm/log.h"
+#include "gpukmm/version.h"
 #include "gpukmm/loop.h"
 
 #include "ctrl.h"
@@ -104,6 +105,7 @@ int main(int argc, char **argv)
 		{ "load-delay-ms", required_argument, NULL, O_LOAD },
 		{ "unload-delay-ms", required_argument, NULL, O_UNLOAD },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -135,6 +137,7 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'h': usage(stdout); return 0;
+		case 'V': printf("fake-kmm %s\n", gk_version); return 0;
 		default: usage(stderr); return 2;
 		}
 	}

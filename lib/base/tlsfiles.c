@@ -1,5 +1,5 @@
 /* gpukmm-webhook: certificate files (see tlsfiles.h). */
-#include "tlsfiles.h"
+#include "gpukmm/tlsfiles.h"
 
 #include <errno.h>
 #include <openssl/bio.h>

@@ -1,7 +1,7 @@
-/* gpukmm-webhook: serving certificate files — load and check a cert/key pair,
+/* Serving certificate files (gpukmm-webhook; the supervisor checks them before it starts anything) — load and check a cert/key pair,
  * notice when the files change (Secret volume updates swap a symlink). */
-#ifndef GPUKMM_WEBHOOK_TLSFILES_H
-#define GPUKMM_WEBHOOK_TLSFILES_H
+#ifndef GPUKMM_TLSFILES_H
+#define GPUKMM_TLSFILES_H
 
 #include <stdbool.h>
 #include <stddef.h>
