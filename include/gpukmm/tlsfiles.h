@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/stat.h>
+#include <time.h>
 
 typedef struct gk_wh_fileid {
 	bool ok;
@@ -23,5 +24,8 @@ bool gk_wh_fileid_eq(const gk_wh_fileid *a, const gk_wh_fileid *b);
  * gk_wh_free_secret), else -1 with a message (never containing key material). */
 int gk_wh_load_pair(const char *cert_path, const char *key_path, char **cert, char **key, char *msg, size_t cap);
 void gk_wh_free_secret(char *s);
+/* The validity period of the first certificate of cert_pem at `now`: 0 valid,
+ * else -1 with a message ("... expired at ..." / "... not valid before ..."). */
+int gk_wh_cert_current(const char *cert_pem, const char *cert_path, time_t now, char *msg, size_t cap);
 
 #endif

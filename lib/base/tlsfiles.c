@@ -100,3 +100,36 @@ int gk_wh_load_pair(const char *cert_path, const char *key_path, char **cert, ch
 	*key = k;
 	return 0;
 }
+
+/* an ASN1_TIME as "2026-01-02 03:04:05 UTC" */
+static void asn1_str(const ASN1_TIME *t, char *buf, size_t cap)
+{
+	struct tm tm;
+	if (ASN1_TIME_to_tm(t, &tm) == 1)
+		strftime(buf, cap, "%Y-%m-%d %H:%M:%S UTC", &tm);
+	else
+		snprintf(buf, cap, "an unreadable time");
+}
+
+int gk_wh_cert_current(const char *cert_pem, const char *cert_path, time_t now, char *msg, size_t cap)
+{
+	BIO *b = BIO_new_mem_buf(cert_pem, -1);
+	X509 *x = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
+	BIO_free(b);
+	int rc = -1;
+	char when[64];
+	if (!x) {
+		snprintf(msg, cap, "%s: no PEM certificate", cert_path);
+	} else if (X509_cmp_time(X509_get0_notAfter(x), &now) <= 0) {
+		asn1_str(X509_get0_notAfter(x), when, sizeof(when));
+		snprintf(msg, cap, "the certificate in %s expired at %s", cert_path, when);
+	} else if (X509_cmp_time(X509_get0_notBefore(x), &now) >= 0) {
+		asn1_str(X509_get0_notBefore(x), when, sizeof(when));
+		snprintf(msg, cap, "the certificate in %s is not valid before %s", cert_path, when);
+	} else {
+		rc = 0;
+	}
+	ERR_clear_error();
+	X509_free(x);
+	return rc;
+}

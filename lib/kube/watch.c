@@ -12,7 +12,7 @@
 #include "gpukmm/log.h"
 #include "internal.h"
 #include "jparse.h"
-#include "kmap.h"
+#include "gpukmm/kmap.h"
 
 enum phase { PH_IDLE, PH_LIST, PH_WATCH };
 

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "gpukmm/kmap.h"
 #include "gpukmm/yamljson.h"
 
 typedef struct yj {
@@ -126,11 +127,17 @@ static int collection(yj *y, const yaml_event_t *start, bool mapping, cJSON **ou
 	cJSON *c = mapping ? cJSON_CreateObject() : cJSON_CreateArray();
 	if (!c)
 		return gk_err_set(y->err, GK_RESOURCE_EXHAUSTED, "out of memory");
+	/* the keys seen so far: a hash set, so the duplicate check costs O(1)
+	 * per key (a lookup in the object itself is a list walk: 40k keys took
+	 * seconds) */
+	gk_kmap keys;
+	gk_kmap_init(&keys);
+	int rc = 0;
 	for (;;) {
 		yaml_event_t ev;
 		if (!yaml_parser_parse(&y->p, &ev)) {
-			cJSON_Delete(c);
-			return perr(y, NULL, y->p.problem ? y->p.problem : "invalid YAML");
+			rc = perr(y, NULL, y->p.problem ? y->p.problem : "invalid YAML");
+			break;
 		}
 		if (ev.type == (mapping ? YAML_MAPPING_END_EVENT : YAML_SEQUENCE_END_EVENT)) {
 			yaml_event_delete(&ev);
@@ -138,49 +145,50 @@ static int collection(yj *y, const yaml_event_t *start, bool mapping, cJSON **ou
 		}
 		if (mapping) {
 			if (ev.type != YAML_SCALAR_EVENT) {
-				int rc = perr(y, &ev, "mapping keys must be scalars");
+				rc = perr(y, &ev, "mapping keys must be scalars");
 				yaml_event_delete(&ev);
-				cJSON_Delete(c);
-				return rc;
+				break;
 			}
 			char *key = strdup((const char *)ev.data.scalar.value);
 			yaml_event_delete(&ev);
 			if (!key) {
-				cJSON_Delete(c);
-				return gk_err_set(y->err, GK_RESOURCE_EXHAUSTED, "out of memory");
+				rc = gk_err_set(y->err, GK_RESOURCE_EXHAUSTED, "out of memory");
+				break;
 			}
 			yaml_event_t vev;
 			cJSON *val = NULL;
 			if (!yaml_parser_parse(&y->p, &vev)) {
 				free(key);
-				cJSON_Delete(c);
-				return perr(y, NULL, y->p.problem ? y->p.problem : "invalid YAML");
+				rc = perr(y, NULL, y->p.problem ? y->p.problem : "invalid YAML");
+				break;
 			}
-			int rc = node(y, &vev, &val);
+			if ((rc = node(y, &vev, &val))) {
+				free(key);
+				break;
+			}
+			int fresh = 0;
+			if (!gk_kmap_put(&keys, key, NULL, &fresh))
+				rc = gk_err_set(y->err, GK_RESOURCE_EXHAUSTED, "out of memory");
+			else if (!fresh) /* like sigs.k8s.io/yaml (strict): duplicate keys are an error */
+				rc = gk_err_set(y->err, GK_INVALID_ARGUMENT, "duplicate key \"%s\"", key);
 			if (rc) {
 				free(key);
-				cJSON_Delete(c);
-				return rc;
-			}
-			if (cJSON_GetObjectItemCaseSensitive(c, key)) {
-				/* like sigs.k8s.io/yaml (strict): duplicate keys are an error */
-				rc = gk_err_set(y->err, GK_INVALID_ARGUMENT, "duplicate key \"%s\"", key);
-				free(key);
 				cJSON_Delete(val);
-				cJSON_Delete(c);
-				return rc;
+				break;
 			}
 			cJSON_AddItemToObject(c, key, val);
 			free(key);
 		} else {
 			cJSON *val = NULL;
-			int rc = node(y, &ev, &val);
-			if (rc) {
-				cJSON_Delete(c);
-				return rc;
-			}
+			if ((rc = node(y, &ev, &val)))
+				break;
 			cJSON_AddItemToArray(c, val);
 		}
+	}
+	gk_kmap_clear(&keys);
+	if (rc) {
+		cJSON_Delete(c);
+		return rc;
 	}
 	y->depth--;
 	*out = c;

@@ -4,6 +4,8 @@
  * applies lib/policy's rules; GET /healthz. Serving certificate files are
  * re-read when they change. */
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +26,10 @@ struct app {
 	const char *cert_path, *key_path, *port_file, *service_account;
 	int insecure_http;
 	long reload_ms;
-	gk_wh_fileid cert_id, key_id;
+	gk_wh_fileid cert_id, key_id;      /* the files served */
+	bool refused;                      /* the files below were refused for bad_msg */
+	gk_wh_fileid bad_cert, bad_key;
+	char bad_msg[512];
 };
 
 static int64_t now_ms(void)
@@ -65,29 +70,52 @@ static int opt_size(void *user, const char *arg)
 	return 0;
 }
 
+/* The files on disk are not served: say why once per version and reason
+ * (they are read again at every check until they change or become usable, e.g.
+ * a key written after its certificate, a certificate not valid yet). */
+static void refuse(struct app *a, const gk_wh_fileid *c, const gk_wh_fileid *k, const char *msg)
+{
+	if (a->refused && gk_wh_fileid_eq(c, &a->bad_cert) && gk_wh_fileid_eq(k, &a->bad_key) &&
+	    strcmp(msg, a->bad_msg) == 0)
+		return;
+	GK_WARN("new certificate files not usable yet, the previous certificate is still served: %s", msg);
+	__atomic_fetch_add(&a->srv.c.cert_refused, 1, __ATOMIC_RELAXED);
+	a->refused = true;
+	a->bad_cert = *c;
+	a->bad_key = *k;
+	snprintf(a->bad_msg, sizeof(a->bad_msg), "%s", msg);
+	char note[600];
+	snprintf(note, sizeof(note), "certificate files not served (the previous certificate is): %s", msg);
+	gk_wh_set_note(&a->srv, note);
+}
+
 static void check_certs(gk_loop *l, gk_timer_id id, void *user)
 {
 	struct app *a = user;
+	__atomic_fetch_add(&a->srv.c.cert_checks, 1, __ATOMIC_RELAXED);
 	gk_wh_fileid c, k;
 	gk_wh_fileid_get(a->cert_path, &c);
 	gk_wh_fileid_get(a->key_path, &k);
 	if (!gk_wh_fileid_eq(&c, &a->cert_id) || !gk_wh_fileid_eq(&k, &a->key_id)) {
-		char *cert, *key, msg[512];
-		if (gk_wh_load_pair(a->cert_path, a->key_path, &cert, &key, msg, sizeof(msg)) != 0) {
-			/* e.g. the cert was written before the key: retry at the next tick */
-			GK_WARN("certificate files changed but are not usable yet: %s", msg);
-		} else {
+		char *cert, *key, msg[512] = "";
+		if (gk_wh_load_pair(a->cert_path, a->key_path, &cert, &key, msg, sizeof(msg)) == 0) {
 			gk_err err;
-			if (gk_wh_swap(&a->srv, cert, key, now_ms(), &err) == 0) {
+			if (gk_wh_cert_current(cert, a->cert_path, time(NULL), msg, sizeof(msg)) != 0) {
+				/* msg says why: an expired certificate would fail every handshake */
+			} else if (gk_wh_swap(&a->srv, cert, key, now_ms(), &err) == 0) {
 				GK_INFO("serving the new certificate from %s", a->cert_path);
 				a->cert_id = c;
 				a->key_id = k;
+				a->refused = false;
+				gk_wh_set_note(&a->srv, NULL);
 			} else {
-				GK_ERROR("%s", err.msg);
+				snprintf(msg, sizeof(msg), "%s", err.msg);
 			}
 			free(cert);
 			gk_wh_free_secret(key);
 		}
+		if (msg[0])
+			refuse(a, &c, &k, msg);
 	}
 	gk_wh_reap(&a->srv, now_ms());
 	gk_loop_timer(l, a->reload_ms, check_certs, a);
@@ -108,7 +136,8 @@ static int write_port_file(const char *path, int port)
 
 int main(int argc, char **argv)
 {
-	static struct app a = { .reload_ms = 2000, .srv = { .listen_fd = -1, .max_body = 3u << 20 } };
+	static struct app a = { .reload_ms = 2000,
+				.srv = { .listen_fd = -1, .d_fd = -1, .old_fd = -1, .max_body = 3u << 20, .note_mu = PTHREAD_MUTEX_INITIALIZER } };
 	gk_err err;
 	const gk_svc_opt extra[] = {
 		{ "tls-cert", 1, "serving certificate (PEM), re-read when it changes", opt_str, &a.cert_path },
@@ -145,6 +174,10 @@ int main(int argc, char **argv)
 			gk_svc_fini(&a.svc);
 			return 1;
 		}
+		/* served all the same: nothing better is at hand, and a good one is
+		 * picked up when it comes */
+		if (gk_wh_cert_current(cert, a.cert_path, time(NULL), msg, sizeof(msg)) != 0)
+			GK_WARN("%s: the API server will refuse it", msg);
 	} else {
 		GK_WARN("*** --insecure-http: serving AdmissionReviews WITHOUT TLS. The API server requires HTTPS; "
 			"use this only in tests. ***");
@@ -155,6 +188,12 @@ int main(int argc, char **argv)
 		{ "webhook_denied", "admission requests denied", &a.srv.c.denied },
 		{ "webhook_errors", "requests answered with an HTTP error", &a.srv.c.errors },
 		{ "webhook_cert_reloads", "serving certificate reloads", &a.srv.c.reloads },
+		{ "webhook_cert_checks", "times the certificate files were checked", &a.srv.c.cert_checks },
+		{ "webhook_cert_refused",
+		  "certificate files refused (expired, mismatched, unreadable, refused by the TLS library), each version once",
+		  &a.srv.c.cert_refused },
+		{ "webhook_cert_stale", "1 while the certificate files are refused and the previous certificate serves",
+		  &a.srv.c.cert_stale },
 	};
 	gk_svc_set_counters(&a.svc, counters, sizeof(counters) / sizeof(counters[0]));
 	if (gk_wh_listen(&a.srv, listen, &err) != 0 || gk_wh_start(&a.srv, cert, key, &err) != 0) {

@@ -3,6 +3,7 @@
 #include "server.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -103,9 +104,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	bool mutate = strcmp(url, GK_WEBHOOK_MUTATE_PATH) == 0, validate = strcmp(url, GK_WEBHOOK_VALIDATE_PATH) == 0;
 	if (!q) {
 		if (strcmp(url, "/healthz") == 0 || strcmp(url, "/readyz") == 0) {
-			return strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0
-				       ? reply(c, MHD_HTTP_OK, "text/plain", "ok\n")
-				       : reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "method not allowed\n");
+			if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+				return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "method not allowed\n");
+			/* still serving (the last good certificate): ready, and says why
+			 * the files on disk are not served */
+			char body[sizeof(s->note) + 64] = "ok\n";
+			pthread_mutex_lock(&s->note_mu);
+			if (s->note[0])
+				snprintf(body, sizeof(body), "ok\n%s\n", s->note);
+			pthread_mutex_unlock(&s->note_mu);
+			return reply(c, MHD_HTTP_OK, "text/plain", body);
 		}
 		if (!mutate && !validate) {
 			count(&s->c.errors);
@@ -182,47 +190,82 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MH
 	}
 }
 
-static struct MHD_Daemon *start(gk_wh_server *s, const char *cert, const char *key)
+/* A daemon on its own duplicate of the listening socket: libmicrohttpd closes
+ * the socket it was given when it fails to start (e.g. a certificate GnuTLS
+ * refuses), and that must not be ours. *fd_out is the duplicate (the daemon's
+ * until it is quiesced; then ours to close after MHD_stop_daemon). */
+static struct MHD_Daemon *start(gk_wh_server *s, const char *cert, const char *key, int *fd_out)
 {
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC;
+	int fd = fcntl(s->listen_fd, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0)
+		return NULL;
+	struct MHD_Daemon *d;
 	if (s->tls)
-		return MHD_start_daemon(flags | MHD_USE_TLS, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET,
-					s->listen_fd, MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
-					MHD_OPTION_CONNECTION_LIMIT, 256u, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
-					MHD_OPTION_HTTPS_MEM_CERT, cert, MHD_OPTION_HTTPS_MEM_KEY, key,
-					MHD_OPTION_HTTPS_PRIORITIES, "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2",
-					MHD_OPTION_END);
-	return MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
-				MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_CONNECTION_LIMIT, 256u,
-				MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
+		d = MHD_start_daemon(flags | MHD_USE_TLS, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd,
+				     MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_CONNECTION_LIMIT, 256u,
+				     MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_HTTPS_MEM_CERT, cert,
+				     MHD_OPTION_HTTPS_MEM_KEY, key, MHD_OPTION_HTTPS_PRIORITIES,
+				     "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2", MHD_OPTION_END);
+	else
+		d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd,
+				     MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_CONNECTION_LIMIT, 256u,
+				     MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
+	*fd_out = d ? fd : -1; /* on failure libmicrohttpd closed it */
+	return d;
+}
+
+/* Stop a daemon: quiesced first (it then leaves its socket to us), so that
+ * stopping never closes a socket another daemon may still use. */
+static void stop(struct MHD_Daemon **d, int *fd)
+{
+	if (!*d)
+		return;
+	MHD_quiesce_daemon(*d); /* MHD_INVALID_SOCKET when it already was */
+	MHD_stop_daemon(*d);
+	*d = NULL;
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
 }
 
 int gk_wh_start(gk_wh_server *s, const char *cert, const char *key, gk_err *err)
 {
-	if (!(s->d = start(s, cert, key)))
+	if (!(s->d = start(s, cert, key, &s->d_fd)))
 		return gk_err_set(err, GK_INTERNAL, "cannot start the HTTP%s server", s->tls ? "S" : "");
 	return 0;
 }
 
 int gk_wh_swap(gk_wh_server *s, const char *cert, const char *key, int64_t now_ms, gk_err *err)
 {
-	if (s->old) { /* a second reload while one drains: finish the oldest now */
-		MHD_stop_daemon(s->old);
-		s->old = NULL;
-	}
-	if (MHD_quiesce_daemon(s->d) < 0)
+	/* the new daemon first: while both run, either may accept a connection;
+	 * if the TLS library refuses the pair, nothing changed */
+	int nfd;
+	struct MHD_Daemon *nd = start(s, cert, key, &nfd);
+	if (!nd)
+		return gk_err_set(err, GK_INVALID_ARGUMENT,
+				  "the TLS library refused the certificate or key (an unsupported key type or curve?)");
+	if (MHD_quiesce_daemon(s->d) == MHD_INVALID_SOCKET) {
+		/* cannot happen (ITC is on, s->d was never quiesced): keep the old one */
+		stop(&nd, &nfd);
 		return gk_err_set(err, GK_INTERNAL, "cannot hand over the listening socket");
-	struct MHD_Daemon *nd = start(s, cert, key);
-	if (!nd) {
-		/* the pair was checked before; still, never stop listening */
-		GK_ERROR("new certificate rejected by the TLS library; the webhook keeps listening without it");
-		return gk_err_set(err, GK_INTERNAL, "cannot start the server with the new certificate");
 	}
+	stop(&s->old, &s->old_fd); /* a second reload while one drains: finish the oldest now */
 	s->old = s->d;
+	s->old_fd = s->d_fd;
 	s->d = nd;
+	s->d_fd = nfd;
 	s->old_deadline_ms = now_ms + DRAIN_MS;
 	count(&s->c.reloads);
 	return 0;
+}
+
+void gk_wh_set_note(gk_wh_server *s, const char *note)
+{
+	pthread_mutex_lock(&s->note_mu);
+	snprintf(s->note, sizeof(s->note), "%s", note ? note : "");
+	pthread_mutex_unlock(&s->note_mu);
+	__atomic_store_n(&s->c.cert_stale, note && *note ? 1 : 0, __ATOMIC_RELAXED);
 }
 
 void gk_wh_reap(gk_wh_server *s, int64_t now_ms)
@@ -230,23 +273,14 @@ void gk_wh_reap(gk_wh_server *s, int64_t now_ms)
 	if (!s->old)
 		return;
 	const union MHD_DaemonInfo *i = MHD_get_daemon_info(s->old, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
-	if ((i && i->num_connections == 0) || now_ms >= s->old_deadline_ms) {
-		MHD_stop_daemon(s->old);
-		s->old = NULL;
-	}
+	if ((i && i->num_connections == 0) || now_ms >= s->old_deadline_ms)
+		stop(&s->old, &s->old_fd);
 }
 
 void gk_wh_stop(gk_wh_server *s)
 {
-	if (s->d) {
-		MHD_quiesce_daemon(s->d);
-		MHD_stop_daemon(s->d);
-		s->d = NULL;
-	}
-	if (s->old) {
-		MHD_stop_daemon(s->old);
-		s->old = NULL;
-	}
+	stop(&s->d, &s->d_fd);
+	stop(&s->old, &s->old_fd);
 	if (s->listen_fd >= 0) {
 		close(s->listen_fd);
 		s->listen_fd = -1;

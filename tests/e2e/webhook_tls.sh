@@ -2,12 +2,16 @@
 # gpukmm-webhook over HTTPS with a test CA made by openssl: health, mutate,
 # validate allow/deny with exact messages, malformed -> 400, oversized -> 413,
 # wrong content type -> 415, certificate rotation without restart, SIGTERM.
+# Certificate files it cannot serve (garbage, a key of another certificate,
+# expired, a curve the TLS library refuses) leave the last good one serving,
+# are logged once and counted, and a good pair later is picked up.
 set -u
 WH="$GPUKMM_BIN/gpukmm-webhook"
 TMP=$(mktemp -d)
-PID=
+PID= CPID=
 cleanup() {
 	[ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
+	[ -n "$CPID" ] && kill "$CPID" 2>/dev/null && wait "$CPID" 2>/dev/null
 	rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -34,8 +38,19 @@ mkdir -p "$TMP/certs"
 cp "$TMP/srv1.crt" "$TMP/certs/tls.crt"; cp "$TMP/srv1.key" "$TMP/certs/tls.key"
 chmod 600 "$TMP/certs/tls.key"
 
+# a fake supervisor Control: the webhook's counters arrive with its heartbeats
+CONTROL="ipc://$TMP/control.sock"
+"$GPUKMM_TBIN/fake_control" --listen "$CONTROL" >"$TMP/control.log" 2>&1 &
+CPID=$!
+counter() {
+	"$GPUKMM_BIN/gpukmmctl" ipc call "$CONTROL" gpukmm.Control.List '{}' --timeout-ms 2000 2>/dev/null |
+		jq -r --argjson pid "$PID" --arg n "$1" '[.services[]? | select(.pid == $pid) | .counters[]? | select(.name == $n) | .value | tonumber] | first // 0'
+}
+counter_ge() { [ "$(counter "$1")" -ge "$2" ]; }
+
 "$WH" --listen 127.0.0.1:0 --tls-cert "$TMP/certs/tls.crt" --tls-key "$TMP/certs/tls.key" --port-file "$TMP/port" \
-	--cert-check-ms 100 --max-body-bytes 65536 --namespace intel-gpu-base-operator 2>"$TMP/log" &
+	--cert-check-ms 100 --max-body-bytes 65536 --namespace intel-gpu-base-operator \
+	--control "$CONTROL" --heartbeat-ms 100 2>"$TMP/log" &
 PID=$!
 if wait_for 10 test -s "$TMP/port"; then ok "webhook listening"; else nok "webhook did not start"; cat "$TMP/log"; exit 1; fi
 PORT=$(cat "$TMP/port")
@@ -130,7 +145,51 @@ code=$(post ca2 /validate-intel-com-v1alpha1-clusterpolicy "$TMP/good.json")
 printf 'garbage\n' >"$TMP/certs/tls.crt.new"; mv "$TMP/certs/tls.crt.new" "$TMP/certs/tls.crt"
 wait_for 10 grep -q "not usable yet" "$TMP/log" && ok "unusable new certificate reported" || nok "no warning for bad cert"
 healthy_with ca2 && ok "last good certificate still served" || nok "broken cert broke serving"
-grep -q "BEGIN PRIVATE KEY\|BEGIN RSA" "$TMP/log" && nok "key material in the log" || ok "no key material in the log"
+# said once: the files are looked at every 100 ms, the warning is not repeated
+c0=$(counter webhook_cert_checks)
+if wait_for 10 counter_ge webhook_cert_checks $((c0 + 5)) && [ "$(grep -c "not usable yet" "$TMP/log")" = 1 ]; then
+	ok "the refusal is logged once ($(counter webhook_cert_checks) checks)"
+else nok "refusal logged $(grep -c "not usable yet" "$TMP/log") times"; fi
+[ "$(counter webhook_cert_refused)" = 1 ] && [ "$(counter webhook_cert_stale)" = 1 ] &&
+	ok "counted: webhook_cert_refused 1, webhook_cert_stale 1" || nok "counters: refused $(counter webhook_cert_refused) stale $(counter webhook_cert_stale)"
+[ "$(req ca2 /readyz)" = 200 ] && grep -q "certificate files not served (the previous certificate is): .*tls.crt: no PEM certificate" "$TMP/body" &&
+	ok "/readyz: ready, and says why the files are not served" || nok "readyz: $(cat "$TMP/body")"
+
+# refused_with WHAT CRT KEY PATTERN: the pair is swapped in (key first, then
+# the certificate, each a rename), refused for PATTERN; the last good one serves
+refused_with() {
+	local n0
+	n0=$(counter webhook_cert_refused)
+	cp "$3" "$TMP/certs/tls.key.new"; mv "$TMP/certs/tls.key.new" "$TMP/certs/tls.key"
+	cp "$2" "$TMP/certs/tls.crt.new"; mv "$TMP/certs/tls.crt.new" "$TMP/certs/tls.crt"
+	if wait_for 10 grep -q "not usable yet.*$4" "$TMP/log" && healthy_with ca2 && kill -0 "$PID"; then
+		ok "$1: refused ($(grep -o "not usable yet.*$4.*" "$TMP/log" | head -1 | cut -c1-150)), the last good certificate still served"
+	else nok "$1: not refused, or serving broke"; tail -3 "$TMP/log" | sed 's/^/# /'; fi
+	counter_ge webhook_cert_refused $((n0 + 1)) || wait_for 5 counter_ge webhook_cert_refused $((n0 + 1)) ||
+		nok "$1: webhook_cert_refused did not count it"
+}
+refused_with "a key of another certificate" "$TMP/srv1.crt" "$TMP/srv2.key" "does not match the certificate"
+# an openssl-made pair OpenSSL is happy with and the TLS library (GnuTLS) is not
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:brainpoolP256r1 -nodes -keyout "$TMP/bp.key" -out "$TMP/bp.crt" \
+	-days 1 -subj /CN=localhost 2>/dev/null
+refused_with "a brainpoolP256r1 key" "$TMP/bp.crt" "$TMP/bp.key" "the TLS library refused"
+openssl req -newkey rsa:2048 -nodes -keyout "$TMP/old.key" -out "$TMP/old.csr" -subj /CN=localhost 2>/dev/null &&
+	openssl x509 -req -in "$TMP/old.csr" -CA "$TMP/ca2.crt" -CAkey "$TMP/ca2.key" -CAcreateserial -out "$TMP/old.crt" \
+		-days -1 -extfile "$TMP/ext" 2>/dev/null
+refused_with "an expired certificate" "$TMP/old.crt" "$TMP/old.key" "expired at"
+# a half-written certificate: the first half of a good one
+head -c 700 "$TMP/srv1.crt" >"$TMP/half.crt"
+refused_with "a half-written certificate" "$TMP/half.crt" "$TMP/old.key" "tls.crt: no PEM certificate"
+# and a good pair is picked up again
+cp "$TMP/srv1.key" "$TMP/certs/tls.key.new"; mv "$TMP/certs/tls.key.new" "$TMP/certs/tls.key"
+cp "$TMP/srv1.crt" "$TMP/certs/tls.crt.new"; mv "$TMP/certs/tls.crt.new" "$TMP/certs/tls.crt"
+if wait_for 15 healthy_with ca1 && kill -0 "$PID"; then ok "a good certificate after the refused ones is served, same process"
+else nok "good certificate not picked up after refusals"; tail -5 "$TMP/log" | sed 's/^/# /'; fi
+wait_for 5 eval '[ "$(counter webhook_cert_stale)" = 0 ]' && [ "$(req ca1 /readyz)" = 200 ] && [ "$(cat "$TMP/body")" = ok ] &&
+	ok "webhook_cert_stale back to 0, /readyz plain ok" || nok "stale $(counter webhook_cert_stale), readyz $(cat "$TMP/body")"
+code=$(post ca1 /validate-intel-com-v1alpha1-clusterpolicy "$TMP/good.json")
+[ "$code" = 200 ] && ok "admission works on the good certificate" || nok "after recovery: $code"
+grep -q "BEGIN PRIVATE KEY\|BEGIN RSA\|BEGIN EC" "$TMP/log" && nok "key material in the log" || ok "no key material in the log"
 
 kill -TERM "$PID"; wait "$PID"; rc=$?; PID=
 [ "$rc" = 0 ] && ok "SIGTERM: clean exit" || nok "SIGTERM exit $rc"

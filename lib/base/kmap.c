@@ -1,8 +1,8 @@
-/* A small chained hash map for the reflector's key → resourceVersion index. */
+/* A small chained hash map (include/gpukmm/kmap.h). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "kmap.h"
+#include "gpukmm/kmap.h"
 
 static size_t hash(const char *s)
 {

@@ -1,6 +1,7 @@
-/* lib/kube private: string → string hash map (object key → resourceVersion). */
-#ifndef GPUKMM_KUBE_KMAP_H
-#define GPUKMM_KUBE_KMAP_H
+/* gpukmm — a string → string hash map (the reflector's key → resourceVersion
+ * index, the YAML reader's duplicate-key check). */
+#ifndef GPUKMM_KMAP_H
+#define GPUKMM_KMAP_H
 
 #include <stddef.h>
 
