@@ -27,9 +27,7 @@ FAILED=0
 D=$(mktemp -d "${TMPDIR:-/tmp}/start-kubeconfig.XXXXXX") || exit 1
 chmod 700 "$D"
 SUP_PID= FK_PID=
-ok() { echo "ok - $1"; }
-notok() { echo "not ok - $1"; FAILED=1; }
-check() { local n=$1; shift; if "$@" >/dev/null 2>&1; then ok "$n"; else notok "$n"; fi; }
+check() { checkf "$@"; } # (tests/lib/proc.sh; not kubesim.sh's check, which sets no FAILED)
 teardown() {
 	stop_pid "$SUP_PID" 10
 	stop_pid "$FK_PID" 10

@@ -8,8 +8,7 @@ BIN=${GPUKMM_BIN:-build/bin}
 T=$(mktemp -d "${TMPDIR:-/tmp}/version.XXXXXX") || exit 1
 trap 'rm -rf "$T"' EXIT
 FAILED=0
-ok() { echo "ok - $1"; }
-notok() { echo "not ok - $1"; FAILED=1; }
+. tests/lib/proc.sh # ok, notok
 
 want=unknown
 if [ "$(git rev-parse --show-toplevel 2>/dev/null)" = "$(pwd -P)" ]; then

@@ -98,15 +98,22 @@ static void start_sim_with_token(const char *tok)
 
 static const gk_kube_ref nodes = {"", "v1", "nodes", NULL, NULL, NULL};
 
-Test(exec, token_from_plugin_and_401_rerun, .init = setup, .fini = teardown)
+/* kubesim requiring tok-1, the plugin printing it, a client of that kubeconfig. */
+static void exec_client(gk_kube_config *cfg, const char *api, const char *extra_env)
 {
 	start_sim_with_token("tok-1\n");
 	ksim_write(&sim, "plugin-token", "tok-1\n");
-	gk_kube_config cfg;
-	exec_config(&cfg, "client.authentication.k8s.io/v1", NULL);
+	exec_config(cfg, api, extra_env);
 	gk_kube_opts o = {.qps = -1};
 	gk_err e = {0};
-	cr_assert_eq(gk_kube_client_new(&kc, &cfg, &o, &e), 0, "%s", e.msg);
+	cr_assert_eq(gk_kube_client_new(&kc, cfg, &o, &e), 0, "%s", e.msg);
+}
+
+Test(exec, token_from_plugin_and_401_rerun, .init = setup, .fini = teardown)
+{
+	gk_kube_config cfg;
+	exec_client(&cfg, "client.authentication.k8s.io/v1", NULL);
+	gk_err e = {0};
 	cr_assert_eq(plugin_runs(), 1, "the first credential is fetched at once");
 	cr_assert_eq(gk_kube_get(kc, &nodes, NULL, NULL, &e), 0, "%s", e.msg);
 	cr_assert_eq(gk_kube_get(kc, &nodes, NULL, NULL, &e), 0, "%s", e.msg);
@@ -141,14 +148,10 @@ Test(exec, token_from_plugin_and_401_rerun, .init = setup, .fini = teardown)
 
 Test(exec, refreshed_before_expiry_without_a_401, .init = setup, .fini = teardown)
 {
-	start_sim_with_token("tok-1\n");
-	ksim_write(&sim, "plugin-token", "tok-1\n");
 	gk_kube_config cfg;
 	/* a 2 s credential: refreshed in the background in its last fifth */
-	exec_config(&cfg, "client.authentication.k8s.io/v1beta1", "      - {name: PLUGIN_EXPIRY_S, value: '2'}\n");
-	gk_kube_opts o = {.qps = -1};
+	exec_client(&cfg, "client.authentication.k8s.io/v1beta1", "      - {name: PLUGIN_EXPIRY_S, value: '2'}\n");
 	gk_err e = {0};
-	cr_assert_eq(gk_kube_client_new(&kc, &cfg, &o, &e), 0, "%s", e.msg);
 	int64_t deadline = ksim_now_ms() + 15000;
 	while (plugin_runs() < 3 && ksim_now_ms() < deadline) {
 		cr_assert_eq(gk_kube_get(kc, &nodes, NULL, NULL, &e), 0, "%s", e.msg);
@@ -163,13 +166,9 @@ Test(exec, refreshed_before_expiry_without_a_401, .init = setup, .fini = teardow
 
 Test(exec, expired_credential_rerun_at_once, .init = setup, .fini = teardown)
 {
-	start_sim_with_token("tok-1\n");
-	ksim_write(&sim, "plugin-token", "tok-1\n");
 	gk_kube_config cfg;
-	exec_config(&cfg, "client.authentication.k8s.io/v1", "      - {name: PLUGIN_EXPIRY_S, value: '-60'}\n");
-	gk_kube_opts o = {.qps = -1};
+	exec_client(&cfg, "client.authentication.k8s.io/v1", "      - {name: PLUGIN_EXPIRY_S, value: '-60'}\n");
 	gk_err e = {0};
-	cr_assert_eq(gk_kube_client_new(&kc, &cfg, &o, &e), 0, "%s", e.msg);
 	for (int i = 0; i < 3; i++)
 		cr_assert_eq(gk_kube_get(kc, &nodes, NULL, NULL, &e), 0, "%s", e.msg);
 	cr_assert_eq(plugin_runs(), 4, "an expired credential is never used: a run per request");

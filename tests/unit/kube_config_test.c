@@ -107,6 +107,21 @@ struct bad_case {
 	int code;
 };
 
+/* Each case fails with its code and message and leaves nothing half filled. */
+static void expect_bad(const struct bad_case *cases, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		gk_kube_config c;
+		gk_err e = {0};
+		int rc = parse(&c, cases[i].yaml, cases[i].ctx, &e);
+		cr_assert_eq(rc, cases[i].code, "case %zu: rc %d (%s)", i, rc, e.msg);
+		cr_assert(strstr(e.msg, cases[i].want), "case %zu: \"%s\" lacks \"%s\"", i, e.msg,
+			  cases[i].want);
+		cr_assert_null(c.server, "case %zu leaves a half config", i);
+		cr_assert_null(c.exec, "case %zu leaves a half config", i);
+	}
+}
+
 Test(kubeconfig, broken_configs_say_what_is_wrong)
 {
 	const char *cl = "clusters:\n- name: c\n  cluster: {server: https://h}\n";
@@ -139,15 +154,7 @@ Test(kubeconfig, broken_configs_say_what_is_wrong)
 		      "contexts:\n- name: a\n  context: {cluster: c}\n",
 		 NULL, "not an http(s) URL", GK_INVALID_ARGUMENT},
 	};
-	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-		gk_kube_config c;
-		gk_err e = {0};
-		int rc = parse(&c, cases[i].yaml, cases[i].ctx, &e);
-		cr_assert_eq(rc, cases[i].code, "case %zu: rc %d (%s)", i, rc, e.msg);
-		cr_assert(strstr(e.msg, cases[i].want), "case %zu: \"%s\" lacks \"%s\"", i, e.msg,
-			  cases[i].want);
-		cr_assert_null(c.server, "case %zu leaves a half config", i);
-	}
+	expect_bad(cases, sizeof cases / sizeof cases[0]);
 }
 
 Test(kubeconfig, files_and_env_chain)
@@ -378,14 +385,7 @@ Test(kubeconfig, exec_refusals_name_the_user)
 		 "contexts:\n- name: a\n  context: {cluster: c}\n",
 		 NULL, "tls-server-name \"a:b\" is not a host name", GK_INVALID_ARGUMENT},
 	};
-	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-		gk_kube_config c;
-		gk_err e = {0};
-		int rc = parse(&c, cases[i].yaml, cases[i].ctx, &e);
-		cr_assert_eq(rc, cases[i].code, "case %zu: rc %d (%s)", i, rc, e.msg);
-		cr_assert(strstr(e.msg, cases[i].want), "case %zu: \"%s\" lacks \"%s\"", i, e.msg, cases[i].want);
-		cr_assert_null(c.exec);
-	}
+	expect_bad(cases, sizeof cases / sizeof cases[0]);
 }
 
 Test(exec, credential_output_checked)
