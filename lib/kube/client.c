@@ -194,6 +194,8 @@ void gk_kube_client_stats_get(const gk_kube_client *c, gk_kube_client_stats *out
 
 #define EXEC_RETRY_MS 5000    /* a failed plugin is not re-run sooner */
 #define EXEC_MARGIN_MS 60000  /* refresh this long before expiry (at most 1/5 of the lifetime) */
+#define EXEC_FORCE_MS 1000    /* 401s re-run the plugin at most this often (a server that
+			       * refuses every credential must not make a run per request) */
 
 static int64_t wall_ms(void)
 {
@@ -285,6 +287,10 @@ static const char *exec_token(gk_kube_client *c, bool force)
 	bool have = c->token || c->cfg.cert.data;
 	bool expired = x->expiry_ms && now >= x->expiry_ms;
 	bool may = !x->fail_ms || mono - x->fail_ms >= EXEC_RETRY_MS;
+	if (force && have && !expired && x->forced_ms && mono - x->forced_ms < EXEC_FORCE_MS)
+		force = false;
+	if (force && have)
+		x->forced_ms = mono; /* a 401, not the first fetch */
 	if (force || !have || expired) {
 		if (x->running) {
 			exec_join(c);

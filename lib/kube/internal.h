@@ -22,6 +22,7 @@ typedef struct gk_kube__execst {
 	gk_kube_cred next;
 	int64_t expiry_ms, got_ms;  /* current credential, unix ms (0 = no expiry) */
 	int64_t fail_ms;            /* monotonic ms of the last failed run, 0 = none */
+	int64_t forced_ms;          /* monotonic ms of the last run forced by a 401, 0 = none */
 	uint64_t runs;
 } gk_kube__execst;
 

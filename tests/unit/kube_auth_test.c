@@ -175,6 +175,21 @@ Test(exec, expired_credential_rerun_at_once, .init = setup, .fini = teardown)
 	gk_kube_config_free(&cfg);
 }
 
+Test(exec, a_refused_credential_is_not_rerun_per_request, .init = setup, .fini = teardown)
+{
+	gk_kube_config cfg;
+	exec_client(&cfg, "client.authentication.k8s.io/v1", NULL);
+	ksim_write(&sim, "server-token", "another\n"); /* the server refuses what the plugin prints */
+	gk_err e = {0};
+	int64_t t0 = ksim_now_ms();
+	for (int i = 0; i < 8; i++)
+		cr_assert_eq(gk_kube_get(kc, &nodes, NULL, NULL, &e), GK_UNAUTHENTICATED);
+	int64_t took = ksim_now_ms() - t0;
+	/* 8 requests, 8 401s: the first re-runs the plugin, then at most one run a second */
+	cr_assert_leq(plugin_runs(), 2 + took / 1000, "%d runs in %lld ms", plugin_runs(), (long long)took);
+	gk_kube_config_free(&cfg);
+}
+
 Test(exec, failures_are_clear_and_bounded, .init = setup, .fini = teardown)
 {
 	start_sim_with_token("tok-1\n");
