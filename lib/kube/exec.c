@@ -291,10 +291,9 @@ int gk_kube_exec_run(const gk_kube_config *c, gk_kube_cred *out, gk_err *err)
 	size_t na = 0;
 	while (x->args && x->args[na])
 		na++;
-	if (!(info = gk_kube_exec_info(c)) || asprintf(&infoenv, "KUBERNETES_EXEC_INFO=%s", info) < 0 ||
-	    !(envp = build_env(x, infoenv)) || !(argv = calloc(na + 2, sizeof *argv))) {
-		if (!infoenv || !info)
-			infoenv = NULL;
+	if ((info = gk_kube_exec_info(c)) && asprintf(&infoenv, "KUBERNETES_EXEC_INFO=%s", info) < 0)
+		infoenv = NULL; /* undefined after a failed asprintf */
+	if (!infoenv || !(envp = build_env(x, infoenv)) || !(argv = calloc(na + 2, sizeof *argv))) {
 		rc = gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
 		goto done;
 	}
@@ -418,10 +417,12 @@ int gk_kube_exec_run(const gk_kube_config *c, gk_kube_cred *out, gk_err *err)
 		free(buf);
 	}
 done:
-	if (po[0] >= 0)
-		close(po[0]);
-	if (pe[0] >= 0)
-		close(pe[0]);
+	for (int i = 0; i < 2; i++) {
+		if (po[i] >= 0)
+			close(po[i]);
+		if (pe[i] >= 0)
+			close(pe[i]);
+	}
 	free(argv);
 	free(envp);
 	free(infoenv);
