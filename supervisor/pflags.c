@@ -1,7 +1,8 @@
 /* Profile options: the few service flags a real Deployment needs (webhook TLS
- * files and listen address, the watcher's leader election), given to the
- * supervisor as flags or env and appended to the args of the service of that
- * name. A flag whose service is not in the table is an error, never ignored. */
+ * files and listen address, the watcher's leader election, services left out),
+ * given to the supervisor as flags or env and appended to the args of the service
+ * of that name. A flag whose service is not in the table is an error, never
+ * ignored. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,14 +72,40 @@ static int webhook_without_tls(gk_sup_conf *c, const gk_sup_pflags *f, gk_err *e
 			 "%s: off: no serving certificate (--webhook-tls-cert/--webhook-tls-key or "
 			 "$GPUKMM_WEBHOOK_TLS_CERT/_KEY); ClusterPolicies are not defaulted or validated "
 			 "by gpukmm", s->name);
-		gk_sup_conf_drop(c, i);
+		gk_sup_conf_remove(c, s->name);
 		i--;
 	}
+	if (!c->n_svcs)
+		return gk_err_set(err, GK_INVALID_ARGUMENT,
+				  "the webhook has no serving certificate (give --webhook-tls-cert and "
+				  "--webhook-tls-key) and nothing else is left to run");
+	return 0;
+}
+
+/* --without a,b: each name must be in the table. */
+static int without(gk_sup_conf *c, const char *list, gk_err *err)
+{
+	char buf[256];
+	if (strlen(list) >= sizeof(buf))
+		return gk_err_set(err, GK_INVALID_ARGUMENT, "--without: too long");
+	snprintf(buf, sizeof(buf), "%s", list);
+	char *save = NULL;
+	for (char *n = strtok_r(buf, ",", &save); n; n = strtok_r(NULL, ",", &save))
+		if (gk_sup_conf_remove(c, n))
+			return gk_err_set(err, GK_INVALID_ARGUMENT,
+					  "--without: no service named '%s' in this profile/config", n);
+	if (!c->n_svcs)
+		return gk_err_set(err, GK_INVALID_ARGUMENT, "--without: no service left");
 	return 0;
 }
 
 int gk_sup_conf_apply_pflags(gk_sup_conf *c, const gk_sup_pflags *f, gk_err *err)
 {
+	if (set(f->without)) {
+		int rc = without(c, f->without, err);
+		if (rc)
+			return rc;
+	}
 	bool wh = set(f->webhook_tls_cert) || set(f->webhook_tls_key) || set(f->webhook_listen);
 	bool le = f->leader_elect || set(f->lease_name);
 	if (set(f->webhook_tls_cert) != set(f->webhook_tls_key))
