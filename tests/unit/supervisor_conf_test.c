@@ -264,6 +264,11 @@ Test(sup_conf, profile_options_reach_their_services)
 		cr_assert_str_neq(c.svcs[i].name, "webhook");
 	cr_assert(strstr(c.note, "webhook: off: no serving certificate"), "%s", c.note);
 	gk_sup_conf_free(&c);
+	/* the webhook profile without a certificate has nothing to run: an error, not an empty table */
+	cr_assert_eq(gk_sup_conf_profile(&c, "webhook", &err), 0);
+	cr_assert_eq(gk_sup_conf_apply_pflags(&c, &n, &err), GK_INVALID_ARGUMENT);
+	cr_assert(strstr(err.msg, "no serving certificate") && strstr(err.msg, "nothing else is left"), "%s", err.msg);
+	gk_sup_conf_free(&c);
 	/* ... unless it serves plain HTTP by its config (tests) */
 	const char *ins = "{\"services\":[{\"name\":\"webhook\",\"args\":[\"--insecure-http\"]}]}";
 	cr_assert_eq(gk_sup_conf_parse(&c, NULL, ins, strlen(ins), &err), 0, "%s", err.msg);
