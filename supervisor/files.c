@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "gpukmm/kube.h"
-#include "gpukmm/tlsfiles.h"
+#include "gpukmm/https.h"
 #include "sup.h"
 
 static int readable(const char *what, const char *path, gk_err *err)
@@ -78,21 +78,31 @@ static int check_kubeconfig(const char *kubeconfig, const char *path_env, gk_err
 	return rc;
 }
 
+static int check_pair(const char *cert_flag, const char *key_flag, const char *cert_path, const char *key_path,
+		      gk_err *err)
+{
+	char msg[512];
+	char *cert = NULL, *key = NULL;
+	int rc;
+	if ((rc = readable(cert_flag, cert_path, err)) || (rc = readable(key_flag, key_path, err)))
+		return rc;
+	if (gk_tls_load_pair(cert_path, key_path, &cert, &key, msg, sizeof(msg)))
+		return gk_err_set(err, GK_INVALID_ARGUMENT, "%s/%s: %s", cert_flag, key_flag, msg);
+	free(cert);
+	gk_tls_free_secret(key);
+	return 0;
+}
+
 int gk_sup_check_files(const gk_sup_pflags *f, const char *token_file, const char *kubeconfig,
 		       const char *path_env, gk_err *err)
 {
 	int rc;
-	if (f && f->webhook_tls_cert && *f->webhook_tls_cert) {
-		char msg[512];
-		char *cert = NULL, *key = NULL;
-		if ((rc = readable("--webhook-tls-cert", f->webhook_tls_cert, err)) ||
-		    (rc = readable("--webhook-tls-key", f->webhook_tls_key, err)))
-			return rc;
-		if (gk_wh_load_pair(f->webhook_tls_cert, f->webhook_tls_key, &cert, &key, msg, sizeof(msg)))
-			return gk_err_set(err, GK_INVALID_ARGUMENT, "--webhook-tls-cert/--webhook-tls-key: %s", msg);
-		free(cert);
-		gk_wh_free_secret(key);
-	}
+	if (f && f->webhook_tls_cert && *f->webhook_tls_cert &&
+	    (rc = check_pair("--webhook-tls-cert", "--webhook-tls-key", f->webhook_tls_cert, f->webhook_tls_key, err)))
+		return rc;
+	if (f && f->metrics_tls_cert && *f->metrics_tls_cert &&
+	    (rc = check_pair("--metrics-tls-cert", "--metrics-tls-key", f->metrics_tls_cert, f->metrics_tls_key, err)))
+		return rc;
 	if (token_file && *token_file && (rc = readable("--token-file", token_file, err)))
 		return rc;
 	if (kubeconfig && *kubeconfig && (rc = check_kubeconfig(kubeconfig, path_env, err)))

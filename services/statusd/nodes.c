@@ -196,6 +196,13 @@ static void problem(gk_sd_nodes *s, const gk_sd_node *d, const char *reason, int
 	vsnprintf(p.message, sizeof(p.message), fmt, ap);
 	va_end(ap);
 	s->problem_nodes++;
+	size_t r = 0;
+	while (r < s->n_reasons && strcmp(s->by_reason[r].reason, reason))
+		r++;
+	if (r == s->n_reasons && r < GK_SD_MAX_REASONS)
+		s->by_reason[s->n_reasons++].reason = reason;
+	if (r < s->n_reasons)
+		s->by_reason[r].nodes++;
 	if (s->n_problems < GK_SD_MAX_PROBLEMS)
 		s->problems[s->n_problems++] = p;
 	if ((flags & P_BLOCKING) && s->blocking++ == 0)

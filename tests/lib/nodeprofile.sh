@@ -19,7 +19,8 @@
 #   np_stop NODE / np_stop_all  SIGTERM (SIGKILL after 15 s); NP_RC = the supervisor's
 #                               exit code (0: it and its services stopped cleanly)
 #   np_nodes                    the nodes started so far
-# NP_LOG_LEVEL (default warn), NP_INTERVAL_MS (prober interval, default 1000).
+# NP_LOG_LEVEL (default warn), NP_INTERVAL_MS (prober interval, default 1000),
+# NP_SUP_ARGS (more arguments of the node supervisor, e.g. --metrics-listen 127.0.0.1:0).
 
 . "${GPUKMM_SRC:-.}/tests/lib/kubesim.sh"
 . "$GPUKMM_SRC/tests/lib/proc.sh"
@@ -58,9 +59,10 @@ np_start() { # NODE [KERNEL]: KERNEL defaults to the node's last one
   {"name": "statusd", "credentials": true, "args": ["--mode", "node", "--debounce-ms", "100"]}
 ]}
 J
+	# shellcheck disable=SC2086
 	NODE_NAME=$n GPUKMM_LOG_LEVEL=${NP_LOG_LEVEL:-warn} "$GPUKMM_BIN/gpukmm" --profile node \
 		--config "$NP_DIR/$n/node.json" --runtime-dir "$NP_DIR/$n/run" --kubeconfig "$NP_KUBECONFIG" \
-		>>"$NP_DIR/node-$n.log" 2>&1 &
+		${NP_SUP_ARGS:-} >>"$NP_DIR/node-$n.log" 2>&1 &
 	NP_PID[$n]=$!
 }
 

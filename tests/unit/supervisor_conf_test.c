@@ -426,6 +426,10 @@ Test(sup_files, every_named_file_checked)
 	gk_sup_pflags mismatch = { .webhook_tls_cert = a, .webhook_tls_key = k2 };
 	cr_assert_eq(gk_sup_check_files(&mismatch, NULL, NULL, NULL, &err), GK_INVALID_ARGUMENT);
 	cr_assert(strstr(err.msg, "does not match"), "%s", err.msg);
+	/* the /metrics pair, the same way */
+	gk_sup_pflags mm = { .metrics_tls_cert = a, .metrics_tls_key = k2 };
+	cr_assert_eq(gk_sup_check_files(&mm, NULL, NULL, NULL, &err), GK_INVALID_ARGUMENT);
+	cr_assert(strstr(err.msg, "--metrics-tls-cert/--metrics-tls-key") && strstr(err.msg, "does not match"), "%s", err.msg);
 	/* a key that is a certificate */
 	gk_sup_pflags notkey = { .webhook_tls_cert = a, .webhook_tls_key = a };
 	cr_assert_eq(gk_sup_check_files(&notkey, NULL, NULL, NULL, &err), GK_INVALID_ARGUMENT);
