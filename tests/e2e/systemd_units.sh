@@ -113,7 +113,7 @@ start_unit() {
 	# shellcheck disable=SC2206
 	local argv=(${execstart//%d/$T/creds})
 	argv[0]=$BIN/gpukmm
-	for i in "${!argv[@]}"; do case ${argv[$i]} in 127.0.0.1:808[0-9]) argv[$i]=127.0.0.1:0 ;; esac; done
+	for i in "${!argv[@]}"; do case ${argv[$i]} in 127.0.0.1:80[0-9][0-9]) argv[$i]=127.0.0.1:0 ;; esac; done
 	local envs
 	mapfile -t envs < <(unit_env "systemd/$u" "$@")
 	: >"$T/notify.log"
@@ -139,7 +139,7 @@ stop_unit() { # NAME: SIGTERM, exit 0 within TimeoutStopSec, STOPPING=1
 }
 readyz() { # the body of /readyz
 	local port
-	port=$(grep -o 'listening on 127.0.0.1:[0-9]*' "$T/sup.log" | head -1 | grep -o '[0-9]*$')
+	port=$(grep -o 'http: listening on 127.0.0.1:[0-9]*' "$T/sup.log" | head -1 | grep -o '[0-9]*$')
 	curl -s "http://127.0.0.1:$port/readyz"
 }
 two_pings() { [ "$(grep -cx WATCHDOG=1 "$T/notify.log")" -ge 2 ]; }
