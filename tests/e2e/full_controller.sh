@@ -21,9 +21,7 @@ FAILED=0
 D=$(mktemp -d "${TMPDIR:-/tmp}/full-controller.XXXXXX") || exit 1
 chmod 700 "$D"
 SUP_PID= WSUP_PID= FK_PID=
-ok() { echo "ok - $1"; }
-notok() { echo "not ok - $1"; FAILED=1; }
-check() { local n=$1; shift; if "$@" >/dev/null 2>&1; then ok "$n"; else notok "$n"; fi; }
+check() { checkf "$@"; } # (tests/lib/proc.sh; not kubesim.sh's check, which sets no FAILED)
 wait_for() { # DESC TIMEOUT_S CMD...
 	local desc=$1 t=$2; shift 2
 	local deadline=$((SECONDS + t))

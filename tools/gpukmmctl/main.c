@@ -4,6 +4,7 @@
 
 #include "ctl.h"
 #include "gpukmm/log.h"
+#include "gpukmm/version.h"
 
 /* Subcommands, one line each (keep sorted). */
 int gkctl_ipc(int argc, char **argv);
@@ -25,7 +26,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: gpukmmctl COMMAND [ARGS...]\n\ncommands:\n");
 	for (const gkctl_cmd *c = commands; c->name; c++)
 		fprintf(f, "  %-10s %s\n", c->name, c->summary);
-	fprintf(f, "\n`gpukmmctl COMMAND --help` describes each command.\n");
+	fprintf(f, "\n`gpukmmctl COMMAND --help` describes each command; --version prints the version.\n");
 }
 
 int main(int argc, char **argv)
@@ -37,6 +38,10 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
 		usage(stdout);
+		return 0;
+	}
+	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+		printf("gpukmmctl %s\n", gk_version);
 		return 0;
 	}
 	for (const gkctl_cmd *c = commands; c->name; c++)
