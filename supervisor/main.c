@@ -9,6 +9,7 @@
 
 #include "gpukmm/ipc.h"
 #include "gpukmm/log.h"
+#include "gpukmm/version.h"
 #include "sup.h"
 
 extern char **environ;
@@ -21,7 +22,7 @@ static const char usage_text[] =
 "them in reverse order on SIGTERM/SIGINT.\n"
 "\n"
 "Profiles (service binaries are looked up next to gpukmm, then in $PATH):\n"
-"  controller  watcher, modmgr, gater, statusd, webhook\n"
+"  controller  watcher, modmgr, gater, opmgr, statusd, webhook\n"
 "  node        prober, statusd --mode node\n"
 "  all         both (the node statusd runs as 'node-statusd' on its own socket)\n"
 "  webhook     the webhook alone (a container of its own, without API credentials,\n"
@@ -33,14 +34,32 @@ static const char usage_text[] =
 "  --runtime-dir DIR    sockets live here (created 0700, locked, stale sockets removed);\n"
 "                       default $RUNTIME_DIRECTORY, /run/gpukmm as root, else\n"
 "                       $XDG_RUNTIME_DIR/gpukmm\n"
-"  --http-listen A:P    serve /healthz, /readyz, /metrics (e.g. 0.0.0.0:8081, [::]:8081;\n"
-"                       IPv6 in brackets; port 0 = any)\n"
+"  --http-listen A:P    serve /healthz, /livez, /readyz: the kubelet's probes, no\n"
+"                       authentication (e.g. 0.0.0.0:8081, [::]:8081; IPv6 in brackets;\n"
+"                       port 0 = any)\n"
+"  --metrics-listen A:P serve /metrics (Prometheus text) here: HTTPS, and the client's\n"
+"                       bearer token must be allowed `get` on the non-resource URL\n"
+"                       /metrics (TokenReview + SubjectAccessReview, asked through the\n"
+"                       --metrics-reviewer service; the supervisor holds no credentials).\n"
+"                       $GPUKMM_METRICS_LISTEN; none = no /metrics\n"
+"  --metrics-insecure   plain HTTP and no authentication, for local use; the address\n"
+"                       then defaults to 127.0.0.1:8080   $GPUKMM_METRICS_INSECURE=1\n"
+"  --metrics-tls-cert F serving certificate (PEM, re-read when it changes) and its key;\n"
+"  --metrics-tls-key F  without them a self-signed one is made at start\n"
+"                       $GPUKMM_METRICS_TLS_CERT / $GPUKMM_METRICS_TLS_KEY\n"
+"  --metrics-reviewer N the credentialed service that reviews tokens (default statusd;\n"
+"                       its socket ipc://DIR/N.sock serves gpukmm.AccessReview)\n"
 "  --token-file FILE    API token path, handed (as GPUKMM_TOKEN_FILE) only to services\n"
-"                       with \"credentials\": true\n"
-"  --kubeconfig FILE    likewise, as KUBECONFIG\n"
+"                       with \"credentials\": true ($GPUKMM_TOKEN_FILE)\n"
+"  --kubeconfig FILE    likewise, as KUBECONFIG; default $KUBECONFIG (a ':'-separated\n"
+"                       list, merged like kubectl). Services without credentials get\n"
+"                       neither, and HOME=/nonexistent\n"
 "  --log-format F       text (each service line prefixed 'name | ') or json\n"
 "  --log-level L        debug, info, warn, error\n"
-"  --check              validate the configuration, print the service table, exit\n"
+"  --check              validate the configuration and every file it names (the\n"
+"                       kubeconfig, token file, webhook certificate and key), print\n"
+"                       the service table, exit (2 naming what is wrong)\n"
+"  --version            print the version and exit\n"
 "  -h, --help           this text\n"
 "\n"
 "Profile options (appended to the args of the service of that name; an option whose\n"
@@ -48,6 +67,7 @@ static const char usage_text[] =
 "when the option is not given:\n"
 "  --webhook-tls-cert F  webhook serving certificate (PEM)      $GPUKMM_WEBHOOK_TLS_CERT\n"
 "  --webhook-tls-key F   its private key (PEM); both or neither $GPUKMM_WEBHOOK_TLS_KEY\n"
+"                        (neither: the webhook is not started; said once and in /readyz)\n"
 "  --webhook-listen A:P  webhook HTTPS address (default :9443)  $GPUKMM_WEBHOOK_LISTEN\n"
 "  --leader-elect        watcher elects a leader through a Lease $GPUKMM_LEADER_ELECT=1\n"
 "                        in the operator namespace ($OPERATOR_NAMESPACE)\n"
@@ -76,7 +96,8 @@ static const char usage_text[] =
 "  }\n"
 "\n"
 "More than intensity.max_restarts restarts within window_ms stops everything and\n"
-"exits 1, so systemd or the kubelet takes over.\n"
+"exits 1, so systemd or the kubelet takes over. A service that exits 2 (a usage\n"
+"error) is not restarted: it is 'failed' in the service table, the others go on.\n"
 "\n"
 "Services get GPUKMM_RUNTIME_DIR, GPUKMM_CONTROL (ipc://DIR/control.sock) and\n"
 "GPUKMM_HEARTBEAT_MS; they report Control.Ready and heartbeats there.\n"
@@ -90,7 +111,49 @@ static const char usage_text[] =
 "some service had to be killed or did not exit cleanly.\n";
 
 enum { OPT_PROFILE = 1, OPT_CONFIG, OPT_RUNDIR, OPT_HTTP, OPT_TOKEN, OPT_KUBECONFIG, OPT_LOGFMT,
-       OPT_LOGLVL, OPT_CHECK, OPT_WH_CERT, OPT_WH_KEY, OPT_WH_LISTEN, OPT_LEADER, OPT_LEASE, OPT_WITHOUT };
+       OPT_LOGLVL, OPT_CHECK, OPT_WH_CERT, OPT_WH_KEY, OPT_WH_LISTEN, OPT_LEADER, OPT_LEASE, OPT_WITHOUT, OPT_M_LISTEN,
+       OPT_M_INSECURE, OPT_M_CERT, OPT_M_KEY, OPT_M_REVIEWER,
+       OPT_VERSION };
+
+#define METRICS_INSECURE_DEFAULT "127.0.0.1:8080"
+
+static const char *env_or(const char *v, const char *env)
+{
+	const char *e = getenv(env);
+	return v ? v : e && *e ? e : NULL;
+}
+
+/* The /metrics options, checked against the service table: 0, or a message. */
+static const char *metrics_opts(gk_sup_opts *o, int insecure, const gk_sup_conf *c)
+{
+	if (insecure < 0) {
+		const char *e = getenv("GPUKMM_METRICS_INSECURE");
+		if (e && *e && strcmp(e, "0") && strcmp(e, "1") && strcmp(e, "true") && strcmp(e, "false"))
+			return "GPUKMM_METRICS_INSECURE: 1, true, 0 or false";
+		insecure = e && (!strcmp(e, "1") || !strcmp(e, "true"));
+	}
+	o->metrics_insecure = insecure;
+	o->metrics_listen = env_or(o->metrics_listen, "GPUKMM_METRICS_LISTEN");
+	o->metrics_cert = env_or(o->metrics_cert, "GPUKMM_METRICS_TLS_CERT");
+	o->metrics_key = env_or(o->metrics_key, "GPUKMM_METRICS_TLS_KEY");
+	if (!o->metrics_reviewer)
+		o->metrics_reviewer = "statusd";
+	if (insecure && !o->metrics_listen)
+		o->metrics_listen = METRICS_INSECURE_DEFAULT;
+	if (!o->metrics_cert != !o->metrics_key)
+		return "--metrics-tls-cert and --metrics-tls-key go together";
+	if (insecure && o->metrics_cert)
+		return "--metrics-insecure serves plain HTTP: no --metrics-tls-cert";
+	if (!o->metrics_listen || insecure)
+		return NULL;
+	for (size_t i = 0; i < c->n_svcs; i++)
+		if (strcmp(c->svcs[i].name, o->metrics_reviewer) == 0)
+			return c->svcs[i].credentials ? NULL
+						       : "--metrics-reviewer: that service has no credentials "
+							 "(\"credentials\": true) to review tokens with";
+	return "--metrics-listen: the token reviewer (--metrics-reviewer, default statusd) is not a configured "
+	       "service; name one with credentials, or use --metrics-insecure for local use";
+}
 
 static int fail_usage(const char *msg)
 {
@@ -130,13 +193,20 @@ int main(int argc, char **argv)
 		{ "webhook-listen", required_argument, NULL, OPT_WH_LISTEN },
 		{ "leader-elect", no_argument, NULL, OPT_LEADER },
 		{ "lease-name", required_argument, NULL, OPT_LEASE },
+		{ "metrics-listen", required_argument, NULL, OPT_M_LISTEN },
+		{ "metrics-insecure", no_argument, NULL, OPT_M_INSECURE },
+		{ "metrics-tls-cert", required_argument, NULL, OPT_M_CERT },
+		{ "metrics-tls-key", required_argument, NULL, OPT_M_KEY },
+		{ "metrics-reviewer", required_argument, NULL, OPT_M_REVIEWER },
 		{ "without", required_argument, NULL, OPT_WITHOUT },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, OPT_VERSION },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *profile = NULL, *config = NULL, *rundir = NULL, *http = NULL, *token = NULL, *kubeconfig = NULL;
 	gk_sup_pflags pf = { 0 };
-	int fmt = -1, lvl = -1, check = 0, leader = -1, o;
+	gk_sup_opts mo = { 0 };
+	int fmt = -1, lvl = -1, check = 0, leader = -1, minsecure = -1, o;
 	gk_log_init_env("gpukmm");
 	opterr = 0;
 	while ((o = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -161,8 +231,14 @@ int main(int argc, char **argv)
 		case OPT_WH_LISTEN: pf.webhook_listen = optarg; break;
 		case OPT_LEADER: leader = 1; break;
 		case OPT_LEASE: pf.lease_name = optarg; break;
+		case OPT_M_LISTEN: mo.metrics_listen = optarg; break;
+		case OPT_M_INSECURE: minsecure = 1; break;
+		case OPT_M_CERT: mo.metrics_cert = optarg; break;
+		case OPT_M_KEY: mo.metrics_key = optarg; break;
+		case OPT_M_REVIEWER: mo.metrics_reviewer = optarg; break;
 		case OPT_WITHOUT: pf.without = optarg; break;
 		case 'h': fputs(usage_text, stdout); return 0;
+		case OPT_VERSION: printf("gpukmm %s\n", gk_version); return 0;
 		default: {
 			char m[128];
 			snprintf(m, sizeof(m), "unknown or incomplete option '%s'", argv[optind - 1]);
@@ -224,17 +300,42 @@ int main(int argc, char **argv)
 		gk_sup_conf_free(&conf);
 		return 2;
 	}
+	const char *mbad = metrics_opts(&mo, minsecure, &conf);
+	if (mbad) {
+		gk_sup_conf_free(&conf);
+		return fail_usage(mbad);
+	}
 	long ouid, ogid;
 	if (gk_sup_rundir_owner(&conf, &ouid, &ogid, &err)) {
 		fprintf(stderr, "gpukmm: %s\n", err.msg);
 		gk_sup_conf_free(&conf);
 		return 2;
 	}
+	/* credentials: the flag, else the environment ($KUBECONFIG may be a list) */
+	if (!token)
+		token = getenv("GPUKMM_TOKEN_FILE");
+	if (!kubeconfig)
+		kubeconfig = getenv("KUBECONFIG");
+	if (token && !*token)
+		token = NULL;
+	if (kubeconfig && !*kubeconfig)
+		kubeconfig = NULL;
+	pf.metrics_tls_cert = mo.metrics_cert;
+	pf.metrics_tls_key = mo.metrics_key;
+	if ((rc = gk_sup_check_files(&pf, token, kubeconfig, getenv("PATH"), &err))) {
+		fprintf(stderr, "gpukmm: %s\n", err.msg);
+		gk_sup_conf_free(&conf);
+		return 2;
+	}
 	if (check) {
 		print_table(&conf);
+		if (conf.note[0])
+			printf("note: %s\n", conf.note);
 		gk_sup_conf_free(&conf);
 		return 0;
 	}
+	if (conf.note[0])
+		GK_WARN("%s", conf.note);
 	char *rd = rundir ? strdup(rundir) : gk_sup_rundir_default();
 	int lock_fd = -1;
 	if (!rd || gk_sup_rundir_prepare(rd, ouid, ogid, &lock_fd, &err)) {
@@ -247,7 +348,10 @@ int main(int argc, char **argv)
 	gk_sup sup;
 	gk_sup_opts opts = { .runtime_dir = rd, .token_file = token, .kubeconfig = kubeconfig,
 			     .log_json = fmt == GK_LOG_JSON, .http_listen = http, .environ_base = environ,
-			     .out_fd = STDOUT_FILENO, .control_socket_mode = ouid >= 0 ? 0666 : 0 };
+			     .out_fd = STDOUT_FILENO, .control_socket_mode = ouid >= 0 ? 0666 : 0,
+			     .metrics_listen = mo.metrics_listen, .metrics_insecure = mo.metrics_insecure,
+			     .metrics_cert = mo.metrics_cert, .metrics_key = mo.metrics_key,
+			     .metrics_reviewer = mo.metrics_reviewer, .note = conf.note[0] ? conf.note : NULL };
 	if ((rc = gk_sup_init(&sup, &conf, &opts, &err))) {
 		GK_ERROR("%s", err.msg);
 		rc = err.code == GK_INVALID_ARGUMENT ? 2 : 1;

@@ -169,7 +169,7 @@ static void a_spawn(gk_sup *s, gk_sup_svc *v)
 	v->spawned_ms = gk_sup_now_ms();
 	v->ready_ms = v->last_hb_ms = 0;
 	v->hung = false;
-	v->n_counters = 0;
+	gk_sup_svc_set_metrics(v, NULL);
 	v->last_error[0] = '\0';
 	GK_INFO("service %s: started, pid %d", v->conf->name, (int)pid);
 	if (v->conf->ready_timeout_ms > 0)
@@ -287,6 +287,14 @@ static void a_died(gk_sup *s, gk_sup_svc *v, bool spawn_failed)
 	if (s->stopping) {
 		v->state = GK_SUP_DOWN;
 		GK_INFO("service %s: %s during shutdown", v->conf->name, how);
+		return;
+	}
+	if (!spawn_failed && !v->hung && WIFEXITED(st) && WEXITSTATUS(st) == 2) {
+		/* a usage error does not heal by restarting: say so, keep the others */
+		v->state = GK_SUP_FAILED;
+		snprintf(v->last_error, sizeof(v->last_error), "usage error (exit 2): not restarted");
+		GK_ERROR("service %s: exited with code 2, a usage or configuration error: not restarted "
+			 "(its own log above says what is wrong; fix it and restart gpukmm)", v->conf->name);
 		return;
 	}
 	bool clean = !spawn_failed && WIFEXITED(st) && WEXITSTATUS(st) == 0 && !v->hung;
@@ -553,6 +561,8 @@ int gk_sup_init(gk_sup *s, gk_sup_conf *conf, const gk_sup_opts *opts, gk_err *e
 	s->n = conf->n_svcs;
 	for (size_t i = 0; i < s->n; i++)
 		s->svcs[i].log_rd = s->svcs[i].log_wr = -1;
+	if (gk_sup_metrics_init(s))
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
 	if ((rc = gk_loop_new(&s->loop, err)))
 		return rc;
 	for (size_t i = 0; i < s->n; i++) {
@@ -594,6 +604,8 @@ int gk_sup_init(gk_sup *s, gk_sup_conf *conf, const gk_sup_opts *opts, gk_err *e
 	if ((rc = gk_sup_control_open(s, err)))
 		return rc;
 	if (opts->http_listen && (rc = gk_sup_http_start(s, opts->http_listen, err)))
+		return rc;
+	if (opts->metrics_listen && (rc = gk_sup_msrv_start(s, err)))
 		return rc;
 	return 0;
 }
@@ -674,6 +686,7 @@ int gk_sup_run(gk_sup *s)
 
 void gk_sup_fini(gk_sup *s)
 {
+	gk_sup_msrv_stop(s);
 	gk_sup_http_stop(s);
 	gk_sup_control_close(s);
 	if (s->log_stream) {
@@ -690,6 +703,7 @@ void gk_sup_fini(gk_sup *s)
 			break;
 	}
 	for (size_t i = 0; i < s->n; i++) {
+		gk_sup_svc_set_metrics(&s->svcs[i], NULL);
 		if (s->svcs[i].log_rd >= 0) {
 			if (s->loop)
 				gk_loop_del_fd(s->loop, s->svcs[i].log_rd);
@@ -700,6 +714,7 @@ void gk_sup_fini(gk_sup *s)
 	}
 	free(s->svcs);
 	s->svcs = NULL;
+	gk_sup_metrics_fini(s);
 	if (s->loop)
 		gk_loop_free(s->loop);
 	s->loop = NULL;

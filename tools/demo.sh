@@ -1,6 +1,6 @@
 #!/bin/bash
 # make demo: a small simulated cluster (kubesim + fake-kmm) and the real gpukmm
-# stack — `gpukmm --profile controller` (watcher, modmgr, gater, statusd, webhook)
+# stack — `gpukmm --profile controller` (watcher, modmgr, gater, opmgr, statusd, webhook)
 # and one `gpukmm --profile node` per GPU node (prober on a fake node root +
 # node-mode statusd) — loading the xe driver through KMM, step by step.
 #   make demo            watch it, then everything is stopped
@@ -8,13 +8,16 @@
 #   DEMO_CHECK=1         non-interactive: prints "ok - ..." / "not ok - ..." per milestone
 #
 # The cluster: gpu-rhel-1, gpu-rhel-2 (RHEL 9 kernel), gpu-ubuntu-1 (Ubuntu 24.04
-# kernel), cpu-1 (no GPU); the device-plugin / DRA / XPU Manager DaemonSets of the
-# policy. Each GPU node's prober reads a fake root whose kernel matches the Node:
+# kernel), cpu-1 (no GPU); gpukmm-opmgr deploys the policy's device plugin and XPU
+# Manager, which kubesim's DaemonSet controller and kubelet run only on the nodes
+# whose driver KMM has loaded (the ready label in their node selector). Each GPU node's prober reads a fake root whose kernel matches the Node:
 # "oot-avail" (GPU, OoT xe installed, not loaded) until fake-kmm puts the KMM ready
 # label on the node, then "oot-idle" (OoT xe loaded) — the stand-in for KMM's worker
 # pod running modprobe there (tests/lib/nodeprofile.sh, shared with the chaos test).
 # The webhook serves plain HTTP here (kubesim calls it by URL); in a cluster it
-# serves TLS (deploy/webhook).
+# serves TLS (deploy/webhook). /metrics is served as in a cluster: HTTPS, the
+# scraper's token reviewed (kubesim knows the token "demo-scraper", allowed); the
+# demo prints the URLs and a one-line summary of the most useful metrics.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}
@@ -91,15 +94,22 @@ nodes_table() { # what KMM says (ready label) next to what each node's prober se
 		column -t | sed 's/^/     /'
 }
 ds_table() {
-	kj "/apis/apps/v1/namespaces/$NS/daemonsets" | jq -r '.items[] | "     \(.metadata.name): nodeSelector \(.spec.template.spec.nodeSelector | tojson)"'
+	kj "/apis/apps/v1/namespaces/$NS/daemonsets" | jq -r '.items[] | "     \(.metadata.name): ready \(.status.numberReady // 0)/\(.status.desiredNumberScheduled // 0), nodeSelector \(.spec.template.spec.nodeSelector | tojson)"'
+}
+# the nodes running a pod of DaemonSet $1
+ds_nodes() {
+	kj "/api/v1/namespaces/$NS/pods" | jq -r --arg d "$CP-$1" '[.items[] | select(.metadata.ownerReferences[]?.name == $d) | .spec.nodeName] | sort | join(" ")'
 }
 HAVE_GATER=; [ -x "$GPUKMM_BIN/gpukmm-gater" ] && HAVE_GATER=1
+HAVE_OPMGR=; [ -x "$GPUKMM_BIN/gpukmm-opmgr" ] && HAVE_OPMGR=1
 # statusd writes the nodes summary once its code knows the field
 HAVE_NODES=; grep -qs gpuNodes services/statusd/*.c && HAVE_NODES=1
 
 # --- the API server, KMM, the CRDs
 say "starting kubesim (API server) and fake-kmm (KMM)"
-KUBESIM_NO_TRAP=1 kubesim_start || { echo "not ok - kubesim starts"; FAILED=1; exit 1; }
+# the identity of the metrics scraper (kubesim's TokenReview; system:masters: allowed)
+printf 'demo-scraper,demo-scraper,uid-demo,"system:masters"\n' >"$D/users.csv"
+KUBESIM_NO_TRAP=1 kubesim_start --token-auth-file "$D/users.csv" || { echo "not ok - kubesim starts"; FAILED=1; exit 1; }
 cat >"$D/kubeconfig" <<K
 apiVersion: v1
 kind: Config
@@ -131,16 +141,6 @@ node cpu-1 "$K_UBU" false
 milestone "4 nodes (3 GPU on 2 kernel families, 1 without GPU)" 10 \
 	bash -c "[ \$(curl -s $KUBESIM_URL/api/v1/nodes | jq '.items | length') = 4 ]"
 
-# the GPU stack the policy's operator deploys: gated until xe is really loaded
-for ds in device-plugin gpu-dra xpu-manager; do
-	kraw POST "/apis/apps/v1/namespaces/$NS/daemonsets" "{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\",
-	\"metadata\":{\"name\":\"$CP-$ds\",\"namespace\":\"$NS\"},\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"$ds\"}},
-	\"template\":{\"metadata\":{\"labels\":{\"app\":\"$ds\"}},\"spec\":{\"nodeSelector\":{\"intel.feature.node.kubernetes.io/gpu\":\"true\"},
-	\"containers\":[{\"name\":\"$ds\",\"image\":\"registry.example.com/intel/$ds:0.1\"}]}}}}" >/dev/null
-done
-milestone "device-plugin, DRA and XPU Manager DaemonSets exist" 10 \
-	bash -c "[ \$(curl -s $KUBESIM_URL/apis/apps/v1/namespaces/$NS/daemonsets | jq '.items | length') = 3 ]"
-
 "$GPUKMM_BIN/fake-kmm" --kubeconfig "$D/kubeconfig" --load-delay-ms 700 --unload-delay-ms 500 \
 	--log-level warn 2>"$D/fake-kmm.log" &
 PIDS+=($!)
@@ -151,6 +151,8 @@ svc_list="{\"name\": \"watcher\", \"credentials\": true, \"args\": [\"--leader-e
   {\"name\": \"modmgr\", \"credentials\": true},"
 [ -n "$HAVE_GATER" ] && svc_list="$svc_list
   {\"name\": \"gater\", \"credentials\": true},"
+[ -n "$HAVE_OPMGR" ] && svc_list="$svc_list
+  {\"name\": \"opmgr\", \"credentials\": true},"
 svc_list="$svc_list
   {\"name\": \"statusd\", \"credentials\": true},
   {\"name\": \"webhook\", \"args\": [\"--insecure-http\", \"--listen\", \"127.0.0.1:0\", \"--port-file\", \"$D/wport\"]}"
@@ -158,14 +160,14 @@ printf '{"services": [\n  %s\n]}\n' "$svc_list" >"$D/controller.json"
 nsvc=$(jq '.services | length' "$D/controller.json")
 OPERATOR_NAMESPACE=$NS GPUKMM_LOG_LEVEL=${GPUKMM_LOG_LEVEL:-warn} "$GPUKMM_BIN/gpukmm" --profile controller \
 	--config "$D/controller.json" --runtime-dir "$D/run-controller" --kubeconfig "$D/kubeconfig" \
-	--http-listen 127.0.0.1:0 >"$D/controller.log" 2>&1 &
+	--http-listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --log-level info >"$D/controller.log" 2>&1 &
 PIDS+=($!)
 SUPS[$!]="gpukmm --profile controller"
 say "gpukmm --profile controller started: $(jq -r '[.services[].name] | join(", ")' "$D/controller.json")"
 milestone "controller ready (all $nsvc services reported Ready: gpukmmctl status)" 60 \
 	"$GPUKMM_BIN/gpukmmctl" status --runtime-dir "$D/run-controller" --timeout-ms 2000
 show "$GPUKMM_BIN/gpukmmctl" status --runtime-dir "$D/run-controller"
-[ -n "$HAVE_GATER" ] || skip "gpukmm-gater is not built yet: DaemonSets are not gated"
+[ -n "$HAVE_OPMGR" ] || skip "gpukmm-opmgr is not built: no device plugin / XPU Manager deployed"
 
 # admission through the webhook the supervisor runs
 wport=$(cat "$D/wport" 2>/dev/null)
@@ -181,7 +183,10 @@ milestone "admission webhooks registered (served by the controller's gpukmm-webh
 
 # --- one node profile per GPU node (tests/lib/nodeprofile.sh)
 np_init "$D" "$D/kubeconfig"
-for n in $GPU_NODES; do np_start "$n" "${KVER[$n]}" || { echo "not ok - node profile of $n starts"; FAILED=1; exit 1; }; done
+for n in $GPU_NODES; do
+	NP_SUP_ARGS="--metrics-listen 127.0.0.1:0 --log-level info" np_start "$n" "${KVER[$n]}" ||
+		{ echo "not ok - node profile of $n starts"; FAILED=1; exit 1; }
+done
 say "gpukmm --profile node started on $GPU_NODES (prober + statusd --mode node)"
 node_report() { kj "/api/v1/nodes/$1" | jq -e "$2" >/dev/null; }
 for n in $GPU_NODES; do
@@ -203,20 +208,40 @@ k apply -f deploy/examples/clusterpolicy-kmm.yaml >>"$D/apply.log" 2>&1
 milestone "KMM Module $NS/$CP-gpu created" 20 mod_is '.kind == "Module"'
 show bash -c "curl -s $KUBESIM_URL/apis/kmm.sigs.x-k8s.io/v1beta1/namespaces/$NS/modules/$CP-gpu | jq -c '.spec.moduleLoader.container.kernelMappings[]'"
 
-if [ -n "$HAVE_GATER" ]; then
-	say "the device plugin, DRA and XPU Manager DaemonSets wait for the driver"
-	for ds in device-plugin gpu-dra xpu-manager; do
-		milestone "$CP-$ds gated on $READY_KEY" 20 bash -c \
-			"curl -s $KUBESIM_URL/apis/apps/v1/namespaces/$NS/daemonsets/$CP-$ds | jq -e --arg k '$READY_KEY' '.spec.template.spec.nodeSelector | has(\$k) and .[\"intel.feature.node.kubernetes.io/gpu\"] == \"true\"'"
+if [ -n "$HAVE_OPMGR" ]; then
+	say "resourceMonitoring: true — gpukmm-opmgr deploys the device plugin and the XPU Manager, gated on the driver"
+	k patch clusterpolicy "$CP" --type merge -p '{"spec":{"resourceMonitoring":true}}' >>"$D/apply.log" 2>&1
+	for ds in device-plugin xpu-manager; do
+		milestone "$CP-$ds deployed by gpukmm-opmgr, gated on $READY_KEY" 20 bash -c \
+			"curl -s $KUBESIM_URL/apis/apps/v1/namespaces/$NS/daemonsets/$CP-$ds | jq -e --arg k '$READY_KEY' '.metadata.labels[\"app.kubernetes.io/managed-by\"] == \"gpukmm\" and (.spec.template.spec.nodeSelector | has(\$k) and .[\"intel.feature.node.kubernetes.io/gpu\"] == \"true\")'"
 	done
 	show ds_table
 fi
 
-say "KMM loads the driver node by node"
+say "KMM loads the driver node by node; the device plugin and XPU Manager follow it"
+# the nodes whose driver is loaded (KMM's ready label) and the nodes running a device plugin pod
+ready_nodes() { kj /api/v1/nodes | jq -r --arg k "$READY_KEY" '[.items[] | select(.metadata.labels[$k] != null) | .metadata.name] | sort | join(" ")'; }
+dp_where_loaded() {
+	local r
+	r=$(ready_nodes)
+	[ -n "$r" ] && [ "$(ds_nodes device-plugin)" = "$r" ] && [ "$(tr ' ' '\n' <<<"$r" | grep -c .)" -ge "$1" ]
+}
+i=0
 for n in $GPU_NODES; do
 	milestone "xe loaded on $n (KMM ready label)" 30 node_ready "$n"
+	i=$((i + 1))
+	if [ -n "$HAVE_OPMGR" ]; then
+		milestone "the device plugin runs exactly on the nodes where xe is loaded (at least $i)" 30 dp_where_loaded "$i"
+		say "device plugin pods on: $(ds_nodes device-plugin)"
+	fi
 	show nodes_table
 done
+if [ -n "$HAVE_OPMGR" ]; then
+	milestone "kubectl get clusterpolicy: DP 3/3, XPU 3/3 (the DaemonSets' real counts), DRA N/A" 40 cp_is \
+		'.status.devicePluginStatus == "3/3" and .status.xpuManagerStatus == "3/3" and .status.draStatus == "N/A"'
+	show ds_table
+	show k get clusterpolicy
+fi
 milestone "no driver on cpu-1 (no GPU)" 2 bash -c "! curl -s $KUBESIM_URL/api/v1/nodes/cpu-1 | grep -q '$CP-gpu.ready'"
 for n in $GPU_NODES; do
 	milestone "$n's prober sees the out-of-tree xe (gpukmm.io/xe.source=oot)" 30 node_report "$n" \
@@ -232,6 +257,36 @@ if [ -n "$HAVE_NODES" ]; then
 		'.status.nodes.gpuNodes == 3 and .status.nodes.ootLoaded == 3'
 else
 	skip "status.nodes summary (gpukmm-statusd does not write it yet)"
+fi
+# /metrics as Prometheus would scrape it
+mport() { grep -o 'metrics: listening on 127.0.0.1:[0-9]*' "$1" 2>/dev/null | head -1 | grep -o '[0-9]*$'; }
+scrape() { curl -sk --oauth2-bearer demo-scraper "https://127.0.0.1:$(mport "$D/controller.log")/metrics"; }
+# the most useful numbers of the page in one line
+metrics_line() {
+	scrape | awk -v cp="$CP" '
+		function lbl(k,   r) { r = $1; if (!match(r, k "=\"[^\"]*\"")) return ""; r = substr(r, RSTART + length(k) + 2, RLENGTH - length(k) - 3); return r }
+		/^#/ { next }
+		$1 ~ "^gpukmm_policy_kmm_available_nodes\\{" && lbl("policy") == cp { av = $2 }
+		$1 ~ "^gpukmm_policy_kmm_desired_nodes\\{" && lbl("policy") == cp { de = $2 }
+		$1 ~ "^gpukmm_policy_condition\\{" && lbl("policy") == cp && lbl("type") == "Ready" && $2 == 1 { ready = lbl("status") }
+		$1 ~ "^gpukmm_policy_gpu_nodes\\{" && lbl("policy") == cp { src = src sep lbl("module_source") " " $2; sep = ", " }
+		$1 ~ "^gpukmm_policy_problem_nodes\\{" && lbl("policy") == cp { prob += $2 }
+		$1 ~ "^gpukmm_service_restarts_total\\{" { rs += $2 }
+		$1 ~ "^gpukmm_api_requests_total\\{" { api += $2; if (lbl("code") ~ /^5|429|error/) apierr += $2 }
+		$1 ~ "^gpukmm_webhook_admissions_total\\{" { adm[lbl("result")] += $2 }
+		$1 == "gpukmm_leader{service=\"watcher\"}" { lead = $2 }
+		END {
+			if (de == "") exit 1
+			printf "%s: KMM %d/%d, Ready %s, GPU nodes (%s), problem nodes %d | leader %d, restarts %d, API requests %d (%d failed), admissions %d allowed / %d denied\n",
+				cp, av, de, ready, src, prob, lead, rs, api, apierr, adm["allowed"], adm["denied"]
+		}'
+}
+milestone "controller /metrics served over HTTPS to a reviewed token, KMM 3/3 on it" 20 bash -c \
+	"$(declare -f mport scrape metrics_line); D=$D CP=$CP; metrics_line | grep -q 'KMM 3/3'"
+if [ -n "$CHECK" ]; then
+	echo "# metrics: $(metrics_line)"
+else
+	echo "   metrics: $(metrics_line)"
 fi
 show k get clusterpolicy -o custom-columns='NAME:.metadata.name,KMM:.status.kmmStatus,DP:.status.devicePluginStatus,DRA:.status.draStatus,XPU:.status.xpuManagerStatus,READY:.status.conditions[?(@.type=="Ready")].status,REASON:.status.conditions[?(@.type=="Ready")].reason'
 show bash -c "curl -s $KUBESIM_URL/apis/intel.com/v1alpha1/clusterpolicies/$CP | jq '.status'"
@@ -273,12 +328,21 @@ milestone "Module deleted once the GPU is released" 30 bash -c \
 	"curl -s $KUBESIM_URL/apis/kmm.sigs.x-k8s.io/v1beta1/namespaces/$NS/modules/$CP-gpu | jq -e '.kind != \"Module\"'"
 milestone "KMM unloaded the driver (ready labels gone)" 30 bash -c \
 	"! curl -s $KUBESIM_URL/api/v1/nodes | grep -q '$CP-gpu.ready'"
-if [ -n "$HAVE_GATER" ]; then
+if [ -n "$HAVE_OPMGR" ]; then
 	milestone "DaemonSets no longer gated" 30 bash -c \
 		"curl -s $KUBESIM_URL/apis/apps/v1/namespaces/$NS/daemonsets | jq -e --arg k '$READY_KEY' '[.items[] | .spec.template.spec.nodeSelector | has(\$k)] | any | not'"
 fi
 milestone "the blocking error is gone from status" 30 cp_is \
 	'[.status.errors[]? | select(test("blocking"))] | length == 0'
+
+if [ -n "$HAVE_OPMGR" ]; then
+	say "kubectl delete clusterpolicy $CP: the device plugin and XPU Manager go, then the policy"
+	k delete clusterpolicy "$CP" --wait=false >>"$D/apply.log" 2>&1
+	milestone "policy deleted, nothing left behind (DaemonSets, OTel ConfigMap, their pods)" 40 bash -c \
+		"[ \"\$(curl -s $KUBESIM_URL/apis/intel.com/v1alpha1/clusterpolicies | jq '.items | length')\" = 0 ] &&
+		 [ \"\$(curl -s '$KUBESIM_URL/apis/apps/v1/namespaces/$NS/daemonsets' | jq '.items | length')\" = 0 ] &&
+		 [ \"\$(curl -s '$KUBESIM_URL/api/v1/namespaces/$NS/configmaps?labelSelector=app.kubernetes.io%2Fmanaged-by%3Dgpukmm' | jq '.items | length')\" = 0 ]"
+fi
 
 if [ -n "${KEEP:-}" ] && [ -z "$CHECK" ]; then
 	say "still running; try:"
@@ -286,6 +350,13 @@ if [ -n "${KEEP:-}" ] && [ -z "$CHECK" ]; then
 	echo "   kubectl --server $KUBESIM_URL get clusterpolicy $CP -o yaml"
 	echo "   kubectl --server $KUBESIM_URL apply -f deploy/examples/clusterpolicy-kmm.yaml"
 	echo "   $GPUKMM_BIN/gpukmmctl status --runtime-dir $D/run-controller"
+	echo "   metrics (HTTPS; the token is reviewed by statusd through the API server's TokenReview"
+	echo "   and SubjectAccessReview; -k: the serving certificate is self-signed here):"
+	echo "     curl -sk --oauth2-bearer demo-scraper https://127.0.0.1:$(mport "$D/controller.log")/metrics   # controller"
+	for n in $GPU_NODES; do
+		echo "     curl -sk --oauth2-bearer demo-scraper https://127.0.0.1:$(mport "$NP_DIR/node-$n.log")/metrics   # node $n"
+	done
+	echo "   now: $(metrics_line)"
 	echo "   $GPUKMM_BIN/gpukmmctl probe --root $NP_DIR/gpu-rhel-1/root"
 	echo "   Ctrl-C stops everything"
 	while kill -0 "${PIDS[0]}" 2>/dev/null; do sleep 1; done

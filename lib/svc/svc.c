@@ -13,7 +13,9 @@
 
 #include "control.pb-c.h"
 #include "gpukmm/log.h"
+#include "gpukmm/metrics.h"
 #include "gpukmm/svc.h"
+#include "gpukmm/version.h"
 
 #define CONTROL_TIMEOUT_MS 5000
 /* From the stop request (SIGTERM/SIGINT, or the supervisor asking) to the
@@ -23,7 +25,7 @@
 
 enum {
 	O_HELP = 'h', O_LOG_FORMAT = 256, O_LOG_LEVEL, O_RUNTIME_DIR, O_CONTROL, O_LISTEN, O_WATCHER,
-	O_EVENTS, O_STATUSD, O_KUBECONFIG, O_TOKEN_FILE, O_NAMESPACE, O_HEARTBEAT, O_EXTRA
+	O_EVENTS, O_STATUSD, O_KUBECONFIG, O_TOKEN_FILE, O_NAMESPACE, O_HEARTBEAT, O_VERSION, O_EXTRA
 };
 
 static const struct {
@@ -33,6 +35,7 @@ static const struct {
 	const char *help;
 } common[] = {
 	{ "help", 0, O_HELP, "print this help and exit" },
+	{ "version", 0, O_VERSION, "print the version and exit" },
 	{ "log-format", 1, O_LOG_FORMAT, "text | json (default text, $GPUKMM_LOG_FORMAT)" },
 	{ "log-level", 1, O_LOG_LEVEL, "debug | info | warn | error (default info, $GPUKMM_LOG_LEVEL)" },
 	{ "runtime-dir", 1, O_RUNTIME_DIR, "directory of the ipc sockets ($GPUKMM_RUNTIME_DIR)" },
@@ -41,7 +44,7 @@ static const struct {
 	{ "watcher", 1, O_WATCHER, "Watcher RPC address ($GPUKMM_WATCHER)" },
 	{ "events", 1, O_EVENTS, "watcher event bus address ($GPUKMM_EVENTS)" },
 	{ "statusd", 1, O_STATUSD, "Status RPC address ($GPUKMM_STATUSD)" },
-	{ "kubeconfig", 1, O_KUBECONFIG, "kubeconfig file ($KUBECONFIG; default in-cluster)" },
+	{ "kubeconfig", 1, O_KUBECONFIG, "kubeconfig file (default: $KUBECONFIG, a ':'-separated list merged like kubectl; then in-cluster)" },
 	{ "token-file", 1, O_TOKEN_FILE, "bearer token file ($GPUKMM_TOKEN_FILE)" },
 	{ "namespace", 1, O_NAMESPACE, "operator namespace ($OPERATOR_NAMESPACE)" },
 	{ "heartbeat-ms", 1, O_HEARTBEAT, "heartbeat interval in ms (default 1000, $GPUKMM_HEARTBEAT_MS)" },
@@ -243,6 +246,10 @@ int gk_svc_init(gk_svc *svc, const char *name, int argc, char **argv, const gk_s
 			usage(stdout, name, extra);
 			free(lo);
 			exit(0);
+		case O_VERSION:
+			printf("gpukmm-%s %s\n", name, gk_version);
+			free(lo);
+			exit(0);
 		case O_LOG_FORMAT: f_fmt = optarg; break;
 		case O_LOG_LEVEL: f_lvl = optarg; break;
 		case O_RUNTIME_DIR: fl.runtime_dir = optarg; break;
@@ -300,7 +307,8 @@ int gk_svc_init(gk_svc *svc, const char *name, int argc, char **argv, const gk_s
 	svc->addr.watcher = dflt(svc, fl.watcher, "GPUKMM_WATCHER", "watcher.sock");
 	svc->addr.events = dflt(svc, fl.events, "GPUKMM_EVENTS", "events.sock");
 	svc->addr.statusd = dflt(svc, fl.statusd, "GPUKMM_STATUSD", "statusd.sock");
-	svc->kubeconfig = dflt(svc, f_kc, "KUBECONFIG", NULL);
+	/* only the flag: $KUBECONFIG is a list, merged by gk_kube_config_load */
+	svc->kubeconfig = f_kc;
 	svc->token_file = dflt(svc, f_tok, "GPUKMM_TOKEN_FILE", NULL);
 	svc->ns = dflt(svc, f_ns, "OPERATOR_NAMESPACE", NULL);
 	if (!svc->ns)
@@ -329,8 +337,16 @@ fail:
 
 void gk_svc_set_counters(gk_svc *svc, const gk_svc_counter *c, size_t n)
 {
-	svc->counters = c;
-	svc->n_counters = n;
+	for (size_t i = 0; i < n; i++) {
+		char name[160];
+		snprintf(name, sizeof(name), "gpukmm_%s", c[i].name);
+		size_t l = strlen(name);
+		bool total = l > 6 && strcmp(name + l - 6, "_total") == 0;
+		if (total)
+			gk_metric_counter_var(name, c[i].help, c[i].value);
+		else
+			gk_metric_gauge_var(name, c[i].help, c[i].value);
+	}
 }
 
 void gk_svc_on_stop(gk_svc *svc, void (*fn)(void *user), void *user)
@@ -421,22 +437,18 @@ static void send_heartbeat(gk_svc *svc)
 	r.service = (char *)svc->name;
 	r.has_pid = 1;
 	r.pid = (int32_t)getpid();
-	Gpukmm__Counter cs[64], *cp[64];
-	size_t n = svc->n_counters < 64 ? svc->n_counters : 64;
-	for (size_t i = 0; i < n; i++) {
-		cs[i] = (Gpukmm__Counter)GPUKMM__COUNTER__INIT;
-		cs[i].name = (char *)svc->counters[i].name;
-		cs[i].help = (char *)svc->counters[i].help;
-		cs[i].has_value = 1;
-		cs[i].value = svc->counters[i].value ? *svc->counters[i].value : 0;
-		cp[i] = &cs[i];
+	Gpukmm__MetricSet *ms = gk_metrics_snapshot(gk_metrics_default());
+	if (ms) {
+		r.metrics = ms->families;
+		r.n_metrics = ms->n_families;
 	}
-	r.n_counters = n;
-	r.counters = cp;
 	gk_err e;
 	int timeout = svc->heartbeat_ms < CONTROL_TIMEOUT_MS ? svc->heartbeat_ms : CONTROL_TIMEOUT_MS;
-	if (gk_ipc_call_async(svc->control, &gpukmm__control__descriptor, "Heartbeat", &r.base, timeout,
-			      on_hb_done, svc, &e) != 0) {
+	int rc = gk_ipc_call_async(svc->control, &gpukmm__control__descriptor, "Heartbeat", &r.base, timeout,
+				   on_hb_done, svc, &e);
+	if (ms)
+		gpukmm__metric_set__free_unpacked(ms, NULL);
+	if (rc != 0) {
 		GK_WARN("Control.Heartbeat: %s", e.msg);
 		return;
 	}

@@ -22,6 +22,8 @@
 #include "gpukmm/kube.h"
 #include "gpukmm/log.h"
 #include "gpukmm/loop.h"
+#include "gpukmm/reporter.h"
+#include "gpukmm/metrics.h"
 #include "gpukmm/svc.h"
 #include "gpukmm/workqueue.h"
 #include "gpukmm/wqsched.h"
@@ -33,8 +35,6 @@
 #include "pass.h"
 #include "view.h"
 
-#define REPORT_TIMEOUT_MS 5000
-#define REPORT_RETRY_MS 2000
 #define PASSES_PER_TICK 32
 #define MAX_INFLIGHT 16 /* passes with an API call in flight */
 #define KEYSTATE_MAX 256 /* policies whose conflict streak / hold reason is remembered */
@@ -49,6 +49,7 @@ typedef struct inflight {
 	struct mm *m;
 	gk_mm_run *run;          /* NULL = free slot */
 	gk_mm_plan *plan;
+	uint64_t t0;             /* the pass's start (gk_metric_now_us) */
 	char key[GK_MM_NAME_MAX];
 } inflight;
 
@@ -64,7 +65,7 @@ typedef struct keystate {
 typedef struct mm {
 	gk_svc svc;
 	gk_wsub *bus;
-	gk_ipc_client *statusd;
+	gk_reporter rep;          /* statusd reports (rep.statusd NULL: none) */
 	gk_mmv *view;
 	gk_wq *q;
 	gk_mm_evrec *evrec;
@@ -79,7 +80,7 @@ typedef struct mm {
 	uint64_t n_fly;
 
 	gk_mm_pass_stats pst;
-	uint64_t reports_ok, reports_failed, events_written, events_failed, holds;
+	uint64_t events_written, events_failed, holds;
 	keystate ks[KEYSTATE_MAX];
 	uint64_t ks_clock;
 } mm;
@@ -114,32 +115,9 @@ static void on_dirty(void *user, const char *policy)
 
 /* ---- statusd reports -------------------------------------------------------- */
 
-typedef struct report_ctx {
-	mm *m;
-	char policy[GK_MM_NAME_MAX];
-} report_ctx;
-
-static void on_report_done(void *user, int code, ProtobufCMessage *reply, const char *errmsg)
-{
-	report_ctx *rc = user;
-	mm *m = rc->m;
-	if (reply)
-		gk_ipc_free(reply);
-	if (code == GK_OK) {
-		m->reports_ok++;
-	} else if (code != GK_CANCELLED) {
-		m->reports_failed++;
-		GK_DEBUG("status report for %s failed (%s): retrying", rc->policy, errmsg ? errmsg : "");
-		/* level-triggered: the next pass recomputes and resends the report */
-		if (!m->svc.stopping && gk_wq_add_after(m->q, rc->policy, REPORT_RETRY_MS, gk_mono_ms(), NULL) == GK_OK)
-			gk_wq_sched_kick(&m->qs);
-	}
-	free(rc);
-}
-
 static void send_report(mm *m, const gk_mm_plan *p)
 {
-	if (!m->statusd || !p->report)
+	if (!m->rep.statusd || !p->report)
 		return;
 	Gpukmm__StatusReport r;
 	gpukmm__status_report__init(&r);
@@ -171,17 +149,7 @@ static void send_report(mm *m, const gk_mm_plan *p)
 	}
 	r.has_deleted = p->report_deleted;
 	r.deleted = p->report_deleted;
-	report_ctx *rc = calloc(1, sizeof(*rc));
-	if (!rc)
-		return;
-	rc->m = m;
-	snprintf(rc->policy, sizeof(rc->policy), "%s", p->policy);
-	gk_err e;
-	if (gk_ipc_call_async(m->statusd, &gpukmm__status__descriptor, "Report", &r.base, REPORT_TIMEOUT_MS,
-			      on_report_done, rc, &e) != GK_OK) {
-		GK_WARN("status report for %s: %s", p->policy, e.msg);
-		free(rc);
-	}
+	gk_reporter_send(&m->rep, &r);
 }
 
 /* ---- Kubernetes Events ----------------------------------------------------- */
@@ -207,8 +175,9 @@ static void emit(mm *m, const gk_mm_plan *p, const gk_mm_event *ev)
 /* ---- passes ----------------------------------------------------------------- */
 
 /* A pass ended: events, report, requeue; the key is released. */
-static void pass_done(mm *m, const char *key, gk_mm_plan *p)
+static void pass_done(mm *m, const char *key, gk_mm_plan *p, uint64_t t0)
 {
+	gk_metric_reconcile(t0, p->failed ? "error" : p->requeue_after_ms > 0 ? "requeue" : "success");
 	if (p->idle) {
 		GK_DEBUG("ClusterPolicy %s: not the leader, nothing written", key);
 	} else {
@@ -267,7 +236,7 @@ static void on_pass_end(void *user, gk_mm_plan *plan)
 	mm *m = f->m;
 	f->run = NULL;
 	m->n_fly--;
-	pass_done(m, f->key, plan);
+	pass_done(m, f->key, plan, f->t0);
 	gk_wq_sched_kick(&m->qs);
 }
 
@@ -285,11 +254,12 @@ static void run_pass(mm *m, const char *key)
 		return;
 	}
 	f->m = m;
+	f->t0 = gk_metric_now_us();
 	snprintf(f->key, sizeof(f->key), "%s", key);
 	gk_mm_run *run = NULL;
 	gk_mm_pass_start(m->view, key, &m->ops, p, &m->pst, on_pass_end, f, &run);
 	if (!run) {
-		pass_done(m, key, p);
+		pass_done(m, key, p, f->t0);
 		return;
 	}
 	f->run = run;
@@ -399,10 +369,11 @@ int main(int argc, char **argv)
 		goto fail;
 	gk_mm_kops_ops(m->kops, &m->ops);
 
-	if (m->svc.addr.statusd && gk_ipc_client_open(&m->statusd, m->svc.addr.statusd, NULL, &err))
+	m->rep = (gk_reporter){ .q = m->q, .qs = &m->qs, .stopping = &m->svc.stopping };
+	if (m->svc.addr.statusd && gk_ipc_client_open(&m->rep.statusd, m->svc.addr.statusd, NULL, &err))
 		goto fail;
-	if (m->statusd &&
-	    gk_loop_add_fd(m->svc.loop, gk_ipc_client_fd(m->statusd), EPOLLIN, on_client_fd, m->statusd, &err))
+	if (m->rep.statusd && gk_loop_add_fd(m->svc.loop, gk_ipc_client_fd(m->rep.statusd), EPOLLIN, on_client_fd,
+					     m->rep.statusd, &err))
 		goto fail;
 	const gk_wsub_opts wo = { .topics = TOPICS, .n_topics = N_TOPICS };
 	const gk_wsub_view wv = { .user = m, .reset = view_reset, .apply = view_apply, .resynced = view_resynced };
@@ -410,26 +381,29 @@ int main(int argc, char **argv)
 		goto fail;
 	const gk_wsub_stats *bs = gk_wsub_stats_get(m->bus);
 
-	const gk_svc_counter counters[] = {
-		{ "modmgr_passes_total", "reconcile passes", &m->pst.passes },
-		{ "modmgr_module_creates_total", "Module creates", &m->pst.creates },
-		{ "modmgr_module_patches_total", "Module patches", &m->pst.patches },
-		{ "modmgr_module_deletes_total", "Module deletes", &m->pst.deletes },
-		{ "modmgr_finalizer_writes_total", "ClusterPolicy finalizer writes", &m->pst.finalizer_writes },
-		{ "modmgr_conflicts_total", "409 conflicts (re-read and retried)", &m->pst.conflicts },
-		{ "modmgr_holds_total", "passes that wrote nothing: a state could not be confirmed", &m->holds },
-		{ "modmgr_failed_passes_total", "passes that failed (retried with backoff)", &m->pst.failures },
-		{ "modmgr_snapshots_total", "view rebuilds from watcher snapshots", &bs->snapshots },
-		{ "modmgr_bus_gaps_total", "bus sequence gaps", &bs->gaps },
-		{ "modmgr_events_received_total", "bus events received", &bs->events },
-		{ "modmgr_reports_ok_total", "status reports accepted", &m->reports_ok },
-		{ "modmgr_reports_failed_total", "status reports failed", &m->reports_failed },
-		{ "modmgr_k8s_events_written_total", "Kubernetes Events created or bumped", &m->events_written },
-		{ "modmgr_k8s_events_failed_total", "Kubernetes Event writes that failed", &m->events_failed },
-		{ "modmgr_queue_depth", "keys ready or waiting", &m->qs.depth },
-		{ "modmgr_passes_inflight", "passes waiting for an API call", &m->n_fly },
-	};
-	gk_svc_set_counters(&m->svc, counters, sizeof(counters) / sizeof(counters[0]));
+	gk_metric_counter_var("gpukmm_modmgr_passes_total", "Reconcile passes.", &m->pst.passes);
+	gk_metric_counter_var("gpukmm_modmgr_module_creates_total", "Module creates.", &m->pst.creates);
+	gk_metric_counter_var("gpukmm_modmgr_module_patches_total", "Module patches.", &m->pst.patches);
+	gk_metric_counter_var("gpukmm_modmgr_module_deletes_total", "Module deletes.", &m->pst.deletes);
+	gk_metric_counter_var("gpukmm_modmgr_finalizer_writes_total", "ClusterPolicy finalizer writes.",
+			      &m->pst.finalizer_writes);
+	gk_metric_counter_var("gpukmm_modmgr_conflicts_total", "409 conflicts (re-read and retried).",
+			      &m->pst.conflicts);
+	gk_metric_counter_var("gpukmm_modmgr_holds_total", "Passes that wrote nothing: a state could not be "
+			      "confirmed (the safety rule).", &m->holds);
+	gk_metric_counter_var("gpukmm_modmgr_failed_passes_total", "Passes that failed (retried with backoff).",
+			      &m->pst.failures);
+	gk_metric_counter_var("gpukmm_modmgr_snapshots_total", "View rebuilds from watcher snapshots.", &bs->snapshots);
+	gk_metric_counter_var("gpukmm_modmgr_bus_gaps_total", "Bus sequence gaps.", &bs->gaps);
+	gk_metric_counter_var("gpukmm_modmgr_events_received_total", "Bus events received.", &bs->events);
+	gk_metric_counter_var("gpukmm_modmgr_reports_ok_total", "Status reports accepted.", &m->rep.ok);
+	gk_metric_counter_var("gpukmm_modmgr_reports_failed_total", "Status reports failed.", &m->rep.failed);
+	gk_metric_counter_var("gpukmm_modmgr_k8s_events_written_total", "Kubernetes Events created or bumped.",
+			      &m->events_written);
+	gk_metric_counter_var("gpukmm_modmgr_k8s_events_failed_total", "Kubernetes Event writes that failed.",
+			      &m->events_failed);
+	gk_metric_gauge_var("gpukmm_modmgr_queue_depth", "Keys ready or waiting.", &m->qs.depth);
+	gk_metric_gauge_var("gpukmm_modmgr_passes_inflight", "Passes waiting for an API call.", &m->n_fly);
 
 	GK_INFO("started: namespace %s, service account %s", m->svc.ns, m->sa);
 	rc = gk_loop_run(m->svc.loop);
@@ -441,9 +415,9 @@ fail:
 out:
 	m->svc.stopping = 1;
 	gk_wsub_close(m->bus); /* an outstanding snapshot is cancelled; before the view is freed */
-	if (m->statusd) {
-		gk_loop_del_fd(m->svc.loop, gk_ipc_client_fd(m->statusd));
-		gk_ipc_client_close(m->statusd);
+	if (m->rep.statusd) {
+		gk_loop_del_fd(m->svc.loop, gk_ipc_client_fd(m->rep.statusd));
+		gk_ipc_client_close(m->rep.statusd);
 	}
 	for (size_t i = 0; i < MAX_INFLIGHT; i++) {
 		if (m->fly[i].run) {

@@ -12,7 +12,7 @@
 #include "watcher.h"
 
 const char *const wr_topic_names[WT_N] = {"clusterpolicy", "module", "node",
-					  "resourceclaim", "daemonset", "pod"};
+					  "resourceclaim", "daemonset", "pod", "operand"};
 
 /* ---- the kinds --------------------------------------------------------------
  * Pods: the API cannot select pods by the resources they request, so we narrow
@@ -24,8 +24,12 @@ typedef struct src_def {
 	const char *group, *version, *resource;
 	bool in_operator_ns;
 	const char *label_selector, *field_selector;
-	int gate;
+	int gate;                /* WG_DRAV: version = the newest served resource.k8s.io one */
 } src_def;
+
+/* Operands (gpukmm-opmgr): the objects gpukmm deploys carry this label; every
+ * ConfigMap of the operator namespace is kept (a configMapOverride is the user's). */
+#define OPERAND_SEL "app.kubernetes.io/managed-by=gpukmm"
 
 /* ResourceClaims: resource.k8s.io is served as v1alpha3 (Kubernetes 1.31),
  * v1beta1 (1.32), v1beta1+v1beta2 (1.33), v1 (1.34); the allocation results'
@@ -44,6 +48,21 @@ static const src_def srcs[WR_NSRC] = {
 	{WT_DS, "apps", "v1", "daemonsets", false, "gpukmm.io/gate", NULL, WG_NONE},
 	{WT_POD, "", "v1", "pods", false, NULL, "status.phase!=Succeeded,status.phase!=Failed",
 	 WG_NONE},
+	{WT_OP, "apps", "v1", "daemonsets", true, OPERAND_SEL, NULL, WG_NONE},
+	{WT_OP, "", "v1", "configmaps", true, NULL, NULL, WG_NONE},
+	{WT_OP, "", "v1", "serviceaccounts", true, OPERAND_SEL, NULL, WG_NONE},
+	{WT_OP, "", "v1", "services", true, OPERAND_SEL, NULL, WG_NONE},
+	{WT_OP, "rbac.authorization.k8s.io", "v1", "clusterroles", false, OPERAND_SEL, NULL, WG_NONE},
+	{WT_OP, "rbac.authorization.k8s.io", "v1", "clusterrolebindings", false, OPERAND_SEL, NULL, WG_NONE},
+	{WT_OP, "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", false, OPERAND_SEL, NULL, WG_VAP},
+	{WT_OP, "admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings", false, OPERAND_SEL, NULL,
+	 WG_VAP},
+	{WT_OP, "resource.k8s.io", NULL, "deviceclasses", false, OPERAND_SEL, NULL, WG_DRAV},
+	{WT_OP, "resource.k8s.io", NULL, "resourceclaimtemplates", true, OPERAND_SEL, NULL, WG_DRAV},
+	{WT_OP, "monitoring.coreos.com", "v1", "servicemonitors", true, OPERAND_SEL, NULL, WG_PROM},
+	{WT_OP, "nfd.k8s-sigs.io", "v1alpha1", "nodefeaturerules", false, OPERAND_SEL, NULL, WG_NFD},
+	{WT_OP, "security.openshift.io", "v1", "securitycontextconstraints", false, OPERAND_SEL, NULL,
+	 WG_OPENSHIFT},
 };
 
 static int convert(int topic, const cJSON *obj, ProtobufCMessage **out, gk_err *err)
@@ -57,6 +76,7 @@ static int convert(int topic, const cJSON *obj, ProtobufCMessage **out, gk_err *
 	case WT_RC: rc = gk_kobj_resource_claim_from_json(obj, (Gpukmm__ResourceClaim **)&m, err); break;
 	case WT_DS: rc = gk_kobj_daemon_set_from_json(obj, (Gpukmm__DaemonSet **)&m, err); break;
 	case WT_POD: rc = gk_kobj_pod_from_json(obj, (Gpukmm__Pod **)&m, err); break;
+	case WT_OP: rc = gk_kobj_object_from_json(obj, (Gpukmm__Object **)&m, err); break;
 	default: rc = gk_err_set(err, GK_INTERNAL, "unknown topic %d", topic);
 	}
 	*out = m;
@@ -72,6 +92,7 @@ static void event_set(Gpukmm__Event *ev, int topic, ProtobufCMessage *m)
 	case WT_RC: ev->object_case = GPUKMM__EVENT__OBJECT_RESOURCE_CLAIM; ev->resource_claim = (void *)m; break;
 	case WT_DS: ev->object_case = GPUKMM__EVENT__OBJECT_DAEMON_SET; ev->daemon_set = (void *)m; break;
 	case WT_POD: ev->object_case = GPUKMM__EVENT__OBJECT_POD; ev->pod = (void *)m; break;
+	case WT_OP: ev->object_case = GPUKMM__EVENT__OBJECT_OPERAND; ev->operand = (void *)m; break;
 	}
 }
 
@@ -90,11 +111,24 @@ static void publish(wr *w, int topic, Gpukmm__EventType type, ProtobufCMessage *
 
 /* ---- what the watcher can vouch for (the safety rule, ARCHITECTURE.md §4) ---- */
 
+/* The API each gate is (group, version, resource); WG_DRAV is not one (it follows the DRA ones). */
+static const struct { const char *g, *v, *r; } gate_api[WG_N] = {
+	[WG_CP] = {"intel.com", "v1alpha1", "clusterpolicies"},
+	[WG_KMM] = {"kmm.sigs.x-k8s.io", "v1beta1", "modules"},
+	[WG_OPENSHIFT] = {"security.openshift.io", "v1", "securitycontextconstraints"},
+	[WG_NFD] = {"nfd.k8s-sigs.io", "v1alpha1", "nodefeaturerules"},
+	[WG_PROM] = {"monitoring.coreos.com", "v1", "servicemonitors"},
+	[WG_VAP] = {"admissionregistration.k8s.io", "v1", "validatingadmissionpolicies"},
+	[WG_DRA + 0] = {"resource.k8s.io", "v1", "resourceclaims"},
+	[WG_DRA + 1] = {"resource.k8s.io", "v1beta2", "resourceclaims"},
+	[WG_DRA + 2] = {"resource.k8s.io", "v1beta1", "resourceclaims"},
+	[WG_DRA + 3] = {"resource.k8s.io", "v1alpha3", "resourceclaims"},
+};
+
 static const char *gate_gv(int g, char *buf, size_t cap)
 {
-	const char *grp = g == WG_CP ? "intel.com" : g == WG_KMM ? "kmm.sigs.x-k8s.io" : "resource.k8s.io";
-	const char *ver = g == WG_CP ? "v1alpha1" : g == WG_KMM ? "v1beta1" : wd_dra_versions[g - WG_DRA];
-	snprintf(buf, cap, "%s/%s", grp, ver);
+	snprintf(buf, cap, "%s/%s", gate_api[g].g ? gate_api[g].g : "resource.k8s.io",
+		 gate_api[g].v ? gate_api[g].v : "(newest)");
 	return buf;
 }
 
@@ -144,7 +178,19 @@ static bool topic_confirmed(const wr *w, int topic, char *buf, size_t cap)
 		int g = srcs[i].gate;
 		if (srcs[i].topic != topic)
 			continue;
-		if (g != WG_NONE) {
+		if (g == WG_DRAV) {
+			/* follows the newest served resource.k8s.io version */
+			const wd_gate *dg = &w->gates[WG_DRA];
+			if (wd_dra_none(dg))
+				continue;
+			int pick = wd_dra_pick(dg);
+			for (int v = 0; v < WD_DRA_N && !buf[0] && pick < 0; v++)
+				wd_why(&dg[v], gate_gv(WG_DRA + v, gv, sizeof gv), now, span_ms(w), buf, cap);
+			if (pick >= 0)
+				wd_why(&dg[pick], gate_gv(WG_DRA + pick, gv, sizeof gv), now, span_ms(w), buf, cap);
+			if (buf[0] || pick < 0)
+				return false;
+		} else if (g != WG_NONE) {
 			wd_why(&w->gates[g], gate_gv(g, gv, sizeof gv), now, span_ms(w), buf, cap);
 			if (buf[0])
 				return false;
@@ -167,11 +213,14 @@ void wr_state_fill(wr *w, Gpukmm__Discovery *d)
 {
 	gpukmm__discovery__init(d);
 	d->has_kmm = d->has_dra = d->has_cluster_policy = 1;
+	d->has_openshift = d->has_nfd = d->has_prometheus = 1;
 	d->kmm = w->gates[WG_KMM].state == WD_SERVED;
 	d->cluster_policy = w->gates[WG_CP].state == WD_SERVED;
-	int pick = wd_dra_pick(&w->gates[WG_DRA]);
-	d->dra = pick >= 0;
-	d->dra_version = pick >= 0 ? strdup(wd_dra_versions[pick]) : NULL;
+	d->openshift = w->gates[WG_OPENSHIFT].state == WD_SERVED;
+	d->nfd = w->gates[WG_NFD].state == WD_SERVED;
+	d->prometheus = w->gates[WG_PROM].state == WD_SERVED;
+	d->dra = w->dra_version[0] != 0;
+	d->dra_version = strdup(w->dra_version);
 	d->unconfirmed = calloc(WT_N, sizeof *d->unconfirmed);
 	for (int t = 0; d->unconfirmed && t < WT_N; t++) {
 		char why[512];
@@ -368,12 +417,19 @@ static void drop_key(wr *w, int topic, const char *key, uint32_t bit)
 	}
 }
 
-static void on_event(void *user, enum gk_kube_event type, const char *key, const cJSON *obj)
+static void on_event(void *user, enum gk_kube_event type, const char *key0, const cJSON *obj)
 {
 	wr_src *s = user;
 	wr *w = s->w;
 	const src_def *d = &srcs[s->idx];
 	uint32_t bit = 1u << s->idx;
+	/* operands of several kinds share one store: the resource is part of the key */
+	char kbuf[700];
+	const char *key = key0;
+	if (d->topic == WT_OP) {
+		snprintf(kbuf, sizeof kbuf, "%s/%s", d->resource, key0);
+		key = kbuf;
+	}
 	if (type == GK_KUBE_DELETED || !obj) {
 		drop_key(w, d->topic, key, bit);
 		return;
@@ -430,7 +486,6 @@ static void on_synced(void *user)
 	wr_src *s = user;
 	s->synced = s->current = true;
 	s->why[0] = 0;
-	s->w->c_relists++;
 	check_ready(s->w);
 	if (srcs[s->idx].topic == WT_RC)
 		apply_gates(s->w); /* a newer claims version listed: the older one may stop */
@@ -446,7 +501,7 @@ static void on_error(void *user, int code, const char *msg)
 	if (code != GK_OUT_OF_RANGE)
 		s->w->c_errors++;
 	s->current = false;
-	snprintf(s->why, sizeof s->why, "%s (%s): %s", srcs[s->idx].resource, srcs[s->idx].version, msg);
+	snprintf(s->why, sizeof s->why, "%s (%s): %s", srcs[s->idx].resource, s->w->src_version[s->idx], msg);
 	publish_state(s->w);
 }
 
@@ -474,7 +529,11 @@ static void src_start(wr *w, int i)
 	const src_def *d = &srcs[i];
 	if (s->kw)
 		return;
-	gk_kube_ref r = {d->group, d->version, d->resource, d->in_operator_ns ? w->o.ns : NULL,
+	const char *ver = d->gate == WG_DRAV ? w->dra_version : d->version;
+	if (!ver || !*ver)
+		return;
+	snprintf(w->src_version[i], sizeof w->src_version[i], "%s", ver);
+	gk_kube_ref r = {d->group, ver, d->resource, d->in_operator_ns ? w->o.ns : NULL,
 			 NULL, NULL};
 	gk_kube_watch_opts o = {.label_selector = d->label_selector,
 				.page_limit = 250,
@@ -485,14 +544,13 @@ static void src_start(wr *w, int i)
 				 .on_resumed = on_resumed};
 	gk_err err = {0};
 	s->synced = s->current = false;
-	snprintf(s->why, sizeof s->why, "the first list of %s (%s) has not completed", d->resource,
-		 d->version);
+	snprintf(s->why, sizeof s->why, "the first list of %s (%s) has not completed", d->resource, ver);
 	if (gk_kube_watch_start(&s->kw, w->mux, &r, &o, &cbs, s, &err)) {
 		w->c_errors++;
 		GK_ERROR("cannot start the %s watch: %s", d->resource, err.msg);
 		return;
 	}
-	GK_INFO("watching %s%s%s%s%s%s%s", d->resource, d->group[0] ? "." : "", d->group[0] ? d->version : "",
+	GK_INFO("watching %s%s%s%s%s%s%s", d->resource, d->group[0] ? "." : "", d->group[0] ? ver : "",
 		d->in_operator_ns ? " in " : "", d->in_operator_ns ? w->o.ns : "",
 		d->label_selector ? " labelled " : "", d->label_selector ? d->label_selector : "");
 }
@@ -535,7 +593,7 @@ static void src_stop(wr *w, int i)
 		other = other || (j != i && srcs[j].topic == topic && w->src[j].kw);
 	if (!other)
 		bad_clear(&w->bad[topic]); /* the kind is gone: so are its unreadable objects */
-	GK_INFO("stopped watching %s.%s", srcs[i].resource, srcs[i].version);
+	GK_INFO("stopped watching %s.%s", srcs[i].resource, w->src_version[i]);
 	publish_state(w);
 }
 
@@ -554,7 +612,13 @@ static void apply_gates(wr *w)
 			pick_synced = true;
 	for (int i = 0; i < WR_NSRC; i++) {
 		int g = srcs[i].gate;
-		if (g >= WG_DRA) {
+		if (g == WG_DRAV) {
+			/* an operand source at an older version than the newest served: restart */
+			if (w->src[i].kw && (none || strcmp(w->src_version[i], w->dra_version)))
+				src_stop(w, i);
+			if (pick >= 0)
+				src_start(w, i);
+		} else if (g >= WG_DRA) {
 			if (pick >= 0 && g == WG_DRA + pick)
 				src_start(w, i);
 			else if (w->src[i].kw && (none || pick_synced))
@@ -569,9 +633,6 @@ static void apply_gates(wr *w)
 }
 
 /* ---- discovery (async: the loop never waits for the API) ------------------------ */
-
-static const char *const gate_res[WG_N] = {NULL, "clusterpolicies", "modules", "resourceclaims",
-					   "resourceclaims", "resourceclaims", "resourceclaims"};
 
 /* Every answer of the round is in: feed the debounce, then start/stop watches. */
 static void disc_apply(wr *w)
@@ -596,6 +657,12 @@ static void disc_apply(wr *w)
 	}
 	if (!w->disc_known && w->gates[WG_CP].answered && w->gates[WG_KMM].answered)
 		w->disc_known = true;
+	int pick = wd_dra_pick(&w->gates[WG_DRA]);
+	const char *drav = pick >= 0 ? wd_dra_versions[pick] : "";
+	if (strcmp(drav, w->dra_version)) {
+		GK_INFO("resource.k8s.io: %s%s", *drav ? "read in " : "not served", drav);
+		snprintf(w->dra_version, sizeof w->dra_version, "%s", drav);
+	}
 	apply_gates(w);
 	publish_state(w);
 }
@@ -624,15 +691,12 @@ static void disc_start(wr *w)
 		return; /* the API is slow: the round in flight answers first */
 	for (int i = 0; i < WR_NDISC; i++) {
 		gk_err err = {0};
-		char gv[64], *slash;
-		gate_gv(i + 1, gv, sizeof gv);
-		slash = strchr(gv, '/');
-		*slash = 0;
+		int g = i + 1;
 		w->disc_res[i] = -GK_UNAVAILABLE;
-		if (gk_kube_discover_async(w->mux, gv, slash + 1, gate_res[i + 1], disc_done, &w->disc_slot[i],
-					   &w->disc_calls[i], &err)) {
+		if (gk_kube_discover_async(w->mux, gate_api[g].g, gate_api[g].v, gate_api[g].r, disc_done,
+					   &w->disc_slot[i], &w->disc_calls[i], &err)) {
 			w->c_errors++;
-			GK_WARN("discovery of %s/%s: %s", gv, slash + 1, err.msg);
+			GK_WARN("discovery of %s/%s: %s", gate_api[g].g, gate_api[g].v, err.msg);
 			continue;
 		}
 		w->disc_pending++;
@@ -645,7 +709,7 @@ static void disc_start(wr *w)
  * re-read more often: a quarter of the span, so the WD_READS reads fit in it. */
 static int64_t disc_period(const wr *w)
 {
-	for (int g = 1; g < WG_N; g++) {
+	for (int g = 1; g < WG_DRAV; g++) {
 		const wd_gate *x = &w->gates[g];
 		if (!x->answered || (x->absent_reads > 0 && x->state != WD_ABSENT)) {
 			int64_t fast = span_ms(w) / 4 > 250 ? span_ms(w) / 4 : 250;

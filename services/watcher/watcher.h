@@ -15,12 +15,15 @@
 #include "lease.h"
 #include "store.h"
 
-enum wr_topic { WT_CP, WT_MODULE, WT_NODE, WT_RC, WT_DS, WT_POD, WT_N };
-/* What starts a source: nothing (always), or its API being served. The DRA
- * gates are resource.k8s.io's versions, newest first (wd_dra_versions). */
-enum wr_gate { WG_NONE, WG_CP, WG_KMM, WG_DRA, WG_N = WG_DRA + WD_DRA_N };
-#define WR_NSRC (7 + WD_DRA_N - 1)
-#define WR_NDISC (WG_N - 1)     /* discovery queries: every gate but WG_NONE */
+enum wr_topic { WT_CP, WT_MODULE, WT_NODE, WT_RC, WT_DS, WT_POD, WT_OP, WT_N };
+/* What starts a source: nothing (always), or its API being served (debounced,
+ * disc.h). WG_DRA + i: resource.k8s.io/<wd_dra_versions[i]> resourceclaims,
+ * newest first; WG_DRAV: the newest of those that is served (the operand
+ * sources of that group follow it, wr.dra_version). */
+enum wr_gate { WG_NONE, WG_CP, WG_KMM, WG_OPENSHIFT, WG_NFD, WG_PROM, WG_VAP, WG_DRA,
+	       WG_DRAV = WG_DRA + WD_DRA_N, WG_N };
+#define WR_NSRC 23
+#define WR_NDISC (WG_DRAV - 1)  /* discovery queries: every gate but WG_NONE and WG_DRAV */
 #define WR_BAD_MAX 1024         /* unreadable objects remembered per topic */
 
 typedef struct wr wr;
@@ -65,7 +68,9 @@ struct wr {
 	Gpukmm__Watcher_Service rpc;
 	ws_store store[WT_N];
 	wr_src src[WR_NSRC];
-	wd_gate gates[WG_N];         /* indexed by wr_gate (WG_NONE unused) */
+	wd_gate gates[WG_N];         /* indexed by wr_gate (WG_NONE, WG_DRAV unused) */
+	char dra_version[16];        /* newest served resource.k8s.io version, "" = none */
+	char src_version[WR_NSRC][16]; /* the version a running DRA-versioned source watches */
 	wr_bad bad[WT_N];
 	bool disc_known;             /* the ClusterPolicy and KMM APIs answered once */
 	uint8_t *state_sent;         /* the last Discovery published (packed), to publish changes only */
@@ -87,7 +92,7 @@ struct wr {
 	wl_lease lease_cur;          /* as read before the write */
 	int64_t lease_write_ms;      /* when the write started */
 	/* counters (heartbeats) */
-	uint64_t c_events, c_relists, c_errors, c_convert_errors, c_published;
+	uint64_t c_events, c_errors, c_convert_errors, c_published;
 	uint64_t c_size[WT_N];
 	uint64_t c_leader;
 	uint64_t c_unconfirmed;      /* topics whose state is unconfirmed now */

@@ -6,8 +6,8 @@
 # Module (kernelModule removed), freeing it lets the deletion through. A cluster upgraded
 # under a blocked deletion (1.33 → 1.34, kubesim restarted on its state) switches the
 # claims watch to v1 without a moment where the claims are unknown (the Module stays).
-# With every resource.k8s.io version off: "DRA is not enabled in the cluster, but
-# ClusterPolicy requests it." once that is confirmed.
+# With every resource.k8s.io version off: DRA confirmed not served (gpukmm-opmgr says "DRA
+# is not enabled in the cluster, but ClusterPolicy requests it." from it), no claim guard.
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
 . tests/lib/modmgr.sh
@@ -78,10 +78,15 @@ done
 # ---- no resource.k8s.io at all ----
 (
 	mm_setup --kube-version 1.34 --runtime-config resource.k8s.io/v1=false || { echo "not ok - no DRA: setup"; exit 1; }
+	disc() { "$GPUKMM_BIN/gpukmmctl" ipc call "ipc://$MM_DIR/watcher.sock" gpukmm.Watcher.Snapshot \
+		'{"topics":["discovery"]}' --timeout-ms 3000 2>/dev/null | jq -e '.discovery | '"$1" >/dev/null; }
+	check "no DRA: the watcher confirms it (every version absent over the debounce; opmgr reports \"DRA is not enabled\" from it)" \
+		wait_for "dra confirmed absent" 20 disc '(.dra // false) == false and (.dra_version // "") == "" and
+			([.unconfirmed[]?.topic] | index("resourceclaim") == null)'
 	apply_cp gpu dra "$KM_BASIC"
-	check "no DRA: \"DRA is not enabled\" reported once that is confirmed" wait_for "dra error" 20 \
-		mm_report_has '.errors | index("DRA is not enabled in the cluster, but ClusterPolicy requests it.")'
 	check "no DRA: the Module is still created (the driver does not need DRA)" wait_for module 20 module_exists
+	cp_patch '{"spec":{"kernelModule":null}}'
+	check "no DRA: no claim can exist, the Module is deleted" wait_for "module gone" 20 module_gone
 	exit "$MM_FAILED"
 ) || FAILED=1
 exit $FAILED

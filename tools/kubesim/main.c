@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "gpukmm/log.h"
+#include "gpukmm/version.h"
 #include "http.h"
 #include "kubesim.h"
 #include "versions.h"
@@ -83,7 +84,9 @@ static void usage(FILE *f)
 		   "      authorize every request as the API server's RBAC authorizer does, by the\n"
 		   "      stored Roles, ClusterRoles and bindings (the bootstrap roles are created);\n"
 		   "      ServiceAccount tokens come from TokenRequest (kubectl create token); a\n"
-		   "      request without a token is system:anonymous. GET /kubesim/rbac: decisions\n");
+		   "      request without a token is system:anonymous. GET /kubesim/rbac: decisions\n"
+		   "  (TokenReview answers for these tokens: the admin's, --token-auth-file's and\n"
+		   "  ServiceAccount tokens; SubjectAccessReview is the RBAC authorizer's)\n");
 }
 
 static char *read_file(const char *path, size_t max, gk_err *err)
@@ -200,6 +203,10 @@ int main(int argc, char **argv)
 		}
 		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			usage(stdout);
+			return 0;
+		}
+		if (strcmp(a, "--version") == 0) {
+			printf("kubesim %s\n", gk_version);
 			return 0;
 		}
 		fprintf(stderr, "kubesim: unknown or incomplete argument '%s'\n", a);
