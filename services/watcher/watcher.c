@@ -923,7 +923,7 @@ static void raw_one(void *user, ws_ent *e)
 }
 
 static const char *const rep_field[WT_N] = {"cluster_policies", "modules", "nodes",
-					    "resource_claims", "daemon_sets", "pods"};
+					    "resource_claims", "daemon_sets", "pods", "operands"};
 
 void wr_snapshot_fill(wr *w, const Gpukmm__SnapshotRequest *req, Gpukmm__SnapshotReply *rep,
 		      Gpukmm__Discovery *disc, Gpukmm__Leadership *lead)
@@ -1012,7 +1012,7 @@ static void h_get(Gpukmm__Watcher_Service *svc, const Gpukmm__GetRequest *in,
 			t = i;
 	if (t < 0 || !in->name || !*in->name) {
 		gk_ipc_fail(cd, GK_INVALID_ARGUMENT, "Get needs a topic (clusterpolicy, module, node, "
-			    "resourceclaim, daemonset, pod) and a name");
+			    "resourceclaim, daemonset, pod, operand) and a name");
 		return;
 	}
 	char key[600];
@@ -1079,6 +1079,7 @@ int wr_init(wr *w, const wr_opts *o, gk_loop *loop, gk_kube_client *kc, gk_kube_
 		w->disc_slot[i] = (struct wr_disc_slot){w, i};
 	if (!w->o.leader_elect) {
 		w->ls.leader = true;
+		w->c_leader = 1;
 		snprintf(w->holder, sizeof w->holder, "%s", w->identity);
 	}
 	int rc = gk_kube_mux_new(&w->mux, kc, err);

@@ -80,6 +80,15 @@ check "gpu-c's device plugin gated" wait_until 20 c_gated
 declare -A UID0=()
 for p in gpu-a gpu-b gpu-c; do UID0[$p]=$(kraw GET "$(mpath $p)" | jq -r .metadata.uid); done
 for i in 1 2 3; do claim_alloc user "claim-$i"; pod_new "pod-$i"; done
+# both watchers have seen them before the deletions (they publish in the order they saw)
+all_seen() {
+	local c
+	for c in A B; do
+		watcher_has "ipc://$D/run-$c/watcher.sock" resourceclaim user claim-3 &&
+			watcher_has "ipc://$D/run-$c/watcher.sock" pod user pod-3 || return 1
+	done
+}
+wait_until 20 all_seen || nok "the watchers see the claims and the GPU pods"
 kraw DELETE "$(cpath gpu-a)" >/dev/null
 kraw DELETE "$(cpath gpu-b)" >/dev/null
 blocked() { # POLICY WHAT: its status says the deletion is blocked by WHAT

@@ -66,6 +66,8 @@ faults '{}'
 
 # ---- the policy deleted while a GPU claim is allocated: blocked ----
 claim_alloc apps c1
+# the claim must be seen before the deletion (the watcher publishes in the order it saw)
+wait_for "claim seen" 10 watcher_has "ipc://$MM_DIR/watcher.sock" resourceclaim apps c1
 kraw DELETE "$CPATH" >/dev/null
 check "deletion blocked by the allocated claim (status says so)" wait_for blocked 20 \
 	mm_report_has '.errors | index("allocated GPU ResourceClaims blocking modules.kmm.sigs.x-k8s.io/gpu-gpu deletion")'

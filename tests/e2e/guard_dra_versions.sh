@@ -28,6 +28,7 @@ one() {
 	check "$k8s: the watcher reads the claims in resource.k8s.io/$ver" \
 		wait_for "claims $ver" 10 grep -q "watching resourceclaims.$ver\b" "$MM_DIR/watcher.log"
 	claim_alloc apps c1 "$ver"
+	wait_for "claim seen" 10 watcher_has "ipc://$MM_DIR/watcher.sock" resourceclaim apps c1
 	uid=$(module_field .metadata.uid)
 	cp_patch '{"spec":{"kernelModule":null}}'
 	check "$k8s: a claim allocated in $ver blocks the deletion" wait_for blocked 20 blocked
@@ -50,6 +51,7 @@ done
 	apply_cp gpu dra "$KM_BASIC"
 	check "upgrade: Module created on 1.33" wait_for module 20 module_exists
 	claim_alloc apps c1 v1beta2
+	wait_for "claim seen" 10 watcher_has "ipc://$MM_DIR/watcher.sock" resourceclaim apps c1
 	uid=$(module_field .metadata.uid)
 	kraw DELETE /apis/intel.com/v1alpha1/clusterpolicies/gpu >/dev/null
 	check "upgrade: the deletion is blocked on 1.33" wait_for blocked 20 blocked
