@@ -446,3 +446,141 @@ Test(sched, tolerations_and_daemonset_verdict)
 	cr_assert_eq(ks_intstr_scaled(NULL, 10, 1), 1);
 	cr_assert_eq(ks_rfc3339_parse("2026-01-01T00:00:10Z") - ks_rfc3339_parse("2026-01-01T00:00:00Z"), 10);
 }
+
+/* ---- the disruption controller ----------------------------------------------- */
+#define PODS "/api/v1/namespaces/default/pods"
+#define PDBS "/apis/policy/v1/namespaces/default/poddisruptionbudgets"
+
+/* a pod of app=web on n1, optionally owned (kind/name/uid) */
+static void web_pod(const char *name, const char *owner_json, const char *ann)
+{
+	char b[1024];
+	snprintf(b, sizeof(b),
+		 "{\"metadata\":{\"name\":\"%s\",\"labels\":{\"app\":\"web\"}%s%s%s%s},\"spec\":{\"nodeName\":\"n1\","
+		 "\"containers\":[{\"name\":\"c\",\"image\":\"i\"}]}}",
+		 name, owner_json ? ",\"ownerReferences\":[" : "", owner_json ? owner_json : "", owner_json ? "]" : "",
+		 ann ? ann : "");
+	cr_assert_eq(do_("POST", PODS, b, JSON), 201);
+}
+
+static void pdb(const char *name, const char *spec)
+{
+	char b[512];
+	snprintf(b, sizeof(b), "{\"metadata\":{\"name\":\"%s\"},\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"web\"}},%s}}",
+		 name, spec);
+	cr_assert_eq(do_("POST", PDBS, b, JSON), 201);
+}
+
+/* "expected/desired/healthy/allowed reason" */
+static const char *budget(const char *name)
+{
+	static char buf[256];
+	char u[256];
+	snprintf(u, sizeof(u), PDBS "/%s", name);
+	int code;
+	cJSON *o = call("GET", u, NULL, NULL, &code);
+	cr_assert_eq(code, 200);
+	static const char *f[] = { "status.expectedPods", "status.desiredHealthy", "status.currentHealthy",
+				   "status.disruptionsAllowed", "status.conditions.0.reason" };
+	buf[0] = 0;
+	for (int i = 0; i < 5; i++) /* str() has one buffer: one call at a time */
+		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), "%s%s", i == 4 ? " " : i ? "/" : "", str(o, f[i]));
+	cJSON_Delete(o);
+	return buf;
+}
+
+static char rs_uid[64];
+
+static void replicaset(int replicas)
+{
+	char b[512];
+	snprintf(b, sizeof(b),
+		 "{\"metadata\":{\"name\":\"web\"},\"spec\":{\"replicas\":%d,\"selector\":{\"matchLabels\":{\"app\":"
+		 "\"web\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"web\"}},\"spec\":{\"containers\":[{"
+		 "\"name\":\"c\",\"image\":\"i\"}]}}}}",
+		 replicas);
+	int code;
+	cJSON *o = call("POST", "/apis/apps/v1/namespaces/default/replicasets", b, JSON, &code);
+	cr_assert_eq(code, 201);
+	snprintf(rs_uid, sizeof(rs_uid), "%s", str(o, "metadata.uid"));
+	cJSON_Delete(o);
+}
+
+Test(ctrl, pdb_min_available_counts_ready_pods)
+{
+	node("n1", "{}", NULL);
+	web_pod("w1", NULL, NULL);
+	web_pod("w2", NULL, NULL);
+	web_pod("w3", NULL, ",\"annotations\":{\"kubesim.gpukmm.io/ready\":\"false\"}");
+	pdb("min2", "\"minAvailable\":2");
+	settle();
+	cr_assert_str_eq(budget("min2"), "3/2/0/0 InsufficientPods", "not started yet: %s", budget("min2"));
+	later(READY_MS);
+	cr_assert_str_eq(budget("min2"), "3/2/2/0 InsufficientPods", "w3 never Ready: %s", budget("min2"));
+	int code;
+	cJSON *o = call("GET", PDBS "/min2", NULL, NULL, &code);
+	cr_assert_str_eq(str(o, "status.observedGeneration"), "1");
+	cr_assert_str_eq(str(o, "status.conditions.0.type"), "DisruptionAllowed");
+	cr_assert_str_eq(str(o, "status.conditions.0.status"), "False");
+	cJSON_Delete(o);
+	web_pod("w4", NULL, NULL);
+	later(READY_MS);
+	cr_assert_str_eq(budget("min2"), "4/2/3/1 SufficientPods");
+	/* an eviction the API server recorded: not healthy until the controller sees it go */
+	char ts[40], b[256];
+	ks_now_rfc3339(ts, sizeof(ts));
+	snprintf(b, sizeof(b), "{\"status\":{\"disruptedPods\":{\"w1\":\"%s\"},\"disruptionsAllowed\":0}}", ts);
+	cr_assert_eq(do_("PATCH", PDBS "/min2/status", b, MERGE), 200);
+	settle();
+	cr_assert_str_eq(budget("min2"), "4/2/2/0 InsufficientPods");
+	cr_assert_eq(do_("DELETE", PODS "/w1?gracePeriodSeconds=0", NULL, NULL), 200);
+	settle();
+	cr_assert_str_eq(budget("min2"), "3/2/2/0 InsufficientPods");
+	o = call("GET", PDBS "/min2", NULL, NULL, &code);
+	cr_assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "status"), "disruptedPods"), "gone pod dropped");
+	cJSON_Delete(o);
+}
+
+Test(ctrl, pdb_max_unavailable_and_percentages_use_the_controller_scale)
+{
+	node("n1", "{}", NULL);
+	replicaset(4);
+	char owner[256];
+	snprintf(owner, sizeof(owner),
+		 "{\"apiVersion\":\"apps/v1\",\"kind\":\"ReplicaSet\",\"name\":\"web\",\"uid\":\"%s\",\"controller\":true}",
+		 rs_uid);
+	for (int i = 0; i < 3; i++) {
+		char n[16];
+		snprintf(n, sizeof(n), "r%d", i);
+		web_pod(n, owner, NULL);
+	}
+	pdb("maxu", "\"maxUnavailable\":1");
+	pdb("half", "\"minAvailable\":\"50%\"");
+	int code;
+	later(READY_MS);
+	/* 4 replicas wanted, 3 healthy */
+	cr_assert_str_eq(budget("maxu"), "4/3/3/0 InsufficientPods", "%s", budget("maxu"));
+	cr_assert_str_eq(budget("half"), "4/2/3/1 SufficientPods", "%s", budget("half"));
+	cr_assert_eq(do_("PATCH", "/apis/apps/v1/namespaces/default/replicasets/web", "{\"spec\":{\"replicas\":3}}", MERGE),
+		     200);
+	settle();
+	cr_assert_str_eq(budget("maxu"), "3/2/3/1 SufficientPods", "a scale change re-checks: %s", budget("maxu"));
+	/* a pod whose controller has no scale (it exists: no garbage collection): the sync fails safe */
+	cJSON *cm = call("POST", "/api/v1/namespaces/default/configmaps", "{\"metadata\":{\"name\":\"x\"}}", JSON, &code);
+	snprintf(owner, sizeof(owner), "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"name\":\"x\",\"uid\":\"%s\","
+		 "\"controller\":true}", str(cm, "metadata.uid"));
+	cJSON_Delete(cm);
+	web_pod("d0", owner, NULL);
+	settle();
+	cr_assert_str_eq(budget("maxu"), "3/2/3/0 SyncFailed", "%s", budget("maxu"));
+	cJSON *o = call("GET", PDBS "/maxu", NULL, NULL, &code);
+	cr_assert_str_eq(str(o, "status.conditions.0.message"), "found no controllers for pod \"d0\"");
+	cJSON_Delete(o);
+}
+
+Test(ctrl, pdb_without_matching_pods_allows_nothing)
+{
+	pdb("empty", "\"maxUnavailable\":1");
+	settle();
+	cr_assert_str_eq(budget("empty"), "0/0/0/0 InsufficientPods");
+}

@@ -53,6 +53,8 @@ typedef struct ks_ctrl {
 	uint64_t cursor; /* last resourceVersion of the history consumed */
 	int resync;      /* rebuild from the store on the next pass */
 	gk_kmap dirty_nodes, dirty_pods, dirty_ds, dirty_pdbs; /* names / "ns/name" */
+	gk_kmap dirty_pdb_ns; /* namespaces where pods or their controllers changed */
+	gk_kmap pdb_pending;  /* PDBs to sync (kept past the budget) */
 	ks_timer *heap;
 	int nheap, capheap;
 	int budget; /* writes left in this pass */
@@ -95,5 +97,9 @@ void ks_kubelet_free(ks_ctrl *c);
 void ks_kubelet_pass(ks_server *s, ks_ctrl *c);
 void ks_kubelet_timer(ks_server *s, ks_ctrl *c, int kind, const char *key);
 int ks_kubelet_take_removed(ks_ctrl *c); /* pods removed since the last call */
+void ks_pdb_pass(ks_server *s, ks_ctrl *c);
+void ks_pdb_timer(ks_server *s, ks_ctrl *c, const char *key);
+/* [lo, hi) of a bucket's items in namespace ns (disruption.c) */
+void ks_ns_range(const ks_bucket *b, const char *ns, int *lo, int *hi);
 
 #endif

@@ -15,7 +15,8 @@
  *   gc.c         finalizers, ownerReference garbage collection, namespace deletion
  *   webhook.c    admission webhooks;  faults.c fault injection + stats;  state.c --state-dir
  *   versions.c   --kube-version: /version, resource.k8s.io versions and their conversion
- *   ctrl.c       the controllers' thread: dscontroller.c, kubelet.c (sched.c: predicates)
+ *   ctrl.c       the controllers' thread: dscontroller.c, kubelet.c, disruption.c (sched.c:
+ *                predicates);  openshift.c --openshift's API groups
  * One mutex (srv->mu) guards the store, the registry and the history. */
 #ifndef KUBESIM_H
 #define KUBESIM_H
@@ -228,6 +229,7 @@ typedef struct ks_server {
 	int gc_pending;
 	int kube_minor; /* --kube-version 1.MINOR; 0: the default (versions.c) */
 	struct ks_ctrl *ctrl; /* the controllers (ctrl.h), NULL without */
+	int openshift;        /* --openshift (openshift.c) */
 } ks_server;
 
 int ks_server_init(ks_server *s, int history);
@@ -280,6 +282,10 @@ struct ks_watch *ks_watch_open(ks_server *s, const ks_rtype *t, const char *ns, 
 /* Fills buf with up to max bytes of stream; blocks until data, returns 0 at end of stream. */
 size_t ks_watch_read(ks_server *s, struct ks_watch *w, char *buf, size_t max);
 void ks_watch_close(ks_server *s, struct ks_watch *w);
+
+/* openshift.c: --openshift's API groups (after ks_versions_set) and default SCCs */
+int ks_openshift_setup(ks_server *s);
+int ks_openshift_seed(ks_server *s);
 
 /* state.c */
 int ks_state_load(ks_server *s, const char *dir, gk_err *err);
