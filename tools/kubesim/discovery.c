@@ -75,8 +75,27 @@ static cJSON *agg_resources(const ks_registry *r, const char *group, const char 
 			cJSON_AddItemToObject(o, "shortNames", str_array(t->short_names));
 		if (t->categories)
 			cJSON_AddItemToObject(o, "categories", str_array(t->categories));
-		if (t->has_status) {
+		if (!t->group[0] && strcmp(t->resource, "pods") == 0) {
+			/* pods/eviction creates a policy/v1 Eviction */
 			cJSON *subs = cJSON_AddArrayToObject(o, "subresources");
+			cJSON *sr = cJSON_CreateObject();
+			cJSON *srk = sr ? cJSON_AddObjectToObject(sr, "responseKind") : NULL;
+			if (subs && sr && srk) {
+				cJSON_AddStringToObject(sr, "subresource", "eviction");
+				cJSON_AddStringToObject(srk, "group", "policy");
+				cJSON_AddStringToObject(srk, "version", "v1");
+				cJSON_AddStringToObject(srk, "kind", "Eviction");
+				const char *ev[] = { "create" };
+				cJSON_AddItemToObject(sr, "verbs", cJSON_CreateStringArray(ev, 1));
+				cJSON_AddItemToArray(subs, sr);
+			} else {
+				cJSON_Delete(sr);
+			}
+		}
+		if (t->has_status) {
+			cJSON *subs = cJSON_GetObjectItemCaseSensitive(o, "subresources");
+			if (!subs)
+				subs = cJSON_AddArrayToObject(o, "subresources");
 			cJSON *sr = cJSON_CreateObject();
 			if (subs && sr) {
 				cJSON_AddStringToObject(sr, "subresource", "status");
@@ -247,6 +266,20 @@ cJSON *ks_discovery_gv(ks_server *s, const char *group, const char *version)
 		if (t->categories)
 			cJSON_AddItemToObject(o, "categories", str_array(t->categories));
 		cJSON_AddItemToArray(res, o);
+		if (!t->group[0] && strcmp(t->resource, "pods") == 0) {
+			cJSON *ev = cJSON_CreateObject();
+			if (!ev)
+				break;
+			cJSON_AddStringToObject(ev, "name", "pods/eviction");
+			cJSON_AddStringToObject(ev, "singularName", "");
+			cJSON_AddBoolToObject(ev, "namespaced", 1);
+			cJSON_AddStringToObject(ev, "group", "policy");
+			cJSON_AddStringToObject(ev, "version", "v1");
+			cJSON_AddStringToObject(ev, "kind", "Eviction");
+			const char *cv[] = { "create" };
+			cJSON_AddItemToObject(ev, "verbs", cJSON_CreateStringArray(cv, 1));
+			cJSON_AddItemToArray(res, ev);
+		}
 		if (t->has_status) {
 			cJSON *st = cJSON_CreateObject();
 			if (!st)
