@@ -14,7 +14,7 @@
 extern char **environ;
 
 static const char usage_text[] =
-"usage: gpukmm --profile controller|node|all [--config FILE] [options]\n"
+"usage: gpukmm --profile controller|node|all|webhook [--config FILE] [options]\n"
 "       gpukmm --config FILE [options]\n"
 "\n"
 "Starts the gpukmm services of a profile, restarts each on failure, and stops\n"
@@ -24,9 +24,11 @@ static const char usage_text[] =
 "  controller  watcher, modmgr, gater, statusd, webhook\n"
 "  node        prober, statusd --mode node\n"
 "  all         both (the node statusd runs as 'node-statusd' on its own socket)\n"
+"  webhook     the webhook alone (a container of its own, without API credentials,\n"
+"              next to one running --profile controller --without webhook)\n"
 "\n"
 "Options:\n"
-"  --profile P          controller, node or all\n"
+"  --profile P          controller, node, all or webhook\n"
 "  --config FILE        JSON config (below); its services replace the profile's\n"
 "  --runtime-dir DIR    sockets live here (created 0700, locked, stale sockets removed);\n"
 "                       default $RUNTIME_DIRECTORY, /run/gpukmm as root, else\n"
@@ -50,6 +52,7 @@ static const char usage_text[] =
 "  --leader-elect        watcher elects a leader through a Lease $GPUKMM_LEADER_ELECT=1\n"
 "                        in the operator namespace ($OPERATOR_NAMESPACE)\n"
 "  --lease-name N        that Lease (default gpukmm-controller) $GPUKMM_LEASE_NAME\n"
+"  --without S[,S...]    leave these services out (applied first) $GPUKMM_WITHOUT\n"
 "\n"
 "Config file (every field optional except services[].name; unknown fields are errors):\n"
 "  {\n"
@@ -87,7 +90,7 @@ static const char usage_text[] =
 "some service had to be killed or did not exit cleanly.\n";
 
 enum { OPT_PROFILE = 1, OPT_CONFIG, OPT_RUNDIR, OPT_HTTP, OPT_TOKEN, OPT_KUBECONFIG, OPT_LOGFMT,
-       OPT_LOGLVL, OPT_CHECK, OPT_WH_CERT, OPT_WH_KEY, OPT_WH_LISTEN, OPT_LEADER, OPT_LEASE };
+       OPT_LOGLVL, OPT_CHECK, OPT_WH_CERT, OPT_WH_KEY, OPT_WH_LISTEN, OPT_LEADER, OPT_LEASE, OPT_WITHOUT };
 
 static int fail_usage(const char *msg)
 {
@@ -127,6 +130,7 @@ int main(int argc, char **argv)
 		{ "webhook-listen", required_argument, NULL, OPT_WH_LISTEN },
 		{ "leader-elect", no_argument, NULL, OPT_LEADER },
 		{ "lease-name", required_argument, NULL, OPT_LEASE },
+		{ "without", required_argument, NULL, OPT_WITHOUT },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -157,6 +161,7 @@ int main(int argc, char **argv)
 		case OPT_WH_LISTEN: pf.webhook_listen = optarg; break;
 		case OPT_LEADER: leader = 1; break;
 		case OPT_LEASE: pf.lease_name = optarg; break;
+		case OPT_WITHOUT: pf.without = optarg; break;
 		case 'h': fputs(usage_text, stdout); return 0;
 		default: {
 			char m[128];
@@ -193,6 +198,8 @@ int main(int argc, char **argv)
 		pf.webhook_listen = getenv("GPUKMM_WEBHOOK_LISTEN");
 	if (!pf.lease_name)
 		pf.lease_name = getenv("GPUKMM_LEASE_NAME");
+	if (!pf.without)
+		pf.without = getenv("GPUKMM_WITHOUT");
 	if (leader < 0) {
 		const char *e = getenv("GPUKMM_LEADER_ELECT");
 		if (e && *e && strcmp(e, "0") && strcmp(e, "1") && strcmp(e, "true") && strcmp(e, "false")) {

@@ -77,16 +77,20 @@ int gk_sup_conf_load(gk_sup_conf *c, const char *profile, const char *file, gk_e
  * then in $PATH. Error names the field. */
 int gk_sup_conf_resolve(gk_sup_conf *c, const char *self_dir, const char *path_env, gk_err *err);
 void gk_sup_conf_free(gk_sup_conf *c);
+/* Drop the service of that name from the table: 0, or -1 when there is none. */
+int gk_sup_conf_remove(gk_sup_conf *c, const char *name);
 
 /* Profile options (pflags.c): flags/env of the supervisor appended to the args of
  * the service of that name ("webhook": --tls-cert, --tls-key, --listen; "watcher":
- * --leader-elect, --lease-name). NULL/"" = not given. A flag whose service is not
- * in the table, a cert without a key (or the reverse), or --lease-name without
- * --leader-elect is GK_INVALID_ARGUMENT. */
+ * --leader-elect, --lease-name). NULL/"" = not given. --without removes services
+ * from the table first. A flag whose service is not in the table, a cert without a
+ * key (or the reverse), or --lease-name without --leader-elect is
+ * GK_INVALID_ARGUMENT. */
 typedef struct gk_sup_pflags {
 	const char *webhook_tls_cert, *webhook_tls_key, *webhook_listen;
 	bool leader_elect;
 	const char *lease_name;
+	const char *without; /* "webhook" or "a,b": services left out (before the others apply) */
 } gk_sup_pflags;
 int gk_sup_conf_apply_pflags(gk_sup_conf *c, const gk_sup_pflags *f, gk_err *err);
 const char *gk_sup_restart_name(enum gk_sup_restart r);

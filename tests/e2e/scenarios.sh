@@ -41,6 +41,7 @@ cleanup() {
 	cat "$D/np-stop.out"
 	grep -q '^not ok' "$D/np-stop.out" && FAILED=1
 	[ -n "$FK_PID" ] && stop_pid "$FK_PID"
+	kubesim_rbac_verdict "$NS" || FAILED=1
 	kubesim_stop >/dev/null 2>&1
 	san_check "$D"/*.log "$D"/np/*.log || FAILED=1
 	if [ "$FAILED" != 0 ]; then
@@ -52,8 +53,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-KUBESIM_NO_TRAP=1 kubesim_start || { nok "kubesim starts"; exit 1; }
-kubesim_kubeconfig "$D/kubeconfig" scenarios
+# under the shipped RBAC: each profile with its ServiceAccount's token, fake-kmm (KMM) as the admin
+KUBESIM_NO_TRAP=1 KUBESIM_RBAC=1 kubesim_start || { nok "kubesim starts"; exit 1; }
 cpj() { kraw GET "/apis/intel.com/v1alpha1/clusterpolicies/$CP"; }
 cp_is() { cpj | jq -e "$1" >/dev/null; }
 node_is() { kraw GET "/api/v1/nodes/$1" | jq -e "$2" >/dev/null; }
@@ -72,9 +73,10 @@ ready_is() { # True|False [REASON]
 # ---- the cluster without KMM; the controllers and the node profiles ---------------------
 k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml >>"$D/kubectl.log" 2>&1
 k wait --for condition=established --timeout=20s crd/clusterpolicies.intel.com >>"$D/kubectl.log" 2>&1
+kubesim_kubeconfigs "$D" "$NS" || nok "the shipped RBAC and the ServiceAccounts' kubeconfigs"
 node gpu-1 "$K_UBU"
 node gpu-2 "$K_RHEL"
-np_init "$D" "$D/kubeconfig"
+np_init "$D" "$D/node-kubeconfig"
 np_start gpu-1 "$K_UBU" && np_start gpu-2 "$K_RHEL" || nok "node profiles start"
 np_follow_start
 ctrl_start A
@@ -89,7 +91,7 @@ check "KMM absent: status.errors says so, Ready=False" 30 cp_is \
 check "KMM absent: the node profiles report the GPUs, xe not loaded" 30 cp_is \
 	'.status.nodes.gpuNodes == 2 and .status.nodes.notLoaded == 2'
 k apply -f tests/fixtures/kmm/modules.kmm.sigs.x-k8s.io.crd.yaml >>"$D/kubectl.log" 2>&1
-"$GPUKMM_BIN/fake-kmm" --kubeconfig "$D/kubeconfig" --load-delay-ms 200 --unload-delay-ms 200 \
+"$GPUKMM_BIN/fake-kmm" --kubeconfig "$D/kmm-kubeconfig" --load-delay-ms 200 --unload-delay-ms 200 \
 	--log-level warn 2>>"$D/fake-kmm.log" &
 FK_PID=$!
 check "KMM installed later: Module created without a restart" 30 eval "k -n $NS get module $CP-gpu >/dev/null"

@@ -42,7 +42,7 @@ for n in a b c; do mknode "$n" 6.8.0-45-generic; done
 mknode arm1 6.8.0-45-generic arm64
 apply_cp gpu dp "$KM"
 # a node-mode statusd writes node a's report
-NODE_NAME=a "$GPUKMM_BIN/gpukmm-statusd" --mode node --kubeconfig "$MM_DIR/kubeconfig" --listen "$NSD_SOCK" \
+NODE_NAME=a "$GPUKMM_BIN/gpukmm-statusd" --mode node --kubeconfig "$MM_DIR/node-kubeconfig" --listen "$NSD_SOCK" \
 	--debounce-ms 50 >>"$MM_DIR/statusd-node.log" 2>&1 &
 NSD_PID=$!
 REP_A='{"node_name":"a","kernel_version":"6.8.0-45-generic","module_name":"xe","gpus":[{"address":"0000:03:00.0","sriov_numvfs":0}],"module":{"name":"xe","loaded":true,"source":"SOURCE_OOT"}}'

@@ -3,7 +3,8 @@
 # chaos test and the node scenario tests run it. Sources tests/lib/kubesim.sh.
 #
 #   np_init DIR KUBECONFIG      where everything goes (DIR/np), the kubeconfig the
-#                               node statusd writes with
+#                               node statusd writes with (under RBAC: ServiceAccount
+#                               gpukmm-node's, kubesim_sa_kubeconfig)
 #   np_start NODE KERNEL        builds the fake roots for KERNEL (once per kernel:
 #                               "oot-avail" = GPU, OoT xe installed, not loaded;
 #                               "oot-idle" = OoT xe loaded; tests/fixtures/mk-probe-fixture.sh)
@@ -94,7 +95,7 @@ np_follow_start() {
 	(
 		trap 'exit 0' TERM
 		while :; do
-			curl -s --max-time 5 "$KUBESIM_URL/api/v1/nodes" 2>/dev/null |
+			kcurl -s --max-time 5 "$KUBESIM_URL/api/v1/nodes" 2>/dev/null |
 				jq -r '.items[]? | "\(.metadata.name) \(any(.metadata.labels // {} | keys[];
 					startswith("kmm.node.kubernetes.io/") and endswith(".ready")))"' 2>/dev/null |
 				while read -r n loaded; do
