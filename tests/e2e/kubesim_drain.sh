@@ -98,10 +98,17 @@ check "kubectl uncordon" test -z "$(k get node gpu-1 -o jsonpath='{.spec.unsched
 trainer t5 gpu-1
 check "t3, t4, t5 Ready: 1 disruption allowed" wait_for 10 pdb_allows 1
 ev() { kraw POST "/api/v1/namespaces/default/pods/$1/eviction" "{\"apiVersion\":\"policy/v1\",\"kind\":\"Eviction\",\"metadata\":{\"name\":\"$1\",\"namespace\":\"default\"}}"; }
+k get pod t3 -w --output-watch-events -o json >"$KUBESIM_DIR/t3.watch" 2>/dev/null &
+WATCH=$!
+KUBESIM_CLIENTS+=("$WATCH")
+seen() { jq -se --arg t "$1" 'map(select(.type == $t)) | length >= 1' "$KUBESIM_DIR/t3.watch"; }
+check "watching t3" wait_for 10 seen ADDED
 out=$(ev t3)
 check "eviction within the budget: 201 Success" test "$(kraw_code)/$(jq -r .status <<<"$out")" = 201/Success
-check "the pod is being deleted gracefully (30 s grace)" \
-	test "$(k get pod t3 -o jsonpath='{.metadata.deletionGracePeriodSeconds}')" = 30
+check "the pod is deleted gracefully (30 s grace), then gone" wait_for 10 seen DELETED
+check "the watch saw it Terminating with its grace period first" \
+	jq -se 'map(select(.type == "MODIFIED" and .object.metadata.deletionGracePeriodSeconds == 30)) | length >= 1' "$KUBESIM_DIR/t3.watch"
+kill "$WATCH" 2>/dev/null
 healthy() { test "$(k get pdb trainer -o jsonpath='{.status.currentHealthy}')" = "$1"; }
 check "t3 no longer counts as healthy" wait_for 10 healthy 2
 out=$(ev t4)
