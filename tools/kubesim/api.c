@@ -396,6 +396,16 @@ static void do_write(struct write_req *w, ks_resp *out)
 			not_found(out, t, w->name);
 			return;
 		}
+		if (!cur && t->is_crd) {
+			pthread_mutex_lock(&s->mu);
+			int terminating = ks_crd_terminating(s, t);
+			pthread_mutex_unlock(&s->mu);
+			if (terminating) {
+				ks_resp_status(out, 405, "MethodNotAllowed", t->resource, NULL, t->group, NULL,
+					       "create not allowed while custom resource definition is terminating");
+				return;
+			}
+		}
 		cJSON *desired = w->fn(w->ctx, cur, out);
 		if (!desired) {
 			cJSON_Delete(cur);
@@ -776,6 +786,15 @@ int ks_api_delete_grace_locked(ks_server *s, const ks_rtype *t, const char *ns, 
 	else if (propagation && strcmp(propagation, "Foreground") == 0)
 		add_finalizer(n, "foregroundDeletion");
 	cJSON *m = ks_meta(n);
+	int is_crd_obj = strcmp(t->resource, "customresourcedefinitions") == 0 && strcmp(t->group, "apiextensions.k8s.io") == 0;
+	if (is_crd_obj && !dt0) {
+		/* a CRD goes through its cleanup finalizer: its custom resources first (finalize.c) */
+		ks_crd_mark_deleted(n);
+		deletion_at(m, time(NULL), 0);
+		ks_store_put(&s->store, t->group, t->resource, ns, name, n);
+		s->dirty = 1;
+		return 0;
+	}
 	if (period > 0) {
 		/* graceful: the kubelet (kubelet.c) stops the pod and makes the final delete */
 		deletion_at(m, time(NULL) + period, period);

@@ -283,8 +283,12 @@ apply:;
 
 void ks_gc_run(ks_server *s)
 {
-	for (int i = 0; i < KS_GC_MAX_ROUNDS; i++)
-		if (!one_round(s))
-			return;
+	for (int i = 0; i < KS_GC_MAX_ROUNDS; i++) {
+		int changed = one_round(s);
+		changed |= ks_crd_finalize(s);
+		if (!changed)
+			break;
+	}
+	ks_ns_termination(s);
 	s->dirty = 1;
 }

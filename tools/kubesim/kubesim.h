@@ -15,6 +15,8 @@
  *   gc.c         finalizers, ownerReference garbage collection, namespace deletion
  *   webhook.c    admission webhooks;  faults.c fault injection + stats;  state.c --state-dir
  *   versions.c   --kube-version: /version, resource.k8s.io versions and their conversion
+ *   finalize.c   CRD deletion through its cleanup finalizer, namespace termination conditions
+ *   eviction.c   pods/eviction with PodDisruptionBudgets
  *   ctrl.c       the controllers' thread: dscontroller.c, kubelet.c, disruption.c (sched.c:
  *                predicates);  openshift.c --openshift's API groups
  * One mutex (srv->mu) guards the store, the registry and the history. */
@@ -305,6 +307,13 @@ int ks_crd_check(const cJSON *crd, gk_err *err);
 
 /* gc.c (mu held) — finalizer/ownerReference processing until stable */
 void ks_gc_run(ks_server *s);
+
+/* finalize.c (mu held): CRD deletion through its cleanup finalizer, namespace
+ * termination conditions */
+int ks_crd_mark_deleted(cJSON *crd);                       /* the first DELETE */
+int ks_crd_terminating(ks_server *s, const ks_rtype *t);  /* t's CRD is being deleted */
+int ks_crd_finalize(ks_server *s);                         /* 1 when something changed */
+void ks_ns_termination(ks_server *s);
 
 /* watch.c */
 struct ks_watch *ks_watch_open(ks_server *s, const ks_rtype *t, const char *ns, const ks_req *r, ks_resp *out);
