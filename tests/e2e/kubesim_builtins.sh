@@ -8,8 +8,6 @@ set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
 . tests/lib/kubesim.sh
 kubesim_need_kubectl || exit 0
-KUBESIM_NO_TRAP=1
-trap 'kubesim_stop' EXIT
 kubesim_start --pod-ready-ms 100 || { echo "not ok - kubesim starts"; exit 1; }
 
 out=$(k api-resources --no-headers 2>/dev/null)

@@ -9,8 +9,6 @@ set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
 . tests/lib/kubesim.sh
 kubesim_need_kubectl || exit 0
-KUBESIM_NO_TRAP=1
-trap 'kubesim_stop' EXIT
 kubesim_start || { echo "not ok - kubesim starts"; exit 1; }
 CRD=clusterpolicies.intel.com
 

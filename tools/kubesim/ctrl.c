@@ -50,6 +50,29 @@ int ks_ctrl_mark(gk_kmap *set, const char *key)
 	return gk_kmap_put(set, key, NULL, NULL) ? 0 : GK_RESOURCE_EXHAUSTED;
 }
 
+char **ks_ctrl_take(gk_kmap *set, size_t *n)
+{
+	*n = 0;
+	if (set->n == 0)
+		return NULL;
+	const char **keys = gk_kmap_keys(set);
+	size_t k = set->n;
+	char **out = keys ? calloc(k, sizeof(char *)) : NULL;
+	for (size_t i = 0; out && i < k; i++)
+		if (!(out[i] = strdup(keys[i]))) {
+			while (i--)
+				free(out[i]);
+			free(out);
+			out = NULL;
+		}
+	free(keys);
+	if (!out)
+		return NULL;
+	gk_kmap_clear(set);
+	*n = k;
+	return out;
+}
+
 /* ---- timers: a binary min-heap on due -------------------------------------- */
 static void heap_swap(ks_ctrl *c, int i, int j)
 {
@@ -219,15 +242,7 @@ static void *run(void *arg)
 		}
 		if (wait < 0 || wait > 1000)
 			wait = 1000;
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += wait / 1000;
-		ts.tv_nsec += (wait % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&s->cond, &s->mu, &ts);
+		ks_cond_wait_ms(&s->cond, &s->mu, wait);
 	}
 	pthread_mutex_unlock(&s->mu);
 	return NULL;

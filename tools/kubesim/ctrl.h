@@ -83,6 +83,10 @@ int64_t ks_ctrl_pass_locked(ks_server *s, int64_t now_ms);
 /* for the controllers (mu held) */
 void ks_ctrl_timer(ks_ctrl *c, int64_t due, int kind, const char *key);
 int ks_ctrl_mark(gk_kmap *set, const char *key);
+/* The set's keys (copies, *n of them) and the set emptied: work taken from a set
+ * that the work itself may mark again. NULL with *n 0 when empty or out of memory
+ * (then the set is left as it was). Free each key and the array. */
+char **ks_ctrl_take(gk_kmap *set, size_t *n);
 /* Stores obj (taken) as a write of the cluster's; 0 or an error. */
 int ks_ctrl_put(ks_server *s, const char *group, const char *resource, const char *ns, const char *name, cJSON *obj);
 

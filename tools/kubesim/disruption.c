@@ -23,17 +23,6 @@
 
 #define KS_PDB_DELETION_TIMEOUT_S 120 /* DeletionTimeout of the disruption controller */
 
-static const char *sget(const cJSON *o, const char *k)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-static const cJSON *get(const cJSON *o, const char *k)
-{
-	return cJSON_GetObjectItemCaseSensitive(o, k);
-}
-
 /* [lo, hi) of the bucket's items in namespace ns (items are sorted by ns, name) */
 void ks_ns_range(const ks_bucket *b, const char *ns, int *lo, int *hi)
 {
@@ -65,10 +54,10 @@ static int controller_scale(ks_server *s, const char *ns, const cJSON *pod, int 
 	*ok = 1;
 	uid[0] = 0;
 	const cJSON *ref, *ctl = NULL;
-	cJSON_ArrayForEach(ref, get(get(pod, "metadata"), "ownerReferences")) if (cJSON_IsTrue(get(ref, "controller"))) ctl = ref;
+	cJSON_ArrayForEach(ref, ks_jget(ks_jget(pod, "metadata"), "ownerReferences")) if (cJSON_IsTrue(ks_jget(ref, "controller"))) ctl = ref;
 	if (!ctl)
 		return 0;
-	const char *kind = sget(ctl, "kind"), *name = sget(ctl, "name"), *av = sget(ctl, "apiVersion");
+	const char *kind = ks_jstr(ctl, "kind"), *name = ks_jstr(ctl, "name"), *av = ks_jstr(ctl, "apiVersion");
 	const char *group = NULL, *resource = NULL;
 	if (kind && av && strcmp(av, "apps/v1") == 0 && strcmp(kind, "ReplicaSet") == 0)
 		group = "apps", resource = "replicasets";
@@ -84,9 +73,9 @@ static int controller_scale(ks_server *s, const char *ns, const cJSON *pod, int 
 	const cJSON *obj = it->obj;
 	if (strcmp(resource, "replicasets") == 0) {
 		/* a Deployment's ReplicaSet: the Deployment's scale */
-		cJSON_ArrayForEach(ref, get(get(obj, "metadata"), "ownerReferences")) {
-			const char *k = sget(ref, "kind"), *n = sget(ref, "name");
-			if (cJSON_IsTrue(get(ref, "controller")) && k && n && strcmp(k, "Deployment") == 0) {
+		cJSON_ArrayForEach(ref, ks_jget(ks_jget(obj, "metadata"), "ownerReferences")) {
+			const char *k = ks_jstr(ref, "kind"), *n = ks_jstr(ref, "name");
+			if (cJSON_IsTrue(ks_jget(ref, "controller")) && k && n && strcmp(k, "Deployment") == 0) {
 				ks_item *d = ks_store_get(&s->store, "apps", "deployments", ns, n);
 				if (d)
 					obj = d->obj;
@@ -94,7 +83,7 @@ static int controller_scale(ks_server *s, const char *ns, const cJSON *pod, int 
 		}
 	}
 	snprintf(uid, cap, "%s", ks_meta_str(obj, "uid") ? ks_meta_str(obj, "uid") : "");
-	const cJSON *r = get(get(obj, "spec"), "replicas");
+	const cJSON *r = ks_jget(ks_jget(obj, "spec"), "replicas");
 	return cJSON_IsNumber(r) ? (int)r->valuedouble : 1; /* replicas defaults to 1 */
 }
 
@@ -141,10 +130,10 @@ static cJSON *condition(const cJSON *old_status, int ok, const char *reason, con
 	char ts[40];
 	ks_now_rfc3339(ts, sizeof(ts));
 	const cJSON *oc;
-	cJSON_ArrayForEach(oc, get(old_status, "conditions")) {
-		const char *t = sget(oc, "type"), *os = sget(oc, "status");
-		if (t && strcmp(t, "DisruptionAllowed") == 0 && os && strcmp(os, st) == 0 && sget(oc, "lastTransitionTime"))
-			snprintf(ts, sizeof(ts), "%s", sget(oc, "lastTransitionTime"));
+	cJSON_ArrayForEach(oc, ks_jget(old_status, "conditions")) {
+		const char *t = ks_jstr(oc, "type"), *os = ks_jstr(oc, "status");
+		if (t && strcmp(t, "DisruptionAllowed") == 0 && os && strcmp(os, st) == 0 && ks_jstr(oc, "lastTransitionTime"))
+			snprintf(ts, sizeof(ts), "%s", ks_jstr(oc, "lastTransitionTime"));
 	}
 	cJSON_AddStringToObject(c, "type", "DisruptionAllowed");
 	cJSON_AddStringToObject(c, "status", st);
@@ -161,8 +150,8 @@ static void pdb_sync(ks_server *s, ks_ctrl *c, const char *ns, const char *name)
 	ks_item *it = ks_store_get(&s->store, "policy", "poddisruptionbudgets", ns, name);
 	if (!it)
 		return;
-	const cJSON *pdb = it->obj, *spec = get(pdb, "spec"), *ostatus = get(pdb, "status");
-	const cJSON *g = get(get(pdb, "metadata"), "generation");
+	const cJSON *pdb = it->obj, *spec = ks_jget(pdb, "spec"), *ostatus = ks_jget(pdb, "status");
+	const cJSON *g = ks_jget(ks_jget(pdb, "metadata"), "generation");
 	double gen = cJSON_IsNumber(g) ? g->valuedouble : 0;
 	ks_bucket *b = ks_store_bucket(&s->store, "", "pods", 0);
 	int lo = 0, hi = 0;
@@ -171,13 +160,13 @@ static void pdb_sync(ks_server *s, ks_ctrl *c, const char *ns, const char *name)
 	if (!pods)
 		return;
 	int n = 0;
-	const cJSON *sel = get(spec, "selector");
+	const cJSON *sel = ks_jget(spec, "selector");
 	for (int i = lo; i < hi; i++)
-		if (ks_labelsel_match(sel, get(get(b->items[i].obj, "metadata"), "labels")))
+		if (ks_labelsel_match(sel, ks_jget(ks_jget(b->items[i].obj, "metadata"), "labels")))
 			pods[n++] = b->items[i].obj;
 	char err[512] = "";
 	int expected = 0, desired = 0, failed = 0;
-	const cJSON *maxu = get(spec, "maxUnavailable"), *mina = get(spec, "minAvailable");
+	const cJSON *maxu = ks_jget(spec, "maxUnavailable"), *mina = ks_jget(spec, "minAvailable");
 	if (maxu) {
 		expected = expected_scale(s, ns, pods, n, err, sizeof(err));
 		if (expected < 0)
@@ -203,9 +192,9 @@ static void pdb_sync(ks_server *s, ks_ctrl *c, const char *ns, const char *name)
 	int healthy = 0;
 	for (int i = 0; i < n; i++) {
 		const char *pn = ks_meta_str(pods[i], "name");
-		if (get(get(pods[i], "metadata"), "deletionTimestamp"))
+		if (ks_jget(ks_jget(pods[i], "metadata"), "deletionTimestamp"))
 			continue;
-		const cJSON *when = get(get(ostatus, "disruptedPods"), pn ? pn : "");
+		const cJSON *when = ks_jget(ks_jget(ostatus, "disruptedPods"), pn ? pn : "");
 		int64_t t = cJSON_IsString(when) ? ks_rfc3339_parse(when->valuestring) : -1;
 		if (t >= 0 && t + KS_PDB_DELETION_TIMEOUT_S > wall) {
 			if (disrupted)
@@ -234,7 +223,7 @@ static void pdb_sync(ks_server *s, ks_ctrl *c, const char *ns, const char *name)
 	cJSON *conds = cJSON_CreateArray();
 	if (failed) {
 		/* failSafe: only the condition and disruptionsAllowed change */
-		const cJSON *og = get(ostatus, "observedGeneration");
+		const cJSON *og = ks_jget(ostatus, "observedGeneration");
 		double ogen = cJSON_IsNumber(og) ? og->valuedouble : 0;
 		const cJSON *f;
 		cJSON_ArrayForEach(f, ostatus) {
@@ -297,17 +286,12 @@ void ks_pdb_pass(ks_server *s, ks_ctrl *c)
 			ks_ctrl_mark(&c->pdb_pending, e->key);
 	if (c->pdb_pending.n == 0)
 		return;
-	const char **keys = gk_kmap_keys(&c->pdb_pending);
-	size_t n = c->pdb_pending.n;
-	char **todo = keys ? calloc(n, sizeof(char *)) : NULL;
-	for (size_t i = 0; todo && i < n; i++)
-		todo[i] = strdup(keys[i]);
-	free(keys);
+	size_t n;
+	char **todo = ks_ctrl_take(&c->pdb_pending, &n);
 	if (!todo) {
 		c->more = 1;
 		return;
 	}
-	gk_kmap_clear(&c->pdb_pending);
 	for (size_t i = 0; i < n; i++) {
 		const char *slash = todo[i] ? strchr(todo[i], '/') : NULL;
 		if (slash && c->budget > 0) {

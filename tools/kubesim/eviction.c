@@ -21,27 +21,16 @@
 
 #define KS_MAX_DISRUPTED_PODS 2000 /* MaxDisruptedPodSize */
 
-static const char *sget(const cJSON *o, const char *k)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-static const cJSON *get(const cJSON *o, const char *k)
-{
-	return cJSON_GetObjectItemCaseSensitive(o, k);
-}
-
 static double num(const cJSON *o, const char *k)
 {
-	const cJSON *v = get(o, k);
+	const cJSON *v = ks_jget(o, k);
 	return cJSON_IsNumber(v) ? v->valuedouble : 0;
 }
 
 static int can_ignore_pdb(const cJSON *pod)
 {
-	const char *ph = sget(get(pod, "status"), "phase");
-	return get(get(pod, "metadata"), "deletionTimestamp") || !ph || /* no phase yet: Pending */
+	const char *ph = ks_jstr(ks_jget(pod, "status"), "phase");
+	return ks_jget(ks_jget(pod, "metadata"), "deletionTimestamp") || !ph || /* no phase yet: Pending */
 	       strcmp(ph, "Succeeded") == 0 || strcmp(ph, "Failed") == 0 || strcmp(ph, "Pending") == 0;
 }
 
@@ -82,9 +71,9 @@ static int use_budget(ks_server *s, const char *ns, const cJSON *pod, int dry_ru
 	int lo = 0, hi = 0, n = 0;
 	ks_ns_range(b, ns, &lo, &hi);
 	ks_item *pdb = NULL;
-	const cJSON *labels = get(get(pod, "metadata"), "labels");
+	const cJSON *labels = ks_jget(ks_jget(pod, "metadata"), "labels");
 	for (int i = lo; i < hi; i++)
-		if (ks_labelsel_match(get(get(b->items[i].obj, "spec"), "selector"), labels)) {
+		if (ks_labelsel_match(ks_jget(ks_jget(b->items[i].obj, "spec"), "selector"), labels)) {
 			pdb = &b->items[i];
 			n++;
 		}
@@ -96,21 +85,21 @@ static int use_budget(ks_server *s, const char *ns, const cJSON *pod, int dry_ru
 	}
 	if (!pdb)
 		return 0;
-	const cJSON *st = get(pdb->obj, "status"), *spec = get(pdb->obj, "spec");
+	const cJSON *st = ks_jget(pdb->obj, "status"), *spec = ks_jget(pdb->obj, "spec");
 	int healthy = (int)num(st, "currentHealthy"), desired = (int)num(st, "desiredHealthy");
 	if (!ks_pod_ready(pod, NULL)) {
 		/* an unready pod does not count towards healthy: no decrement */
-		const char *pol = sget(spec, "unhealthyPodEvictionPolicy");
+		const char *pol = ks_jstr(spec, "unhealthyPodEvictionPolicy");
 		if ((healthy >= desired && desired > 0) || (pol && strcmp(pol, "AlwaysAllow") == 0))
 			return 0;
 	}
 	const char *pname = pdb->name;
-	if (num(st, "observedGeneration") < num(get(pdb->obj, "metadata"), "generation")) {
+	if (num(st, "observedGeneration") < num(ks_jget(pdb->obj, "metadata"), "generation")) {
 		too_many(out, "The disruption budget %s is still being processed by the server.", pname, 0, 0, 10);
 		return -1;
 	}
 	int allowed = (int)num(st, "disruptionsAllowed");
-	if (allowed < 0 || cJSON_GetArraySize(get(st, "disruptedPods")) > KS_MAX_DISRUPTED_PODS) {
+	if (allowed < 0 || cJSON_GetArraySize(ks_jget(st, "disruptedPods")) > KS_MAX_DISRUPTED_PODS) {
 		ks_resp_status(out, 403, "Forbidden", "poddisruptionbudget", pname, "policy", NULL,
 			       "poddisruptionbudget.policy \"%s\" is forbidden: %s", pname,
 			       allowed < 0 ? "pdb disruptions allowed is negative"
@@ -134,8 +123,8 @@ static int use_budget(ks_server *s, const char *ns, const cJSON *pod, int dry_ru
 	if (allowed - 1 == 0) {
 		cJSON *c;
 		cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(nst, "conditions")) {
-			const char *t = sget(c, "type");
-			if (!t || strcmp(t, "DisruptionAllowed") != 0 || strcmp(sget(c, "status") ? sget(c, "status") : "", "False") == 0)
+			const char *t = ks_jstr(c, "type");
+			if (!t || strcmp(t, "DisruptionAllowed") != 0 || strcmp(ks_jstr(c, "status") ? ks_jstr(c, "status") : "", "False") == 0)
 				continue;
 			char ts[40];
 			ks_now_rfc3339(ts, sizeof(ts));
@@ -165,7 +154,7 @@ static int use_budget(ks_server *s, const char *ns, const cJSON *pod, int dry_ru
 void ks_evict(ks_server *s, const ks_rtype *pods, const char *ns, const char *name, const cJSON *body,
 	      const ks_opts *o, ks_resp *out)
 {
-	const char *kind = sget(body, "kind"), *bname = ks_meta_str(body, "name");
+	const char *kind = ks_jstr(body, "kind"), *bname = ks_meta_str(body, "name");
 	if (kind && strcmp(kind, "Eviction") != 0) {
 		ks_resp_status(out, 400, "BadRequest", NULL, NULL, NULL, NULL, "not a Eviction object: %s", kind);
 		return;
@@ -175,13 +164,13 @@ void ks_evict(ks_server *s, const ks_rtype *pods, const char *ns, const char *na
 			       "name in URL does not match name in Eviction object");
 		return;
 	}
-	const cJSON *dopts = get(body, "deleteOptions");
-	const cJSON *gps = get(dopts, "gracePeriodSeconds");
+	const cJSON *dopts = ks_jget(body, "deleteOptions");
+	const cJSON *gps = ks_jget(dopts, "gracePeriodSeconds");
 	long grace = cJSON_IsNumber(gps) ? (long)gps->valuedouble : -1;
 	int dry_run = o->dry_run;
 	const cJSON *dr;
-	cJSON_ArrayForEach(dr, get(dopts, "dryRun")) dry_run |= cJSON_IsString(dr) && strcmp(dr->valuestring, "All") == 0;
-	const cJSON *pre = get(dopts, "preconditions");
+	cJSON_ArrayForEach(dr, ks_jget(dopts, "dryRun")) dry_run |= cJSON_IsString(dr) && strcmp(dr->valuestring, "All") == 0;
+	const cJSON *pre = ks_jget(dopts, "preconditions");
 	pthread_mutex_lock(&s->mu);
 	ks_item *it = ks_store_get(&s->store, "", "pods", ns, name);
 	if (!it) {
@@ -189,7 +178,7 @@ void ks_evict(ks_server *s, const ks_rtype *pods, const char *ns, const char *na
 		ks_resp_status(out, 404, "NotFound", "pods", name, "", NULL, "pods \"%s\" not found", name);
 		return;
 	}
-	const char *puid = sget(pre, "uid"), *prv = sget(pre, "resourceVersion");
+	const char *puid = ks_jstr(pre, "uid"), *prv = ks_jstr(pre, "resourceVersion");
 	const char *uid = ks_meta_str(it->obj, "uid"), *rv = ks_meta_str(it->obj, "resourceVersion");
 	if ((puid && (!uid || strcmp(puid, uid) != 0)) || (prv && (!rv || strcmp(prv, rv) != 0))) {
 		pthread_mutex_unlock(&s->mu);
@@ -205,7 +194,7 @@ void ks_evict(ks_server *s, const ks_rtype *pods, const char *ns, const char *na
 		return;
 	}
 	if (!dry_run) {
-		const cJSON *pp = get(dopts, "propagationPolicy");
+		const cJSON *pp = ks_jget(dopts, "propagationPolicy");
 		ks_api_delete_grace_locked(s, pods, ns, name, cJSON_IsString(pp) ? pp->valuestring : NULL, grace);
 		ks_gc_run(s);
 	}

@@ -27,17 +27,6 @@
 
 #define CRD_FINALIZER "customresourcecleanup.apiextensions.k8s.io"
 
-static const char *sget(const cJSON *o, const char *k)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-static const cJSON *get(const cJSON *o, const char *k)
-{
-	return cJSON_GetObjectItemCaseSensitive(o, k);
-}
-
 static int has_str(const cJSON *arr, const char *s)
 {
 	const cJSON *it;
@@ -64,13 +53,13 @@ static int set_condition(cJSON *obj, const char *type, const char *status, const
 	char ts[40];
 	ks_now_rfc3339(ts, sizeof(ts));
 	cJSON *c, *old = NULL;
-	cJSON_ArrayForEach(c, conds) if (sget(c, "type") && strcmp(sget(c, "type"), type) == 0) old = c;
-	if (old && sget(old, "status") && strcmp(sget(old, "status"), status) == 0) {
-		if (sget(old, "reason") && strcmp(sget(old, "reason"), reason) == 0 && sget(old, "message") &&
-		    strcmp(sget(old, "message"), msg) == 0)
+	cJSON_ArrayForEach(c, conds) if (ks_jstr(c, "type") && strcmp(ks_jstr(c, "type"), type) == 0) old = c;
+	if (old && ks_jstr(old, "status") && strcmp(ks_jstr(old, "status"), status) == 0) {
+		if (ks_jstr(old, "reason") && strcmp(ks_jstr(old, "reason"), reason) == 0 && ks_jstr(old, "message") &&
+		    strcmp(ks_jstr(old, "message"), msg) == 0)
 			return 0;
-		if (sget(old, "lastTransitionTime"))
-			snprintf(ts, sizeof(ts), "%s", sget(old, "lastTransitionTime"));
+		if (ks_jstr(old, "lastTransitionTime"))
+			snprintf(ts, sizeof(ts), "%s", ks_jstr(old, "lastTransitionTime"));
 	}
 	cJSON *n = cJSON_CreateObject();
 	if (!n)
@@ -110,14 +99,14 @@ int ks_crd_terminating(ks_server *s, const ks_rtype *t)
 	if (!t->is_crd || !t->crd_name)
 		return 0;
 	ks_item *it = ks_store_get(&s->store, "apiextensions.k8s.io", "customresourcedefinitions", "", t->crd_name);
-	return it && get(get(it->obj, "metadata"), "deletionTimestamp") != NULL;
+	return it && ks_jget(ks_jget(it->obj, "metadata"), "deletionTimestamp") != NULL;
 }
 
 /* One terminating CRD: delete its custom resources; done when none is left. */
 static int finalize_crd(ks_server *s, ks_item *crd_item)
 {
-	const cJSON *spec = get(crd_item->obj, "spec");
-	const char *group = sget(spec, "group"), *plural = sget(get(spec, "names"), "plural");
+	const cJSON *spec = ks_jget(crd_item->obj, "spec");
+	const char *group = ks_jstr(spec, "group"), *plural = ks_jstr(ks_jget(spec, "names"), "plural");
 	const char *crd_name = crd_item->name;
 	if (!group || !plural)
 		return 0;
@@ -130,7 +119,7 @@ static int finalize_crd(ks_server *s, ks_item *crd_item)
 		char(*keys)[2][256] = n ? calloc((size_t)n, sizeof(*keys)) : NULL;
 		int k = 0;
 		for (int i = 0; keys && i < b->n; i++) {
-			if (get(get(b->items[i].obj, "metadata"), "deletionTimestamp"))
+			if (ks_jget(ks_jget(b->items[i].obj, "metadata"), "deletionTimestamp"))
 				continue;
 			snprintf(keys[k][0], 256, "%s", b->items[i].ns);
 			snprintf(keys[k][1], 256, "%s", b->items[i].name);
@@ -188,8 +177,8 @@ int ks_crd_finalize(ks_server *s)
 	ks_bucket *b = ks_store_bucket(&s->store, "apiextensions.k8s.io", "customresourcedefinitions", 0);
 	int changed = 0;
 	for (int i = 0; b && i < b->n; i++) {
-		const cJSON *md = get(b->items[i].obj, "metadata");
-		if (!get(md, "deletionTimestamp") || !has_str(get(md, "finalizers"), CRD_FINALIZER))
+		const cJSON *md = ks_jget(b->items[i].obj, "metadata");
+		if (!ks_jget(md, "deletionTimestamp") || !has_str(ks_jget(md, "finalizers"), CRD_FINALIZER))
 			continue;
 		char name[256];
 		snprintf(name, sizeof(name), "%s", b->items[i].name);
@@ -259,7 +248,7 @@ static void ns_conditions(ks_server *s, const char *ns)
 				snprintf(gr, sizeof(gr), "%s.%.*s", slash + 1, (int)(slash - b->gr), b->gr);
 			count(res, &nres, KS_NS_TALLY, gr);
 			const cJSON *f;
-			cJSON_ArrayForEach(f, get(get(b->items[i].obj, "metadata"), "finalizers"))
+			cJSON_ArrayForEach(f, ks_jget(ks_jget(b->items[i].obj, "metadata"), "finalizers"))
 				if (cJSON_IsString(f)) count(fins, &nfins, KS_NS_TALLY, f->valuestring);
 		}
 	}
@@ -303,7 +292,7 @@ void ks_ns_termination(ks_server *s)
 	char names[64][256];
 	int n = 0;
 	for (int i = 0; b && i < b->n && n < 64; i++)
-		if (get(get(b->items[i].obj, "metadata"), "deletionTimestamp"))
+		if (ks_jget(ks_jget(b->items[i].obj, "metadata"), "deletionTimestamp"))
 			snprintf(names[n++], 256, "%s", b->items[i].name);
 	for (int i = 0; i < n; i++)
 		ns_conditions(s, names[i]);

@@ -287,6 +287,8 @@ void ks_resp_json(ks_resp *r, int code, cJSON *j); /* takes j */
 void ks_now_rfc3339(char *buf, size_t cap);
 void ks_new_uid(ks_server *s, char *buf, size_t cap); /* 36 chars + NUL */
 int64_t ks_mono_ms(void);
+/* pthread_cond_timedwait for ms (at least 1) from now, on srv->cond's clock. */
+void ks_cond_wait_ms(pthread_cond_t *c, pthread_mutex_t *mu, int64_t ms);
 const char *ks_meta_str(const cJSON *obj, const char *field);
 cJSON *ks_meta(cJSON *obj); /* metadata object, created if absent */
 uint64_t ks_obj_rv(const cJSON *obj);
