@@ -125,10 +125,16 @@ check "pods/eviction in discovery (policy/v1 Eviction)" bash -c \
 trainer g1 gpu-2
 running() { test "$(k get pod "$1" -o jsonpath='{.status.phase}')" = Running; }
 check "g1 Running" wait_for 10 running g1
+k get pod g1 -w --output-watch-events -o json >"$KUBESIM_DIR/g1.watch" 2>/dev/null &
+WATCH=$!
+KUBESIM_CLIENTS+=("$WATCH")
+g1_seen() { jq -se --arg t "$1" 'map(select(.type == $t)) | length >= 1' "$KUBESIM_DIR/g1.watch"; }
+check "watching g1" wait_for 10 g1_seen ADDED
 k delete pod g1 --wait=false >/dev/null
-check "kubectl delete: the pod shows Terminating with its grace period" \
-	test "$(k get pod g1 -o jsonpath='{.metadata.deletionGracePeriodSeconds}')" = 30
-check "and is gone once the kubelet stopped it" wait_for 10 bash -c "! KUBECONFIG=/dev/null $KUBECTL --server $KUBESIM_URL --cache-dir $KUBESIM_DIR/kcache get pod g1"
+check "kubectl delete: the pod is gone once the kubelet stopped it" wait_for 10 g1_seen DELETED
+check "after showing Terminating with its grace period" jq -se \
+	'map(select(.type == "MODIFIED" and .object.metadata.deletionGracePeriodSeconds == 30)) | length >= 1' "$KUBESIM_DIR/g1.watch"
+kill "$WATCH" 2>/dev/null
 trainer g2 gpu-2
 check "g2 Running" wait_for 10 running g2
 check "kubectl delete --grace-period=0 --force: gone at once" k delete pod g2 --grace-period=0 --force --wait=false
