@@ -143,7 +143,12 @@ int main(int argc, char **argv)
 		{ "tls-cert", 1, "serving certificate (PEM), re-read when it changes", opt_str, &a.cert_path },
 		{ "tls-key", 1, "private key of the serving certificate (PEM)", opt_str, &a.key_path },
 		{ "insecure-http", 0, "plain HTTP instead of HTTPS: for tests only", opt_flag, &a.insecure_http },
-		{ "max-body-bytes", 1, "largest AdmissionReview accepted (default 3145728)", opt_size, &a.srv.max_body },
+		{ "max-body-bytes", 1, "largest AdmissionReview accepted (default 3145728, the API server's own request limit)",
+		  opt_size, &a.srv.max_body },
+		{ "max-buffered-bytes", 1,
+		  "request bodies held at once, all connections together; a review past it is refused with 429 "
+		  "(default 4 x --max-body-bytes)",
+		  opt_size, &a.srv.max_buffered },
 		{ "cert-check-ms", 1, "how often the certificate files are checked (default 2000)", opt_long, &a.reload_ms },
 		{ "port-file", 1, "write the listening port to this file (for --listen with port 0)", opt_str, &a.port_file },
 		{ "service-account", 1, "module-loader ServiceAccount (only used in messages; default module-loader)",
@@ -157,6 +162,10 @@ int main(int argc, char **argv)
 	if (!listen || strncmp(listen, "ipc://", 6) == 0)
 		listen = DEFAULT_LISTEN; /* the runtime-dir default is an RPC socket; we serve HTTPS */
 	a.srv.tls = !a.insecure_http;
+	if (!a.srv.max_buffered)
+		a.srv.max_buffered = 4 * a.srv.max_body;
+	if (a.srv.max_buffered < a.srv.max_body + 1)
+		a.srv.max_buffered = a.srv.max_body + 1; /* one review of the largest size always fits */
 	a.srv.popts.namespace_ = a.svc.ns;
 	a.srv.popts.service_account = a.service_account;
 	char *cert = NULL, *key = NULL;
@@ -194,6 +203,9 @@ int main(int argc, char **argv)
 		  &a.srv.c.cert_refused },
 		{ "webhook_cert_stale", "1 while the certificate files are refused and the previous certificate serves",
 		  &a.srv.c.cert_stale },
+		{ "webhook_refused", "reviews refused unparsed: too many JSON values, nested too deep, or no room to buffer",
+		  &a.srv.c.refused },
+		{ "webhook_buffered_bytes", "request body bytes held (a gauge)", &a.srv.c.buffered },
 	};
 	gk_svc_set_counters(&a.svc, counters, sizeof(counters) / sizeof(counters[0]));
 	if (gk_wh_listen(&a.srv, listen, &err) != 0 || gk_wh_start(&a.srv, cert, key, &err) != 0) {

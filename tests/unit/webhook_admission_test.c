@@ -156,3 +156,15 @@ Test(content_type, json_only)
 	cr_assert(!gk_webhook_json_content_type(NULL));
 	cr_assert(!gk_webhook_json_content_type(""));
 }
+
+Test(refuse, a_review_refused_unparsed_is_a_denial_with_its_code)
+{
+	gk_webhook_result r;
+	gk_webhook_refuse("u-1", 413, "RequestEntityTooLarge", "too \"big\"", &r);
+	cr_assert_eq(r.http_status, 200);
+	cr_assert_eq(r.outcome, GK_WEBHOOK_DENIED);
+	cr_assert_str_eq(r.body, "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"response\":{\"uid\":\"u-1\","
+				 "\"allowed\":false,\"status\":{\"code\":413,\"reason\":\"RequestEntityTooLarge\","
+				 "\"message\":\"too \\\"big\\\"\"}}}");
+	gk_webhook_result_free(&r);
+}
