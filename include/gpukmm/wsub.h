@@ -81,6 +81,17 @@ const gk_wsub_stats *gk_wsub_stats_get(const gk_wsub *w);
 /* The bus sequence number of `topic` at the time of the snapshot (0 if absent). */
 uint64_t gk_wsub_snapshot_seq(const Gpukmm__SnapshotReply *s, const char *topic);
 
+/* Leadership as a view keeps it (from a snapshot's or an event's Leadership):
+ * no information = no election configured = we lead, term 0. A view acts (and
+ * marks its keys dirty) when either field changes: a new term with `leader`
+ * unchanged is a leadership lost and won again (e.g. across a watcher restart). */
+typedef struct gk_wsub_lead {
+	bool leader;
+	uint64_t term;   /* the Leadership.term the component stamps its status reports with */
+} gk_wsub_lead;
+gk_wsub_lead gk_wsub_lead_of(const Gpukmm__Leadership *l);
+bool gk_wsub_lead_eq(gk_wsub_lead a, gk_wsub_lead b);
+
 /* ---- a view's objects: typed copies of watcher objects by key ----------------------
  *
  * What a view keeps from snapshots and events (ClusterPolicies by name,

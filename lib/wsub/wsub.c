@@ -41,6 +41,16 @@ uint64_t gk_wsub_snapshot_seq(const Gpukmm__SnapshotReply *s, const char *topic)
 	return 0;
 }
 
+gk_wsub_lead gk_wsub_lead_of(const Gpukmm__Leadership *l)
+{
+	return (gk_wsub_lead){ .leader = !l || !l->has_leader || l->leader, .term = l && l->has_term ? l->term : 0 };
+}
+
+bool gk_wsub_lead_eq(gk_wsub_lead a, gk_wsub_lead b)
+{
+	return a.leader == b.leader && a.term == b.term;
+}
+
 static void request_snapshot(gk_wsub *w);
 
 static void apply(gk_wsub *w, const char *topic, const ProtobufCMessage *msg)

@@ -47,6 +47,7 @@ typedef struct inflight {
 	struct mm *m;
 	gk_mm_run *run;          /* NULL = free slot */
 	gk_mm_plan *plan;
+	uint64_t term;           /* the leadership term the pass decided under */
 	char key[GK_MM_NAME_MAX];
 } inflight;
 
@@ -106,7 +107,9 @@ static void on_report_done(void *user, int code, ProtobufCMessage *reply, const 
 	free(rc);
 }
 
-static void send_report(mm *m, const gk_mm_plan *p)
+/* `term`: the leadership term of the view the pass decided from (statusd
+ * writes only from reports of its own term) */
+static void send_report(mm *m, const gk_mm_plan *p, uint64_t term)
 {
 	if (!m->statusd || !p->report)
 		return;
@@ -114,6 +117,8 @@ static void send_report(mm *m, const gk_mm_plan *p)
 	gpukmm__status_report__init(&r);
 	r.component = "modmgr";
 	r.policy = (char *)p->policy;
+	r.has_leader_term = 1;
+	r.leader_term = term;
 	r.has_generation = p->generation != 0;
 	r.generation = p->generation;
 	if (p->has_kmm_status)
@@ -176,7 +181,7 @@ static void emit(mm *m, const gk_mm_plan *p, const gk_mm_event *ev)
 /* ---- passes ----------------------------------------------------------------- */
 
 /* A pass ended: events, report, requeue; the key is released. */
-static void pass_done(mm *m, const char *key, gk_mm_plan *p)
+static void pass_done(mm *m, const char *key, gk_mm_plan *p, uint64_t term)
 {
 	if (p->idle) {
 		GK_DEBUG("ClusterPolicy %s: not the leader, nothing written", key);
@@ -187,7 +192,7 @@ static void pass_done(mm *m, const char *key, gk_mm_plan *p)
 			emit(m, p, &p->success_event);
 		for (size_t i = 0; i < p->n_errors; i++)
 			GK_DEBUG("ClusterPolicy %s: %s", key, p->errors[i]);
-		send_report(m, p);
+		send_report(m, p, term);
 	}
 	int64_t now = gk_mono_ms();
 	if (p->failed) {
@@ -209,7 +214,7 @@ static void on_pass_end(void *user, gk_mm_plan *plan)
 	mm *m = f->m;
 	f->run = NULL;
 	m->n_fly--;
-	pass_done(m, f->key, plan);
+	pass_done(m, f->key, plan, f->term);
 	gk_wq_sched_kick(&m->qs);
 }
 
@@ -228,10 +233,13 @@ static void run_pass(mm *m, const char *key)
 	}
 	f->m = m;
 	snprintf(f->key, sizeof(f->key), "%s", key);
+	gk_mmv_state vs;
+	gk_mmv_state_get(m->view, &vs);
+	f->term = vs.term;
 	gk_mm_run *run = NULL;
 	gk_mm_pass_start(m->view, key, &m->ops, p, &m->pst, on_pass_end, f, &run);
 	if (!run) {
-		pass_done(m, key, p);
+		pass_done(m, key, p, vs.term);
 		return;
 	}
 	f->run = run;

@@ -157,7 +157,7 @@ int main(int argc, char **argv)
 		{ 0 },
 	};
 	/* heartbeats read these until gk_svc_fini */
-	static gk_svc_counter counters[12];
+	static gk_svc_counter counters[16];
 	size_t n_counters = 0;
 #define COUNTER(n, h, p) (counters[n_counters++] = (gk_svc_counter){ (n), (h), (p) })
 	int rc = gk_svc_init(&a.svc, "statusd", argc, argv, extra, &err);
@@ -219,6 +219,8 @@ int main(int argc, char **argv)
 		COUNTER("statusd_bus_gaps", "bus sequence gaps", &ws->gaps);
 		COUNTER("statusd_events", "bus events received", &ws->events);
 		COUNTER("statusd_pending", "policies waiting for an evaluation (0: idle)", &st->pending);
+		COUNTER("statusd_other_term", "reports made under another leadership term (not used: see README)",
+			&st->other_term);
 	} else {
 		if (gk_sd_nodew_new(&a.nodew, a.svc.loop, a.kc, a.node_name, a.copts.debounce_ms, &err)) {
 			GK_ERROR("%s", err.msg);

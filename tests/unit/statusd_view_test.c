@@ -130,3 +130,35 @@ Test(statusd_view, no_leadership_information_means_we_lead)
 	cr_assert(gk_sd_view_leader(v));
 	gk_sd_view_free(v);
 }
+
+/* the leadership term: kept from snapshots and events; a new term while
+ * leading (a leadership lost and won again between two events, a watcher
+ * restart) marks every policy like a gained leadership */
+Test(statusd_view, leadership_term)
+{
+	rec r = { 0 };
+	gk_sd_view *v;
+	gk_err e;
+	cr_assert_eq(gk_sd_view_new(&v, on_dirty, &r, &e), GK_OK);
+	ProtobufCMessage *m = NULL;
+	cr_assert_eq(gk_pb_from_json(&gpukmm__snapshot_reply__descriptor,
+				     "{\"synced\":true,\"leadership\":{\"leader\":true,\"term\":\"41\"}}", &m, &e),
+		     GK_OK, "%s", e.msg);
+	cr_assert_eq(gk_sd_view_load_snapshot(v, (Gpukmm__SnapshotReply *)m, &e), GK_OK);
+	gk_ipc_free(m);
+	cr_assert_eq(gk_sd_view_term(v), 41);
+	cr_assert_eq(r.all, 1);
+	cr_assert_eq(apply(v, "leadership", "{\"leadership\":{\"leader\":true,\"term\":\"41\"}}"), GK_OK);
+	cr_assert_eq(r.all, 1, "the same term: nothing");
+	cr_assert_eq(apply(v, "leadership", "{\"leadership\":{\"leader\":true,\"term\":\"57\"}}"), GK_OK);
+	cr_assert_eq(gk_sd_view_term(v), 57);
+	cr_assert_eq(r.all, 2, "a new term while leading: every policy");
+	cr_assert_eq(apply(v, "leadership", "{\"leadership\":{\"leader\":false,\"term\":\"0\"}}"), GK_OK);
+	cr_assert_eq(gk_sd_view_term(v), 0);
+	cr_assert_eq(r.all, 2);
+	/* a watcher without this field (or without an election): term 0 */
+	cr_assert_eq(apply(v, "leadership", "{\"leadership\":{\"leader\":true}}"), GK_OK);
+	cr_assert_eq(gk_sd_view_term(v), 0);
+	cr_assert(gk_sd_view_leader(v));
+	gk_sd_view_free(v);
+}
