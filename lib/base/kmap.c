@@ -63,8 +63,8 @@ static int grow(gk_kmap *m)
 gk_kmap_ent *gk_kmap_put(gk_kmap *m, const char *key, const char *val, int *was_new)
 {
 	gk_kmap_ent *e = gk_kmap_get(m, key);
-	char *v = strdup(val ? val : "");
-	if (!v)
+	char *v = val ? strdup(val) : NULL;
+	if (val && !v)
 		return NULL;
 	if (e) {
 		free(e->val);
@@ -85,6 +85,7 @@ gk_kmap_ent *gk_kmap_put(gk_kmap *m, const char *key, const char *val, int *was_
 	}
 	memcpy(e->key, key, kl + 1);
 	e->val = v;
+	e->ptr = NULL;
 	size_t h = hash(key) & (m->nb - 1);
 	e->next = m->b[h];
 	m->b[h] = e;

@@ -2,9 +2,11 @@
 #
 #   . "$GPUKMM_SRC/tests/lib/kubesim.sh"
 #   kubesim_start [extra kubesim flags...]   # temp dir, ephemeral port, waits for the ready line
+#                                            # ($KUBESIM_FLAGS: flags for every start of a script)
 #   k get nodes                              # real kubectl against it (KUBECONFIG=/dev/null)
 #   kraw GET /api/v1/nodes                   # curl against it (prints the body)
 #   kubesim_stop                             # SIGTERM, waits, removes the temp dir
+#   wait_for 10 kubesim_settled "$(kubesim_rv)"  # kubesim's controllers caught up
 #
 # Exports KUBESIM_URL (http://127.0.0.1:PORT), KUBESIM_PORT, KUBESIM_PID, KUBESIM_DIR
 # (temp dir: kubesim.log, kubectl cache). kubesim_start installs an EXIT trap that
@@ -25,7 +27,7 @@ KUBESIM_CLIENTS=()
 kubesim_start() {
 	KUBESIM_DIR=$(mktemp -d "${TMPDIR:-/tmp}/kubesim.XXXXXX") || return 1
 	mkfifo "$KUBESIM_DIR/ready" || return 1
-	"$KUBESIM_BIN" --listen 127.0.0.1:0 "$@" >"$KUBESIM_DIR/ready" 2>"$KUBESIM_DIR/kubesim.log" &
+	"$KUBESIM_BIN" --listen 127.0.0.1:0 ${KUBESIM_FLAGS:-} "$@" >"$KUBESIM_DIR/ready" 2>"$KUBESIM_DIR/kubesim.log" &
 	KUBESIM_PID=$!
 	local line=""
 	if ! read -r -t 20 line <"$KUBESIM_DIR/ready"; then
@@ -104,6 +106,15 @@ kraw() {
 	curl "${args[@]}" "$KUBESIM_URL$path" 2>"$KUBESIM_DIR/code"
 }
 kraw_code() { cat "$KUBESIM_DIR/code"; }
+
+# kubesim_settled [RV]: kubesim's controllers have handled every change up to RV
+# (default: the server's resourceVersion now) and have no write pending; for
+# checking that a change made nothing happen: `wait_for 10 kubesim_settled $rv`.
+kubesim_rv() { kraw GET /api/v1/namespaces?limit=1 | jq -r .metadata.resourceVersion; }
+kubesim_settled() {
+	local rv=${1:-$(kubesim_rv)}
+	kraw GET /kubesim/stats | jq -e --argjson rv "$rv" '.controllers.seen >= $rv and (.controllers.busy | not)' >/dev/null
+}
 
 # wait_for SECONDS COMMAND...: polls COMMAND every 0.1 s until it succeeds.
 wait_for() {

@@ -10,8 +10,8 @@
 
 #include "../../tools/kubesim/kubesim.h"
 #include "../../tools/kubesim/selector.h"
+#include "kubesim_call.h"
 
-static ks_server *S;
 
 static void setup(void)
 {
@@ -30,51 +30,6 @@ static void teardown(void)
 
 TestSuite(api, .init = setup, .fini = teardown);
 
-/* call("PATCH", "/api/v1/nodes/n?fieldManager=x", body, ctype, &code) */
-static cJSON *call(const char *method, const char *url, const char *body, const char *ctype, int *code)
-{
-	char path[1024], qs[1024] = "";
-	snprintf(path, sizeof(path), "%s", url);
-	char *q = strchr(path, '?');
-	ks_kv kv[16];
-	int n = 0;
-	if (q) {
-		*q = 0;
-		snprintf(qs, sizeof(qs), "%s", q + 1);
-		char *save = NULL;
-		for (char *p = strtok_r(qs, "&", &save); p && n < 16; p = strtok_r(NULL, "&", &save)) {
-			char *eq = strchr(p, '=');
-			if (eq)
-				*eq = 0;
-			kv[n].k = p;
-			kv[n].v = eq ? eq + 1 : "";
-			n++;
-		}
-	}
-	ks_req r = { .method = method, .path = path, .query = kv, .nquery = n, .content_type = ctype,
-		     .user_agent = "unit-test/1.0", .body = body, .body_len = body ? strlen(body) : 0 };
-	ks_resp out;
-	ks_handle(S, &r, &out);
-	*code = out.code;
-	cr_assert_null(out.watch, "unexpected watch");
-	cJSON *j = out.body ? cJSON_Parse(out.body) : NULL;
-	ks_resp_free(&out);
-	return j;
-}
-
-static int do_(const char *method, const char *url, const char *body, const char *ctype)
-{
-	int code;
-	cJSON_Delete(call(method, url, body, ctype, &code));
-	return code;
-}
-
-static const char *str(const cJSON *j, const char *path)
-{
-	static char buf[64];
-	ks_field_value(j, path, buf, sizeof(buf));
-	return buf;
-}
 
 #define CM "/api/v1/namespaces/default/configmaps"
 #define MSG(o) (cJSON_IsString(cJSON_GetObjectItem(o, "message")) ? cJSON_GetObjectItem(o, "message")->valuestring : "")
@@ -378,52 +333,7 @@ Test(api, list_selectors_and_pagination)
 }
 
 /* ---- watch through the handler ---- */
-static char *watch_all(const char *url)
-{
-	char path[512], qs[512];
-	snprintf(path, sizeof(path), "%s", url);
-	char *q = strchr(path, '?');
-	ks_kv kv[8];
-	int n = 0;
-	if (q) {
-		*q = 0;
-		snprintf(qs, sizeof(qs), "%s", q + 1);
-		char *save = NULL;
-		for (char *p = strtok_r(qs, "&", &save); p && n < 8; p = strtok_r(NULL, "&", &save)) {
-			char *eq = strchr(p, '=');
-			*eq = 0;
-			kv[n].k = p;
-			kv[n].v = eq + 1;
-			n++;
-		}
-	}
-	ks_req r = { .method = "GET", .path = path, .query = kv, .nquery = n };
-	ks_resp out;
-	ks_handle(S, &r, &out);
-	cr_assert_eq(out.code, 200);
-	cr_assert(out.watch);
-	size_t cap = 1 << 16, len = 0;
-	char *buf = malloc(cap);
-	for (;;) {
-		size_t got = ks_watch_read(S, out.watch, buf + len, cap - len - 1);
-		if (!got)
-			break;
-		len += got;
-		cr_assert(len < cap - 1);
-	}
-	buf[len] = 0;
-	ks_watch_close(S, out.watch);
-	ks_resp_free(&out);
-	return buf;
-}
 
-static int count(const char *hay, const char *needle)
-{
-	int n = 0;
-	for (const char *p = hay; (p = strstr(p, needle)); p++)
-		n++;
-	return n;
-}
 
 Test(api, watch_resume_bookmarks_and_410)
 {

@@ -12,6 +12,7 @@
 #include "gpukmm/log.h"
 #include "patch.h"
 #include "ssa.h"
+#include "versions.h"
 
 #define KS_MAX_ATTEMPTS 8
 #define KS_MAX_ANNOTATIONS (256 * 1024)
@@ -376,7 +377,8 @@ static void do_write(struct write_req *w, ks_resp *out)
 		cJSON *cur = it ? cJSON_Duplicate(it->obj, 1) : NULL;
 		int existed = it != NULL;
 		pthread_mutex_unlock(&s->mu);
-		if (existed && !cur) {
+		if (existed && (!cur || ks_conv(cur, t->group, t->resource, t->version))) {
+			cJSON_Delete(cur); /* stored in another version: the caller sees its own */
 			ks_resp_status(out, 500, "InternalError", NULL, NULL, NULL, NULL, "out of memory");
 			return;
 		}
@@ -492,7 +494,12 @@ static void do_write(struct write_req *w, ks_resp *out)
 		const cJSON *dt = cJSON_GetObjectItemCaseSensitive(ks_meta(n), "deletionTimestamp");
 		int gone = dt && !has_finalizers(n);
 		cJSON *reply = cJSON_Duplicate(n, 1);
-		int rc = ks_store_put(&s->store, t->group, t->resource, ns, name, n);
+		const ks_rtype *st = ks_registry_find_gr(&s->reg, t->group, t->resource);
+		int rc = st && st != t && ks_conv(n, t->group, t->resource, st->version) ? GK_RESOURCE_EXHAUSTED : 0;
+		if (rc)
+			cJSON_Delete(n);
+		else
+			rc = ks_store_put(&s->store, t->group, t->resource, ns, name, n);
 		if (rc == 0 && gone) {
 			ks_store_remove(&s->store, t->group, t->resource, ns, name);
 			if (is_crd)
@@ -768,7 +775,8 @@ void ks_api_delete(ks_server *s, const ks_rtype *t, const char *ns, const char *
 		not_found(out, t, name);
 		return;
 	}
-	if (!cur) {
+	if (!cur || ks_conv(cur, t->group, t->resource, t->version)) {
+		cJSON_Delete(cur);
 		ks_resp_status(out, 500, "InternalError", NULL, NULL, NULL, NULL, "out of memory");
 		return;
 	}
@@ -811,6 +819,10 @@ void ks_api_delete(ks_server *s, const ks_rtype *t, const char *ns, const char *
 	pthread_mutex_unlock(&s->mu);
 	if (reply) {
 		cJSON_Delete(cur);
+		if (ks_conv(reply, t->group, t->resource, t->version)) {
+			cJSON_Delete(reply);
+			reply = NULL;
+		}
 		ks_resp_json(out, 202, reply); /* deletion deferred (finalizers) */
 		return;
 	}

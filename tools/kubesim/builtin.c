@@ -1,11 +1,14 @@
 /* kubesim — the API server's validation of built-in kinds, for the mistakes a
  * kubectl user makes by hand (pure): Node taints (key and effect), DaemonSet
  * selector/template agreement, Pod and pod-template containers (name, image,
- * unique names). Messages and cause fields are the API server's. */
+ * unique names), resource.k8s.io device requests in the shape of their version
+ * (the other versions' fields are unknown fields). Messages and cause fields are
+ * the API server's. */
 #include <stdio.h>
 #include <string.h>
 
 #include "builtin.h"
+#include "versions.h"
 
 static const char *sget(const cJSON *o, const char *k)
 {
@@ -134,7 +137,92 @@ static void daemonset(const cJSON *o, ks_schema_result *r)
 	containers(cJSON_GetObjectItemCaseSensitive(tmpl, "spec"), "spec.template.spec", r);
 }
 
-int ks_builtin_validate(const ks_rtype *t, const cJSON *obj, ks_schema_result *r)
+/* resource.k8s.io device requests: exactly one of `exactly` / `firstAvailable`
+ * (v1beta2, v1), or the class inline (v1alpha3, v1beta1). */
+static void device_requests(const cJSON *devices, const char *path, int nested, ks_schema_result *r)
+{
+	int i = 0;
+	const cJSON *req;
+	cJSON_ArrayForEach(req, cJSON_GetObjectItemCaseSensitive(devices, "requests")) {
+		char f[300];
+		const char *name = sget(req, "name");
+		if (!name || !*name) {
+			snprintf(f, sizeof(f), "%s.requests[%d].name", path, i);
+			ks_schema_add_cause(r, "FieldValueRequired", f, "Required value");
+		}
+		int first = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(req, "firstAvailable")) > 0;
+		const cJSON *ex = cJSON_GetObjectItemCaseSensitive(req, "exactly");
+		if (nested) {
+			snprintf(f, sizeof(f), "%s.requests[%d]", path, i);
+			if (!first && !ex)
+				ks_schema_add_cause(r, "FieldValueRequired", f,
+						    "Required value: exactly one of `exactly` or `firstAvailable` is required");
+			else if (first && ex)
+				ks_schema_add_cause(r, "FieldValueInvalid", f,
+						    "Invalid value: null: exactly one of `exactly` or `firstAvailable` is "
+						    "required, but multiple fields are set");
+			else if (ex && !(sget(ex, "deviceClassName") && *sget(ex, "deviceClassName"))) {
+				snprintf(f, sizeof(f), "%s.requests[%d].exactly.deviceClassName", path, i);
+				ks_schema_add_cause(r, "FieldValueRequired", f, "Required value");
+			}
+		} else if (!first && !(sget(req, "deviceClassName") && *sget(req, "deviceClassName"))) {
+			snprintf(f, sizeof(f), "%s.requests[%d].deviceClassName", path, i);
+			ks_schema_add_cause(r, "FieldValueRequired", f, "Required value");
+		}
+		i++;
+	}
+}
+
+static void dra(const ks_rtype *t, cJSON *obj, ks_schema_result *r)
+{
+	ks_conv_unknown_fields(t->resource, t->version, obj, r);
+	int nested = strcmp(t->version, "v1") == 0 || strcmp(t->version, "v1beta2") == 0;
+	const cJSON *spec = cJSON_GetObjectItemCaseSensitive(obj, "spec");
+	if (strcmp(t->resource, "resourceclaims") == 0)
+		device_requests(cJSON_GetObjectItemCaseSensitive(spec, "devices"), "spec.devices", nested, r);
+	else if (strcmp(t->resource, "resourceclaimtemplates") == 0)
+		device_requests(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(spec, "spec"), "devices"),
+				"spec.spec.devices", nested, r);
+}
+
+/* apps/v1 SetDefaults_DaemonSet: the update strategy and the history limit. */
+static void daemonset_defaults(cJSON *obj)
+{
+	cJSON *spec = cJSON_GetObjectItemCaseSensitive(obj, "spec");
+	if (!cJSON_IsObject(spec))
+		return;
+	cJSON *us = cJSON_GetObjectItemCaseSensitive(spec, "updateStrategy");
+	if (!cJSON_IsObject(us)) {
+		cJSON_DeleteItemFromObjectCaseSensitive(spec, "updateStrategy");
+		us = cJSON_AddObjectToObject(spec, "updateStrategy");
+	}
+	if (us && !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(us, "type"))) {
+		cJSON_DeleteItemFromObjectCaseSensitive(us, "type");
+		cJSON_AddStringToObject(us, "type", "RollingUpdate");
+	}
+	const char *type = us ? sget(us, "type") : NULL;
+	if (type && strcmp(type, "RollingUpdate") == 0) {
+		cJSON *ru = cJSON_GetObjectItemCaseSensitive(us, "rollingUpdate");
+		if (!cJSON_IsObject(ru)) {
+			cJSON_DeleteItemFromObjectCaseSensitive(us, "rollingUpdate");
+			ru = cJSON_AddObjectToObject(us, "rollingUpdate");
+		}
+		if (ru && !cJSON_HasObjectItem(ru, "maxUnavailable"))
+			cJSON_AddNumberToObject(ru, "maxUnavailable", 1);
+		if (ru && !cJSON_HasObjectItem(ru, "maxSurge"))
+			cJSON_AddNumberToObject(ru, "maxSurge", 0);
+	}
+	if (!cJSON_HasObjectItem(spec, "revisionHistoryLimit"))
+		cJSON_AddNumberToObject(spec, "revisionHistoryLimit", 10);
+}
+
+void ks_builtin_default(const ks_rtype *t, cJSON *obj)
+{
+	if (!t->is_crd && strcmp(t->group, "apps") == 0 && strcmp(t->kind, "DaemonSet") == 0)
+		daemonset_defaults(obj);
+}
+
+int ks_builtin_validate(const ks_rtype *t, cJSON *obj, ks_schema_result *r)
 {
 	memset(r, 0, sizeof(*r));
 	if (!(r->causes = cJSON_CreateArray()))
@@ -148,5 +236,7 @@ int ks_builtin_validate(const ks_rtype *t, const cJSON *obj, ks_schema_result *r
 		containers(spec, "spec", r);
 	else if (strcmp(t->group, "apps") == 0 && strcmp(t->kind, "DaemonSet") == 0)
 		daemonset(obj, r);
+	else if (strcmp(t->group, "resource.k8s.io") == 0)
+		dra(t, obj, r);
 	return r->ncauses;
 }

@@ -7,7 +7,10 @@
 #include "schema.h"
 
 /* Fills r (causes must be freed by the caller) and returns the number of errors
- * (0 valid, -1 out of memory). */
-int ks_builtin_validate(const ks_rtype *t, const cJSON *obj, ks_schema_result *r);
+ * (0 valid, -1 out of memory); unknown fields are pruned into r->unknown. */
+int ks_builtin_validate(const ks_rtype *t, cJSON *obj, ks_schema_result *r);
+/* The API server's defaults of built-in kinds (DaemonSet: updateStrategy
+ * RollingUpdate maxUnavailable 1 maxSurge 0, revisionHistoryLimit 10). */
+void ks_builtin_default(const ks_rtype *t, cJSON *obj);
 
 #endif

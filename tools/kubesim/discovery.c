@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kubesim.h"
+#include "versions.h"
 
 static const char *verbs_all[] = { "create", "delete", "deletecollection", "get", "list", "patch", "update", "watch" };
 
@@ -395,7 +396,7 @@ cJSON *ks_openapi_gv(ks_server *s, const char *group, const char *version)
 	cJSON *info = cJSON_AddObjectToObject(j, "info");
 	if (info) {
 		cJSON_AddStringToObject(info, "title", "Kubernetes");
-		cJSON_AddStringToObject(info, "version", "v1.32.4");
+		cJSON_AddStringToObject(info, "version", ks_version_git(s));
 	}
 	cJSON *paths = cJSON_AddObjectToObject(j, "paths");
 	cJSON *comp = cJSON_AddObjectToObject(j, "components");

@@ -12,27 +12,17 @@
 #include "selector.h"
 #include "gpukmm/yamljson.h"
 #include "table.h"
+#include "versions.h"
+#include "ctrl.h"
 
 static int truthy(const char *v)
 {
 	return v && (strcmp(v, "true") == 0 || strcmp(v, "1") == 0);
 }
 
-static void version(ks_resp *out)
+static void version(ks_server *s, ks_resp *out)
 {
-	cJSON *j = cJSON_CreateObject();
-	if (j) {
-		cJSON_AddStringToObject(j, "major", "1");
-		cJSON_AddStringToObject(j, "minor", "32");
-		cJSON_AddStringToObject(j, "gitVersion", "v1.32.4-kubesim");
-		cJSON_AddStringToObject(j, "gitCommit", "0000000000000000000000000000000000000000");
-		cJSON_AddStringToObject(j, "gitTreeState", "clean");
-		cJSON_AddStringToObject(j, "buildDate", "2026-01-01T00:00:00Z");
-		cJSON_AddStringToObject(j, "goVersion", "go1.23.6");
-		cJSON_AddStringToObject(j, "compiler", "gc");
-		cJSON_AddStringToObject(j, "platform", "linux/amd64");
-	}
-	ks_resp_json(out, 200, j);
+	ks_resp_json(out, 200, ks_version_doc(s));
 }
 
 static void text(ks_resp *out, int code, const char *s)
@@ -159,7 +149,16 @@ static void do_list(ks_server *s, const ks_rtype *t, const char *ns, const ks_re
 			more = 1;
 			break;
 		}
-		cJSON_AddItemReferenceToArray(items, it->obj);
+		const char *iav = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it->obj, "apiVersion"));
+		if (iav && strcmp(iav, av) != 0) { /* stored in another version: a converted copy */
+			cJSON *c = cJSON_Duplicate(it->obj, 1);
+			if (c && ks_conv(c, t->group, t->resource, t->version) == 0)
+				cJSON_AddItemToArray(items, c);
+			else
+				cJSON_Delete(c);
+		} else {
+			cJSON_AddItemReferenceToArray(items, it->obj);
+		}
 		snprintf(last_ns, sizeof(last_ns), "%s", it->ns);
 		snprintf(last_name, sizeof(last_name), "%s", it->name);
 		count++;
@@ -194,6 +193,10 @@ static void do_get(ks_server *s, const ks_rtype *t, const char *ns, const char *
 	ks_item *it = ks_store_get(&s->store, t->group, t->resource, t->namespaced ? ns : "", name);
 	cJSON *c = it ? cJSON_Duplicate(it->obj, 1) : NULL;
 	pthread_mutex_unlock(&s->mu);
+	if (c && ks_conv(c, t->group, t->resource, t->version)) {
+		cJSON_Delete(c);
+		c = NULL;
+	}
 	if (!it) {
 		ks_resp_status(out, 404, "NotFound", t->resource, name, t->group, NULL, "%s%s%s \"%s\" not found",
 			       t->resource, t->group[0] ? "." : "", t->group, name);
@@ -354,6 +357,7 @@ static void kubesim_endpoints(ks_server *s, const ks_req *r, ks_resp *out)
 	if (strcmp(r->path, "/kubesim/stats") == 0 && strcmp(r->method, "GET") == 0) {
 		pthread_mutex_lock(&s->mu);
 		cJSON *j = ks_stats_to_json(&s->stats);
+		ks_ctrl_stats(s, j);
 		pthread_mutex_unlock(&s->mu);
 		ks_resp_json(out, 200, j);
 		return;
@@ -487,7 +491,7 @@ void ks_handle(ks_server *s, const ks_req *r, ks_resp *out)
 	if (rt.kind == KS_ROUTE_NONE) {
 		count(s, "other", "");
 		if (strcmp(r->path, "/version") == 0 || strcmp(r->path, "/version/") == 0)
-			version(out);
+			version(s, out);
 		else if (strcmp(r->path, "/healthz") == 0 || strcmp(r->path, "/readyz") == 0 ||
 			 strcmp(r->path, "/livez") == 0)
 			text(out, 200, "ok");

@@ -14,6 +14,8 @@
  *   patch.c      merge / JSON / strategic merge patch;  ssa.c server-side apply
  *   gc.c         finalizers, ownerReference garbage collection, namespace deletion
  *   webhook.c    admission webhooks;  faults.c fault injection + stats;  state.c --state-dir
+ *   versions.c   --kube-version: /version, resource.k8s.io versions and their conversion
+ *   ctrl.c       the controllers' thread: dscontroller.c, kubelet.c (sched.c: predicates)
  * One mutex (srv->mu) guards the store, the registry and the history. */
 #ifndef KUBESIM_H
 #define KUBESIM_H
@@ -70,7 +72,8 @@ typedef struct ks_blob {
 	size_t len;
 	char *json;    /* the object, compact JSON */
 	cJSON *labels; /* copy of metadata.labels (label selectors), or NULL */
-	char ns[];     /* namespace, "" for cluster-scoped */
+	const char *name; /* metadata.name (inside the same allocation) */
+	char ns[];     /* namespace, "" for cluster-scoped; then the name */
 } ks_blob;
 
 ks_blob *ks_blob_new(const char *ns, const cJSON *obj);
@@ -223,6 +226,8 @@ typedef struct ks_server {
 	uint64_t uid_counter;
 	pthread_cond_t gc_cond;
 	int gc_pending;
+	int kube_minor; /* --kube-version 1.MINOR; 0: the default (versions.c) */
+	struct ks_ctrl *ctrl; /* the controllers (ctrl.h), NULL without */
 } ks_server;
 
 int ks_server_init(ks_server *s, int history);

@@ -3,7 +3,7 @@
  * kubesim --listen 127.0.0.1:PORT (0 = ephemeral) [--tls-cert F --tls-key F]
  *         [--token T | --token-file F] [--state-dir DIR] [--history N]
  *         [--faults JSON|@FILE] [--service-url NS/NAME=URL]... [--bookmark-ms N]
- *         [--log-level L]
+ *         [--log-level L] [--kube-version 1.MINOR] [--runtime-config G/V=BOOL,...]
  * Prints exactly one line on stdout when ready: "kubesim: listening on http://HOST:PORT". */
 #include <errno.h>
 #include <signal.h>
@@ -16,12 +16,51 @@
 #include "gpukmm/log.h"
 #include "http.h"
 #include "kubesim.h"
+#include "versions.h"
+#include "ctrl.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: kubesim --listen HOST:PORT [--tls-cert FILE --tls-key FILE] [--token T | --token-file F]\n"
 		   "               [--state-dir DIR] [--history N] [--faults JSON|@FILE]\n"
-		   "               [--service-url NAMESPACE/NAME=URL]... [--bookmark-ms N] [--log-level LEVEL]\n");
+		   "               [--service-url NAMESPACE/NAME=URL]... [--bookmark-ms N] [--log-level LEVEL]\n"
+		   "               [--kube-version MAJOR.MINOR] [--runtime-config GROUP/VERSION=BOOL,...]\n"
+		   "               [--controllers LIST] [--pod-ready-ms N] [--pod-stop-ms N]\n"
+		   "\n"
+		   "  --kube-version 1.31|1.32|1.33|1.34\n"
+		   "      act as that Kubernetes release: /version answers it (the kubectl dispatcher\n"
+		   "      picks its client by the minor) and the built-in API versions are the\n"
+		   "      release's, resource.k8s.io (DeviceClass, ResourceClaim,\n"
+		   "      ResourceClaimTemplate, ResourceSlice) above all, as a cluster with DRA on\n"
+		   "      serves it:\n"
+		   "        1.31  v1alpha3\n"
+		   "        1.32  v1beta1            (v1alpha3 off by default)\n"
+		   "        1.33  v1beta2, v1beta1\n"
+		   "        1.34  v1                 (v1beta2, v1beta1 off by default)\n"
+		   "      v1alpha3/v1beta1 objects carry a request's deviceClassName, selectors,\n"
+		   "      count... inline and a slice device's attributes under `basic`; v1beta2/v1\n"
+		   "      nest the request under `exactly` and keep devices flat. Objects are stored\n"
+		   "      in the newest served version and converted on every read or write at\n"
+		   "      another; the other versions' fields are unknown fields. Without the flag:\n"
+		   "      /version 1.32 and resource.k8s.io/v1 (kubesim's historic answer).\n"
+		   "  --runtime-config resource.k8s.io/VERSION=true|false,...\n"
+		   "      turn API versions of the release on or off like kube-apiserver's flag\n"
+		   "      (all of resource.k8s.io off: DRA not enabled)\n"
+		   "  --controllers LIST (default *)\n"
+		   "      the controllers a cluster runs, kube-controller-manager's syntax (\"*\",\n"
+		   "      \"*,-daemonset\", \"daemonset,kubelet\"):\n"
+		   "        daemonset   creates a DaemonSet's pods on the nodes that should run them\n"
+		   "                    (nodeSelector, required node affinity, taints vs the\n"
+		   "                    template's tolerations and the DaemonSet ones), rolls them on\n"
+		   "                    template changes (RollingUpdate maxUnavailable, OnDelete),\n"
+		   "                    fills status (desired/current/ready/updated/available/\n"
+		   "                    misscheduled/unavailable, observedGeneration)\n"
+		   "        kubelet     a pod bound to an existing node is Running and Ready\n"
+		   "                    --pod-ready-ms later (annotation kubesim.gpukmm.io/ready:\n"
+		   "                    \"false\": Running, not Ready); a pod deleted gracefully is\n"
+		   "                    gone --pod-stop-ms later (at most its grace period)\n"
+		   "        disruption  PodDisruptionBudget status\n"
+		   "  --pod-ready-ms N (default 300), --pod-stop-ms N (default 200)\n");
 }
 
 static char *read_file(const char *path, size_t max, gk_err *err)
@@ -52,13 +91,23 @@ static char *read_file(const char *path, size_t max, gk_err *err)
 int main(int argc, char **argv)
 {
 	const char *listen = NULL, *cert_f = NULL, *key_f = NULL, *token = NULL, *token_f = NULL, *state = NULL;
-	const char *faults = NULL, *level = NULL;
+	const char *faults = NULL, *level = NULL, *kube_version = NULL, *runtime_config = NULL, *controllers = NULL;
+	ks_ctrl_opts copts = { KS_CTRL_ALL, 300, 200 };
 	int history = 10000, bookmark_ms = 1000;
 	const char *svc[64];
 	int nsvc = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		char flag[64];
+		int inl = 0; /* --flag=value */
+		const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+		if (eq && (size_t)(eq - a) < sizeof(flag)) {
+			snprintf(flag, sizeof(flag), "%.*s", (int)(eq - a), a);
+			a = flag;
+			v = eq + 1;
+			inl = 1;
+		}
 #define OPT(name, dst)                                                                      \
 	if (strcmp(a, name) == 0) {                                                         \
 		if (!v) {                                                                   \
@@ -66,7 +115,7 @@ int main(int argc, char **argv)
 			return 2;                                                           \
 		}                                                                           \
 		dst = v;                                                                    \
-		i++;                                                                        \
+		i += !inl;                                                                        \
 		continue;                                                                   \
 	}
 		OPT("--listen", listen)
@@ -77,6 +126,9 @@ int main(int argc, char **argv)
 		OPT("--state-dir", state)
 		OPT("--faults", faults)
 		OPT("--log-level", level)
+		OPT("--kube-version", kube_version)
+		OPT("--runtime-config", runtime_config)
+		OPT("--controllers", controllers)
 #undef OPT
 		if (strcmp(a, "--history") == 0 && v) {
 			history = atoi(v);
@@ -84,7 +136,18 @@ int main(int argc, char **argv)
 				fprintf(stderr, "kubesim: --history must be in [1, 10000000]\n");
 				return 2;
 			}
-			i++;
+			i += !inl;
+			continue;
+		}
+		if ((strcmp(a, "--pod-ready-ms") == 0 || strcmp(a, "--pod-stop-ms") == 0) && v) {
+			char *end;
+			long ms = strtol(v, &end, 10);
+			if (*end || ms < 0 || ms > 3600000) {
+				fprintf(stderr, "kubesim: %s must be in [0, 3600000]\n", a);
+				return 2;
+			}
+			*(a[6] == 'r' ? &copts.pod_ready_ms : &copts.pod_stop_ms) = (int)ms;
+			i += !inl;
 			continue;
 		}
 		if (strcmp(a, "--bookmark-ms") == 0 && v) {
@@ -93,7 +156,7 @@ int main(int argc, char **argv)
 				fprintf(stderr, "kubesim: --bookmark-ms must be >= 10\n");
 				return 2;
 			}
-			i++;
+			i += !inl;
 			continue;
 		}
 		if (strcmp(a, "--service-url") == 0 && v) {
@@ -102,7 +165,7 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			svc[nsvc++] = v;
-			i++;
+			i += !inl;
 			continue;
 		}
 		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -168,6 +231,19 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	s->bookmark_ms = bookmark_ms;
+	if (ks_versions_set(s, kube_version, runtime_config, &err) ||
+	    ks_ctrl_parse(controllers, &copts.enabled, &err)) {
+		fprintf(stderr, "kubesim: %s\n", err.msg);
+		ks_server_free(s);
+		free(s);
+		return 2;
+	}
+	if (ks_ctrl_init(s, &copts)) {
+		fprintf(stderr, "kubesim: out of memory\n");
+		ks_server_free(s);
+		free(s);
+		return 1;
+	}
 	if (cert_f && (!(cert = read_file(cert_f, 1 << 20, &err)) || !(key = read_file(key_f, 1 << 20, &err)))) {
 		GK_ERROR("TLS: %s", err.msg);
 		goto out;
@@ -219,6 +295,10 @@ int main(int argc, char **argv)
 		GK_ERROR("out of memory");
 		goto out;
 	}
+	if (ks_ctrl_start(s)) {
+		GK_ERROR("cannot start the controllers' thread");
+		goto out;
+	}
 	h = ks_http_start(s, host, (int)port, cert, key, &err);
 	if (!h) {
 		GK_ERROR("%s", err.msg);
@@ -246,6 +326,7 @@ int main(int argc, char **argv)
 	s->shutting_down = 1;
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->mu);
+	ks_ctrl_stop(s);
 	ks_http_stop(h);
 	h = NULL;
 	rc = 0;

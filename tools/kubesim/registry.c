@@ -1,4 +1,5 @@
-/* kubesim — resource types: the built-in kinds and those CRDs define. */
+/* kubesim — resource types: the built-in kinds and those CRDs define (the
+ * release-dependent resource.k8s.io kinds are added by versions.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,6 @@ static const struct builtin {
 	{ "apps", "v1", "deployments", "deployment", "Deployment", "deploy", "all", 1, 1 },
 	{ "coordination.k8s.io", "v1", "leases", "lease", "Lease", NULL, NULL, 1, 0 },
 	{ "events.k8s.io", "v1", "events", "event", "Event", "ev", NULL, 1, 0 },
-	{ "resource.k8s.io", "v1", "resourceclaims", "resourceclaim", "ResourceClaim", NULL, NULL, 1, 1 },
 	{ "apiextensions.k8s.io", "v1", "customresourcedefinitions", "customresourcedefinition",
 	  "CustomResourceDefinition", "crd,crds", "api-extensions", 0, 1 },
 	{ "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "mutatingwebhookconfiguration",

@@ -82,7 +82,7 @@ static const char *type_name(const cJSON *v)
 }
 
 /* ---- pruning --------------------------------------------------------------- */
-static void note_unknown(ks_schema_result *r, const char *path)
+void ks_schema_note_unknown(ks_schema_result *r, const char *path)
 {
 	size_t used = strlen(r->unknown);
 	if (used < sizeof(r->unknown) - 1)
@@ -129,7 +129,7 @@ static void prune(const cJSON *s, cJSON *v, const char *path, int depth, int roo
 		} else if (preserve || cJSON_IsTrue(addl)) {
 			/* kept as is */
 		} else {
-			note_unknown(r, p);
+			ks_schema_note_unknown(r, p);
 			cJSON_Delete(cJSON_DetachItemViaPointer(v, it));
 		}
 		it = next;

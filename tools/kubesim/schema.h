@@ -24,5 +24,7 @@ int ks_schema_apply(const cJSON *schema, cJSON *obj, ks_schema_result *r);
  * message) to r and to its summary; also used by builtin.c. */
 void ks_schema_add_cause(ks_schema_result *r, const char *reason, const char *field, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+/* Records a pruned field ("unknown field \"spec.x\"") in r->unknown. */
+void ks_schema_note_unknown(ks_schema_result *r, const char *path);
 
 #endif

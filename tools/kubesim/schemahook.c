@@ -1,5 +1,6 @@
-/* kubesim — the schema step of a write for custom resources: prune (or reject under
- * fieldValidation=Strict, or warn under Warn), default, validate. */
+/* kubesim — the schema step of a write: for custom resources prune (or reject under
+ * fieldValidation=Strict, or warn under Warn), default and validate against the
+ * CRD's schema; for built-ins the same with builtin.c's checks. */
 #include <stdio.h>
 #include <string.h>
 
@@ -7,34 +8,23 @@
 #include "builtin.h"
 #include "schema.h"
 
-static int builtin(const ks_rtype *t, cJSON *obj, ks_resp *out)
+int ks_api_schema(const ks_rtype *t, cJSON *obj, const ks_opts *o, ks_resp *out)
 {
 	ks_schema_result r;
-	int n = ks_builtin_validate(t, obj, &r);
+	int n;
+	if (!t->is_crd) {
+		ks_builtin_default(t, obj);
+		n = ks_builtin_validate(t, obj, &r);
+	}
+	else if (!t->schema)
+		return 0;
+	else
+		n = ks_schema_apply(t->schema, obj, &r);
 	if (n < 0) {
+		cJSON_Delete(r.causes);
 		ks_resp_status(out, 500, "InternalError", NULL, NULL, NULL, NULL, "out of memory");
 		return -1;
 	}
-	if (n == 0) {
-		cJSON_Delete(r.causes);
-		return 0;
-	}
-	const char *name = ks_meta_str(obj, "name");
-	char qk[512];
-	snprintf(qk, sizeof(qk), "%s%s%s", t->kind, t->group[0] ? "." : "", t->group);
-	ks_resp_status(out, 422, "Invalid", t->kind, name ? name : "", t->group, r.causes, "%s \"%s\" is invalid: %s%s%s",
-		       qk, name ? name : "", n > 1 ? "[" : "", r.summary, n > 1 ? "]" : "");
-	return -1;
-}
-
-int ks_api_schema(const ks_rtype *t, cJSON *obj, const ks_opts *o, ks_resp *out)
-{
-	if (!t->is_crd)
-		return builtin(t, obj, out);
-	if (!t->schema)
-		return 0;
-	ks_schema_result r;
-	int n = ks_schema_apply(t->schema, obj, &r);
 	const char *name = ks_meta_str(obj, "name");
 	if (r.nunknown && o->validation == KS_VALIDATE_STRICT) {
 		cJSON_Delete(r.causes);
@@ -58,7 +48,7 @@ int ks_api_schema(const ks_rtype *t, cJSON *obj, const ks_opts *o, ks_resp *out)
 	}
 	if (n) {
 		char qk[512];
-		snprintf(qk, sizeof(qk), "%s.%s", t->kind, t->group);
+		snprintf(qk, sizeof(qk), "%s%s%s", t->kind, t->group[0] ? "." : "", t->group);
 		ks_resp_status(out, 422, "Invalid", t->kind, name ? name : "", t->group, r.causes,
 			       "%s \"%s\" is invalid: %s%s%s", qk, name ? name : "", n > 1 ? "[" : "", r.summary,
 			       n > 1 ? "]" : "");

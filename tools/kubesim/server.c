@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "kubesim.h"
+#include "versions.h"
+#include "ctrl.h"
 
 static int add_namespace(ks_server *s, const char *name)
 {
@@ -45,7 +47,8 @@ int ks_server_init(ks_server *s, int history)
 	pthread_condattr_destroy(&ca);
 	s->bookmark_ms = 1000;
 	snprintf(s->server_addr, sizeof(s->server_addr), "127.0.0.1:0");
-	if (ks_registry_init_builtin(&s->reg) || ks_store_init(&s->store, history))
+	gk_err e = { 0 };
+	if (ks_versions_set(s, NULL, NULL, &e) || ks_store_init(&s->store, history))
 		return GK_RESOURCE_EXHAUSTED;
 	return 0;
 }
@@ -61,6 +64,7 @@ int ks_server_seed(ks_server *s)
 
 void ks_server_free(ks_server *s)
 {
+	ks_ctrl_free(s);
 	ks_store_free(&s->store);
 	ks_registry_free(&s->reg);
 	for (int i = 0; i < s->nsvc_urls; i++) {

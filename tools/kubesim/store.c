@@ -27,10 +27,14 @@ int ks_store_init(ks_store *s, int history)
 ks_blob *ks_blob_new(const char *ns, const cJSON *obj)
 {
 	size_t nl = strlen(ns ? ns : "");
-	ks_blob *b = calloc(1, sizeof(*b) + nl + 1);
+	const char *name = ks_meta_str(obj, "name");
+	size_t ml = strlen(name ? name : "");
+	ks_blob *b = calloc(1, sizeof(*b) + nl + 1 + ml + 1);
 	if (!b)
 		return NULL;
 	memcpy(b->ns, ns ? ns : "", nl + 1);
+	memcpy(b->ns + nl + 1, name ? name : "", ml + 1);
+	b->name = b->ns + nl + 1;
 	b->refs = 1;
 	b->json = cJSON_PrintUnformatted(obj);
 	const cJSON *labels =

@@ -1,6 +1,8 @@
 /* kubesim — Table output for kubectl get (see table.h). */
 #include "table.h"
 
+#include "sched.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,28 +76,6 @@ void ks_human_duration(long long s, char *b, size_t cap)
 	}
 }
 
-/* RFC 3339 (UTC "Z" or +hh:mm) to epoch seconds; -1 if malformed. */
-static long long parse_time(const char *s)
-{
-	struct tm tm = { 0 };
-	const char *e = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
-	if (!e)
-		return -1;
-	if (*e == '.')
-		while (*++e >= '0' && *e <= '9')
-			;
-	long long off = 0;
-	if (*e == '+' || *e == '-') {
-		int hh = 0, mm = 0;
-		if (sscanf(e + 1, "%2d:%2d", &hh, &mm) != 2)
-			return -1;
-		off = (hh * 3600 + mm * 60) * (*e == '+' ? 1 : -1);
-	} else if (*e != 'Z') {
-		return -1;
-	}
-	return (long long)timegm(&tm) - off;
-}
-
 static void age_cell(cJSON *cells, const cJSON *ts, time_t now)
 {
 	char b[32];
@@ -103,7 +83,7 @@ static void age_cell(cJSON *cells, const cJSON *ts, time_t now)
 		cJSON_AddItemToArray(cells, cJSON_CreateString("<unknown>"));
 		return;
 	}
-	long long t = parse_time(ts->valuestring);
+	long long t = ks_rfc3339_parse(ts->valuestring);
 	if (t < 0) {
 		cJSON_AddItemToArray(cells, cJSON_CreateString("<invalid>"));
 		return;

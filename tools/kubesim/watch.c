@@ -12,6 +12,7 @@
 #include "kubesim.h"
 #include "selector.h"
 #include "table.h"
+#include "versions.h"
 
 #define KS_WATCH_DEFAULT_TIMEOUT_S 1800
 
@@ -31,6 +32,7 @@ struct ks_watch {
 	int done, end_after_pending;
 	int table;         /* Accept asked for a Table: each event's object is one */
 	int table_headers; /* columnDefinitions already sent (first Table only) */
+	int conv;          /* objects are stored in another version of the resource */
 	char include[16];  /* includeObject */
 };
 
@@ -61,9 +63,20 @@ static char *event_line(const char *type, const char *json)
  * (later ones have them null, kubectl keeps the header it printed). */
 static char *object_line(struct ks_watch *w, const char *type, const char *json)
 {
-	if (!w->table)
+	if (!w->table && !w->conv)
 		return event_line(type, json);
 	cJSON *obj = cJSON_Parse(json);
+	if (obj && w->conv && ks_conv(obj, w->t->group, w->t->resource, w->t->version)) {
+		cJSON_Delete(obj);
+		obj = NULL;
+	}
+	if (!w->table) {
+		char *b = obj ? cJSON_PrintUnformatted(obj) : NULL;
+		cJSON_Delete(obj);
+		char *l = b ? event_line(type, b) : NULL;
+		free(b);
+		return l;
+	}
 	cJSON *tb = obj ? ks_table(w->t, obj, w->include, time(NULL)) : NULL;
 	cJSON_Delete(obj);
 	if (tb && w->table_headers)
@@ -146,6 +159,7 @@ struct ks_watch *ks_watch_open(ks_server *s, const ks_rtype *t, const char *ns, 
 		return NULL;
 	}
 	w->table = ks_wants_table(r->accept);
+	w->conv = !t->storage;
 	snprintf(w->include, sizeof(w->include), "%s", ks_req_param(r, "includeObject") ? ks_req_param(r, "includeObject") : "");
 	const char *rvs = ks_req_param(r, "resourceVersion");
 	const char *to = ks_req_param(r, "timeoutSeconds");
