@@ -18,16 +18,10 @@ CTL="$GPUKMM_BIN/gpukmmctl"
 SD_SOCK="ipc://$MM_DIR/sd.sock"
 B_SOCK="ipc://$MM_DIR/sd-b.sock"
 B_PID=
-sd_start() {
-	"$GPUKMM_BIN/gpukmm-statusd" --mode controller --kubeconfig "$MM_DIR/kubeconfig" --listen "$SD_SOCK" \
-		--watcher "ipc://$MM_DIR/watcher.sock" --events "ipc://$MM_DIR/events.sock" \
-		--debounce-ms 100 --grace-ms 60000 --control "$SD_CONTROL" --heartbeat-ms 200 \
-		--log-level debug >>"$MM_DIR/statusd-a.log" 2>&1 &
-	SD_PID=$!
-}
+sd_start() { sd_start_watching --debounce-ms 100 --grace-ms 60000; }
 # report SOCK COMPONENT-JSON-FIELDS TERM
-report() { "$CTL" ipc call "$1" gpukmm.Status.Report "{\"policy\":\"gpu\",\"generation\":1,$2,\"leader_term\":\"$3\"}" --timeout-ms 3000 >/dev/null 2>&1; }
-term() { "$CTL" ipc call "ipc://$MM_DIR/watcher.sock" gpukmm.Watcher.Snapshot '{"topics":["leadership"]}' --timeout-ms 3000 2>/dev/null | jq -r '.leadership.term // "0"'; }
+report() { sd_report_in "$3" "{\"policy\":\"gpu\",\"generation\":1,$2}" "$1"; }
+term() { sd_term; }
 leading() { [ "$(term)" != 0 ]; }
 following() { [ "$(term)" = 0 ]; }
 st_has() { cp_json | jq -e ".status | $1" >/dev/null; }

@@ -14,22 +14,9 @@ sd_setup
 CTL="$GPUKMM_BIN/gpukmmctl"
 SD_SOCK="ipc://$MM_DIR/sd.sock"
 NSD_SOCK="ipc://$MM_DIR/nsd.sock"
-sd_start() {
-	"$GPUKMM_BIN/gpukmm-statusd" --mode controller --kubeconfig "$MM_DIR/kubeconfig" --listen "$SD_SOCK" \
-		--watcher "ipc://$MM_DIR/watcher.sock" --events "ipc://$MM_DIR/events.sock" \
-		--debounce-ms 200 --grace-ms "${SD_GRACE:-60000}" --control "$SD_CONTROL" --heartbeat-ms 200 \
-		--log-level debug >>"$MM_DIR/statusd-ctrl.log" 2>&1 &
-	SD_PID=$!
-}
-
-# the leadership term of the watcher (what modmgr and gater stamp their reports with; 0: not leading)
-term() { "$CTL" ipc call "ipc://$MM_DIR/watcher.sock" gpukmm.Watcher.Snapshot '{"topics":["leadership"]}' --timeout-ms 3000 2>/dev/null | jq -r '.leadership.term // "0"'; }
-# a component report, made in the current term
-report() {
-	local t
-	t=$(term)
-	"$CTL" ipc call "$SD_SOCK" gpukmm.Status.Report "$(jq -c --arg t "${t:-0}" '. + {leader_term: $t}' <<<"$1")" --timeout-ms 3000 >/dev/null 2>&1
-}
+sd_start() { sd_start_watching --debounce-ms 200 --grace-ms "${SD_GRACE:-60000}"; }
+# a component report, made in the current term (what modmgr and gater stamp theirs with)
+report() { sd_report_in "$(sd_term)" "$1"; }
 st_has() { cp_json | jq -e ".status | $1" >/dev/null; }
 cond() { cp_json | jq -r ".status.conditions[] | select(.type==\"$1\") | .$2"; }
 status_writes() { kraw GET /kubesim/stats | jq -r '.writesByResource.clusterpolicies // 0'; }
@@ -74,7 +61,7 @@ check "a follower writes no status ($wf -> $(status_writes))" test "$(status_wri
 kraw DELETE "/apis/coordination.k8s.io/v1/namespaces/$MM_NS/leases/gpukmm-controller" >/dev/null
 
 # ---- leader: status.nodes ------------------------------------------------------------------
-leading() { [ "$(term)" != 0 ]; }
+leading() { [ "$(sd_term)" != 0 ]; }
 check "leader now" wait_for leader 20 leading
 # the reports above were made before this term: nothing is written from them
 # (statusd_failover.sh); the components report again in the new term

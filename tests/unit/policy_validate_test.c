@@ -9,17 +9,10 @@
 #include "gpukmm/policy.h"
 #include "gpukmm/yamljson.h"
 
-/* Validates {"resourceRegistration":"dp", <spec_extra>} for ClusterPolicy `name`;
- * returns the joined violations ("" when valid), malloc'd. */
-static char *validate_named(const char *name, const char *spec_extra, gk_policy_report *keep)
+/* Validates j (deleted); returns the joined violations ("" when valid),
+ * malloc'd, and the report in *keep when asked. */
+static char *validate_obj(cJSON *j, gk_policy_report *keep)
 {
-	char *src = NULL;
-	cr_assert(asprintf(&src,
-			   "{\"apiVersion\":\"intel.com/v1alpha1\",\"kind\":\"ClusterPolicy\",\"metadata\":{\"name\":\"%s\"},"
-			   "\"spec\":{\"resourceRegistration\":\"dp\"%s%s}}",
-			   name, *spec_extra ? "," : "", spec_extra) > 0);
-	cJSON *j = cJSON_Parse(src);
-	cr_assert_not_null(j, "bad test JSON: %s", src);
 	gk_policy_report r;
 	gk_policy_report_init(&r);
 	gk_policy_validate_json(j, true, NULL, &r, NULL);
@@ -30,8 +23,21 @@ static char *validate_named(const char *name, const char *spec_extra, gk_policy_
 	else
 		gk_policy_report_free(&r);
 	cJSON_Delete(j);
-	free(src);
 	return out;
+}
+
+/* Validates {"resourceRegistration":"dp", <spec_extra>} for ClusterPolicy `name`. */
+static char *validate_named(const char *name, const char *spec_extra, gk_policy_report *keep)
+{
+	char *src = NULL;
+	cr_assert(asprintf(&src,
+			   "{\"apiVersion\":\"intel.com/v1alpha1\",\"kind\":\"ClusterPolicy\",\"metadata\":{\"name\":\"%s\"},"
+			   "\"spec\":{\"resourceRegistration\":\"dp\"%s%s}}",
+			   name, *spec_extra ? "," : "", spec_extra) > 0);
+	cJSON *j = cJSON_Parse(src);
+	cr_assert_not_null(j, "bad test JSON: %s", src);
+	free(src);
+	return validate_obj(j, keep);
 }
 
 static char *validate(const char *spec_extra)
@@ -438,17 +444,7 @@ static char *with_mappings(size_t maps, const char *rx, gk_policy_report *keep)
 		cJSON_AddStringToObject(m, "containerImage", "registry.example.com/xe-driver:1.0");
 		cJSON_AddItemToArray(arr, m);
 	}
-	gk_policy_report r;
-	gk_policy_report_init(&r);
-	gk_policy_validate_json(j, true, NULL, &r, NULL);
-	cr_assert(!r.oom);
-	char *out = gk_policy_report_join(&r);
-	if (keep)
-		*keep = r;
-	else
-		gk_policy_report_free(&r);
-	cJSON_Delete(j);
-	return out;
+	return validate_obj(j, keep);
 }
 
 Test(limits, at_each_limit_is_valid)

@@ -40,6 +40,16 @@ static int apply(gk_sd_view *v, const char *topic, const char *json)
 	return rc;
 }
 
+/* load a snapshot given as JSON */
+static void load(gk_sd_view *v, const char *json)
+{
+	ProtobufCMessage *m = NULL;
+	gk_err e;
+	cr_assert_eq(gk_pb_from_json(&gpukmm__snapshot_reply__descriptor, json, &m, &e), GK_OK, "%s", e.msg);
+	cr_assert_eq(gk_sd_view_load_snapshot(v, (Gpukmm__SnapshotReply *)m, &e), GK_OK);
+	gk_ipc_free(m);
+}
+
 #define NODE(name, kernel, extra)                                                                                  \
 	"{\"type\":\"MODIFIED\",\"node\":{\"metadata\":{\"name\":\"" name "\",\"labels\":[{\"key\":\"kubernetes.io/" \
 	"arch\",\"value\":\"amd64\"}" extra "]},\"kernel_version\":\"" kernel "\"}}"
@@ -50,15 +60,8 @@ Test(statusd_view, snapshot_events_and_dirty_marks)
 	gk_sd_view *v;
 	gk_err e;
 	cr_assert_eq(gk_sd_view_new(&v, on_dirty, &r, &e), GK_OK);
-	ProtobufCMessage *m = NULL;
-	cr_assert_eq(gk_pb_from_json(&gpukmm__snapshot_reply__descriptor,
-				     "{\"synced\":true,\"leadership\":{\"leader\":false},\"cluster_policies\":[{\"metadata\":"
-				     "{\"name\":\"gpu\"}}],\"nodes\":[{\"metadata\":{\"name\":\"b\"}},{\"metadata\":{\"name\":"
-				     "\"a\"}}]}",
-				     &m, &e),
-		     GK_OK, "%s", e.msg);
-	cr_assert_eq(gk_sd_view_load_snapshot(v, (Gpukmm__SnapshotReply *)m, &e), GK_OK);
-	gk_ipc_free(m);
+	load(v, "{\"synced\":true,\"leadership\":{\"leader\":false},\"cluster_policies\":[{\"metadata\":"
+		"{\"name\":\"gpu\"}}],\"nodes\":[{\"metadata\":{\"name\":\"b\"}},{\"metadata\":{\"name\":\"a\"}}]}");
 	cr_assert_eq(r.all, 1);
 	cr_assert(gk_sd_view_synced(v));
 	cr_assert_not(gk_sd_view_leader(v));
@@ -140,12 +143,7 @@ Test(statusd_view, leadership_term)
 	gk_sd_view *v;
 	gk_err e;
 	cr_assert_eq(gk_sd_view_new(&v, on_dirty, &r, &e), GK_OK);
-	ProtobufCMessage *m = NULL;
-	cr_assert_eq(gk_pb_from_json(&gpukmm__snapshot_reply__descriptor,
-				     "{\"synced\":true,\"leadership\":{\"leader\":true,\"term\":\"41\"}}", &m, &e),
-		     GK_OK, "%s", e.msg);
-	cr_assert_eq(gk_sd_view_load_snapshot(v, (Gpukmm__SnapshotReply *)m, &e), GK_OK);
-	gk_ipc_free(m);
+	load(v, "{\"synced\":true,\"leadership\":{\"leader\":true,\"term\":\"41\"}}");
 	cr_assert_eq(gk_sd_view_term(v), 41);
 	cr_assert_eq(r.all, 1);
 	cr_assert_eq(apply(v, "leadership", "{\"leadership\":{\"leader\":true,\"term\":\"41\"}}"), GK_OK);
