@@ -94,6 +94,19 @@ void gk_sup_conf_free(gk_sup_conf *c)
 	memset(c, 0, sizeof(*c));
 }
 
+int gk_sup_conf_remove(gk_sup_conf *c, const char *name)
+{
+	for (size_t i = 0; i < c->n_svcs; i++) {
+		if (strcmp(c->svcs[i].name, name) != 0)
+			continue;
+		svc_free(&c->svcs[i]);
+		memmove(&c->svcs[i], &c->svcs[i + 1], (c->n_svcs - i - 1) * sizeof(c->svcs[0]));
+		memset(&c->svcs[--c->n_svcs], 0, sizeof(c->svcs[0]));
+		return 0;
+	}
+	return -1;
+}
+
 static void conf_init(gk_sup_conf *c)
 {
 	memset(c, 0, sizeof(*c));
@@ -146,10 +159,10 @@ static int add_default(gk_sup_conf *c, const char *name, const char *binary, boo
 static int profile_fill(gk_sup_conf *c, const char *profile, gk_err *err)
 {
 	bool ctl = strcmp(profile, "controller") == 0, node = strcmp(profile, "node") == 0;
-	bool all = strcmp(profile, "all") == 0;
-	if (!ctl && !node && !all)
+	bool all = strcmp(profile, "all") == 0, wh = strcmp(profile, "webhook") == 0;
+	if (!ctl && !node && !all && !wh)
 		return gk_err_set(err, GK_INVALID_ARGUMENT,
-				  "--profile: unknown profile '%s' (controller, node or all)", profile);
+				  "--profile: unknown profile '%s' (controller, node, all or webhook)", profile);
 	c->svcs = calloc(GK_SUP_MAX_SERVICES, sizeof(*c->svcs));
 	if (!c->svcs)
 		return oom(err);
@@ -162,6 +175,8 @@ static int profile_fill(gk_sup_conf *c, const char *profile, gk_err *err)
 		    (rc = add_default(c, "webhook", "gpukmm-webhook", false, NULL, err)))
 			return rc;
 	}
+	if (wh && (rc = add_default(c, "webhook", "gpukmm-webhook", false, NULL, err)))
+		return rc;
 	if (node) {
 		static const char *const st[] = { "--mode", "node", NULL };
 		if ((rc = add_default(c, "prober", "gpukmm-prober", false, NULL, err)) ||

@@ -1,7 +1,9 @@
 /* Profile options: the few service flags a real Deployment needs (webhook TLS
- * files and listen address, the watcher's leader election), given to the
- * supervisor as flags or env and appended to the args of the service of that
- * name. A flag whose service is not in the table is an error, never ignored. */
+ * files and listen address, the watcher's leader election, services left out),
+ * given to the supervisor as flags or env and appended to the args of the service
+ * of that name. A flag whose service is not in the table is an error, never
+ * ignored. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,8 +39,30 @@ static int append(gk_sup_svc_conf *s, const char *const *kv, size_t n, gk_err *e
 
 static bool set(const char *v) { return v && *v; }
 
+/* --without a,b: each name must be in the table. */
+static int without(gk_sup_conf *c, const char *list, gk_err *err)
+{
+	char buf[256];
+	if (strlen(list) >= sizeof(buf))
+		return gk_err_set(err, GK_INVALID_ARGUMENT, "--without: too long");
+	snprintf(buf, sizeof(buf), "%s", list);
+	char *save = NULL;
+	for (char *n = strtok_r(buf, ",", &save); n; n = strtok_r(NULL, ",", &save))
+		if (gk_sup_conf_remove(c, n))
+			return gk_err_set(err, GK_INVALID_ARGUMENT,
+					  "--without: no service named '%s' in this profile/config", n);
+	if (!c->n_svcs)
+		return gk_err_set(err, GK_INVALID_ARGUMENT, "--without: no service left");
+	return 0;
+}
+
 int gk_sup_conf_apply_pflags(gk_sup_conf *c, const gk_sup_pflags *f, gk_err *err)
 {
+	if (set(f->without)) {
+		int rc = without(c, f->without, err);
+		if (rc)
+			return rc;
+	}
 	bool wh = set(f->webhook_tls_cert) || set(f->webhook_tls_key) || set(f->webhook_listen);
 	bool le = f->leader_elect || set(f->lease_name);
 	if (set(f->webhook_tls_cert) != set(f->webhook_tls_key))

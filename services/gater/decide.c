@@ -114,3 +114,19 @@ void gk_gater_ds_policies(const Gpukmm__DaemonSet *ds, const char *op_ns, void (
 		}
 	}
 }
+
+int gk_gater_forbidden_hint(char *buf, size_t cap, const char *ns, const char *api_msg, const char *op_ns)
+{
+	static const char pre[] = "User \"system:serviceaccount:";
+	char sa[256];
+	const char *u = api_msg ? strstr(api_msg, pre) : NULL;
+	const char *e = u ? strchr(u + sizeof(pre) - 1, '"') : NULL;
+	if (u && e && (size_t)(e - u) - (sizeof(pre) - 1) < sizeof(sa) && memchr(u, ':', (size_t)(e - u)))
+		snprintf(sa, sizeof(sa), "%.*s", (int)(e - u - (sizeof(pre) - 1)), u + sizeof(pre) - 1);
+	else
+		snprintf(sa, sizeof(sa), "%s:gpukmm-controller", op_ns && *op_ns ? op_ns : "intel-gpu-base-operator");
+	return snprintf(buf, cap,
+			"no permission to write DaemonSets in namespace %s: opt it in with `kubectl -n %s create "
+			"rolebinding gpukmm-gate-daemonsets --clusterrole=gpukmm-gate-daemonsets --serviceaccount=%s`",
+			ns, ns, sa);
+}

@@ -49,4 +49,10 @@ int gk_gater_ds_status(char *buf, size_t cap, const Gpukmm__DaemonSet *ds);
 void gk_gater_ds_policies(const Gpukmm__DaemonSet *ds, const char *op_ns, void (*fn)(void *user, const char *cp),
 			  void *user);
 
+/* The message for a DaemonSet write the API refused with 403 (RBAC): what the admin
+ * runs to opt namespace `ns` in (deploy/rbac/gate-daemonsets.yaml). The
+ * ServiceAccount is the one the API's message names (User
+ * "system:serviceaccount:NS:NAME"), else op_ns:gpukmm-controller. */
+int gk_gater_forbidden_hint(char *buf, size_t cap, const char *ns, const char *api_msg, const char *op_ns);
+
 #endif

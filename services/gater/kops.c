@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decide.h"
 #include "gpukmm/kobj.h"
 #include "gpukmm/kube.h"
 #include "gpukmm/log.h"
@@ -24,7 +25,7 @@ typedef struct wentry {
 	gk_timer_id timer;
 	bool reread_due;       /* the timer starts that re-read (else it wakes the policies) */
 	int conflicts, failures;
-	char err[256];         /* the last failed write's API message, "" = none */
+	char err[512];         /* the last failed write's API message, "" = none */
 } wentry;
 
 struct gk_gater_kops {
@@ -211,8 +212,11 @@ static void on_call(void *user, int rc, cJSON *out, const gk_kube_status *st, co
 		else
 			gk_gtv_touch_ds(k->view, e->ns, e->name); /* no longer ours to write */
 	} else {
+		char hint[512];
+		if (rc == GK_PERMISSION_DENIED) /* RBAC: not a namespace we may gate in (yet) */
+			gk_gater_forbidden_hint(hint, sizeof(hint), e->ns, msg, gk_gtv_ns(k->view));
 		GK_WARN("%s DaemonSet %s/%s: %s", reading ? "re-reading" : "writing", e->ns, e->name, msg);
-		failed(e, msg);
+		failed(e, rc == GK_PERMISSION_DENIED ? hint : msg);
 		gk_gtv_touch_ds(k->view, e->ns, e->name); /* the pass reports the error */
 	}
 	cJSON_Delete(out);

@@ -34,6 +34,8 @@
 #include "gpukmm/ipc.h"
 #include "gpukmm/kube.h"
 #include "gpukmm/log.h"
+#include "gpukmm/metrics.h"
+#include "gpukmm/review.h"
 #include "gpukmm/svc.h"
 #include "gpukmm/wsub.h"
 #include "rpc.pb-c.h"
@@ -51,6 +53,8 @@ typedef struct app {
 	const char *mode;
 	const char *node_name;
 	gk_sd_nodew *nodew;
+	gk_kube_mux *rmux;      /* the supervisor's /metrics access reviews (gpukmm/review.h) */
+	gk_review *review;
 } app;
 
 static void sd_report(Gpukmm__Status_Service *svc, const Gpukmm__StatusReport *in, Gpukmm__Empty_Closure closure,
@@ -156,10 +160,8 @@ int main(int argc, char **argv)
 		  &a.copts.grace_ms },
 		{ 0 },
 	};
-	/* heartbeats read these until gk_svc_fini */
-	static gk_svc_counter counters[16];
-	size_t n_counters = 0;
-#define COUNTER(n, h, p) (counters[n_counters++] = (gk_svc_counter){ (n), (h), (p) })
+#define COUNTER(n, h, p) gk_metric_counter_var("gpukmm_" n "_total", h, p)
+#define GAUGE(n, h, p) gk_metric_gauge_var("gpukmm_" n, h, p)
 	int rc = gk_svc_init(&a.svc, "statusd", argc, argv, extra, &err);
 	if (rc)
 		return rc;
@@ -207,19 +209,19 @@ int main(int argc, char **argv)
 		const gk_sd_stats *st = gk_sd_ctrl_stats(a.ctrl);
 		static const gk_wsub_stats none;
 		const gk_wsub_stats *ws = a.watch ? gk_wsub_stats_get(a.watch) : &none;
-		COUNTER("statusd_reports", "reports accepted", &st->reports);
-		COUNTER("statusd_passes", "policy status evaluations finished (written, unchanged or skipped)",
+		COUNTER("statusd_reports", "Reports accepted.", &st->reports);
+		COUNTER("statusd_passes", "Policy status evaluations finished (written, unchanged or skipped).",
 			&st->passes);
-		COUNTER("statusd_writes", "status writes", &st->writes);
-		COUNTER("statusd_unchanged", "evaluations that found the status right (no write)", &st->unchanged);
-		COUNTER("statusd_not_leader", "evaluations skipped: another instance leads", &st->not_leader);
-		COUNTER("statusd_conflicts", "writes that met a 409 and were recomputed", &st->write_conflicts);
-		COUNTER("statusd_write_errors", "failed reads/writes (retried)", &st->write_errors);
-		COUNTER("statusd_snapshots", "view rebuilds from watcher snapshots", &ws->snapshots);
-		COUNTER("statusd_bus_gaps", "bus sequence gaps", &ws->gaps);
-		COUNTER("statusd_events", "bus events received", &ws->events);
-		COUNTER("statusd_pending", "policies waiting for an evaluation (0: idle)", &st->pending);
-		COUNTER("statusd_other_term", "reports made under another leadership term (not used: see README)",
+		COUNTER("statusd_writes", "Status writes.", &st->writes);
+		COUNTER("statusd_unchanged", "Evaluations that found the status right (no write).", &st->unchanged);
+		COUNTER("statusd_not_leader", "Evaluations skipped: another instance leads.", &st->not_leader);
+		COUNTER("statusd_conflicts", "Writes that met a 409 and were recomputed.", &st->write_conflicts);
+		COUNTER("statusd_write_errors", "Failed reads/writes (retried).", &st->write_errors);
+		COUNTER("statusd_snapshots", "View rebuilds from watcher snapshots.", &ws->snapshots);
+		COUNTER("statusd_bus_gaps", "Bus sequence gaps.", &ws->gaps);
+		COUNTER("statusd_events", "Bus events received.", &ws->events);
+		GAUGE("statusd_pending", "Policies waiting for an evaluation (0: idle).", &st->pending);
+		COUNTER("statusd_other_term", "Reports made under another leadership term than the view's (not used).",
 			&st->other_term);
 	} else {
 		if (gk_sd_nodew_new(&a.nodew, a.svc.loop, a.kc, a.node_name, a.copts.debounce_ms, &err)) {
@@ -227,15 +229,20 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		const gk_sd_nodew_stats *st = gk_sd_nodew_stats_get(a.nodew);
-		COUNTER("statusd_reports", "node reports accepted", &st->reports);
-		COUNTER("statusd_passes", "node report evaluations finished (written or unchanged)", &st->passes);
-		COUNTER("statusd_writes", "Node writes", &st->writes);
-		COUNTER("statusd_conflicts", "writes that met a 409 and were recomputed", &st->conflicts);
-		COUNTER("statusd_write_errors", "failed reads/writes (retried)", &st->errors);
-		COUNTER("statusd_pending", "a node report waiting to be written (0: idle)", &st->pending);
+		COUNTER("statusd_reports", "Node reports accepted.", &st->reports);
+		COUNTER("statusd_passes", "Node report evaluations finished (written or unchanged).", &st->passes);
+		COUNTER("statusd_writes", "Node writes.", &st->writes);
+		COUNTER("statusd_conflicts", "Writes that met a 409 and were recomputed.", &st->conflicts);
+		COUNTER("statusd_write_errors", "Failed reads/writes (retried).", &st->errors);
+		GAUGE("statusd_pending", "A node report waiting to be written (0: idle).", &st->pending);
 	}
-	gk_svc_set_counters(&a.svc, counters, n_counters);
+	if (gk_kube_mux_new(&a.rmux, a.kc, &err) || gk_kube_mux_attach(a.rmux, a.svc.loop, &err) ||
+	    gk_review_new(&a.review, a.rmux, &err)) {
+		GK_ERROR("%s", err.msg);
+		goto out;
+	}
 	if (gk_ipc_server_open(&a.server, listen, NULL, &err) || gk_ipc_server_add(a.server, &a.service.base, &a, NULL, &err) ||
+	    gk_ipc_server_add(a.server, gk_review_service(a.review), &a, NULL, &err) ||
 	    gk_loop_add_fd(a.svc.loop, gk_ipc_server_fd(a.server), EPOLLIN, on_server, &a, &err)) {
 		GK_ERROR("%s", err.msg);
 		goto out;
@@ -247,6 +254,8 @@ int main(int argc, char **argv)
 	gk_loop_del_fd(a.svc.loop, gk_ipc_server_fd(a.server));
 out:
 	gk_ipc_server_close(a.server);
+	gk_review_free(a.review);
+	gk_kube_mux_free(a.rmux);
 	gk_sd_nodew_free(a.nodew);
 	gk_wsub_close(a.watch);
 	gk_sd_ctrl_free(a.ctrl);

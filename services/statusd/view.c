@@ -210,7 +210,9 @@ int gk_sd_view_apply(gk_sd_view *v, const char *topic, const Gpukmm__Event *ev, 
 							   : "not the leader: no status writes");
 			v->leader = lead.leader;
 			v->term = lead.term;
-			if (lead.leader && v->dirty)
+			/* gaining (or a new term): write everything once the components
+			 * reported in it; losing: drop the policy metrics */
+			if (v->dirty)
 				v->dirty(v->user, NULL);
 		}
 		return GK_OK;

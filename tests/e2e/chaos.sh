@@ -19,6 +19,7 @@ set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
 . tests/lib/nodeprofile.sh
 . tests/lib/controller.sh
+. tests/lib/metrics.sh
 NS=intel-gpu-base-operator
 LONG=${CHAOS_LONG:-}
 DUR=${CHAOS_SECONDS:-$([ -n "$LONG" ] && echo 300 || echo 15)}
@@ -44,6 +45,7 @@ cleanup() {
 	np_stop_all
 	[ -n "$FK_PID" ] && stop_pid "$FK_PID"
 	FK_PID=
+	kubesim_rbac_verdict "$NS" || FAILED=1 # (since kubesim's last restart: its record is in memory)
 	kubesim_stop >/dev/null 2>&1
 	san_check "$D"/*.log "$D"/np/*.log
 	[ "$FAILED" = 0 ] || log_tails 30 "$D"/*.log "$D"/np/*.log
@@ -52,19 +54,21 @@ cleanup() {
 trap cleanup EXIT
 
 # ---- the cluster ------------------------------------------------------------------
-KUBESIM_NO_TRAP=1 kubesim_start --state-dir "$D/state" || { nok "kubesim starts"; exit 1; }
+# under the shipped RBAC: each profile with its ServiceAccount's token (they survive
+# kubesim's restarts: its signing key is in the state dir), fake-kmm as the admin
+KUBESIM_NO_TRAP=1 KUBESIM_RBAC=1 kubesim_start --state-dir "$D/state" || { nok "kubesim starts"; exit 1; }
 echo "# seed $SEED, ${DUR}s of chaos, converge within ${CONVERGE}s, gater: ${CHAOS_GATER:-not built}, up to $MAX_NODES GPU nodes"
-kubesim_kubeconfig "$D/kubeconfig" chaos
 k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml \
 	-f tests/fixtures/kmm/modules.kmm.sigs.x-k8s.io.crd.yaml >"$D/setup.log" 2>&1
 k wait --for condition=established --timeout=10s crd/clusterpolicies.intel.com crd/modules.kmm.sigs.x-k8s.io >>"$D/setup.log" 2>&1
+kubesim_kubeconfigs "$D" "$NS" || { nok "the shipped RBAC and the ServiceAccounts' kubeconfigs"; exit 1; }
 kraw POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"user"}}' >/dev/null
 mknode() { # NAME KERNEL
 	kraw POST /api/v1/nodes "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"$1\",\"labels\":{\"kubernetes.io/arch\":\"amd64\",\"intel.feature.node.kubernetes.io/gpu\":\"true\"}},\"status\":{\"nodeInfo\":{\"kernelVersion\":\"$2\"}}}" >/dev/null
 	kraw PATCH "/api/v1/nodes/$1/status" "{\"status\":{\"nodeInfo\":{\"kernelVersion\":\"$2\"}}}" application/merge-patch+json >/dev/null
 }
 KERNELS=(6.8.0-45-generic 5.14.0-427.13.1.el9_4.x86_64 6.8.0-50-generic)
-np_init "$D" "$D/kubeconfig"
+np_init "$D" "$D/node-kubeconfig"
 addnode() { # NAME KERNEL: the Node and its node profile
 	mknode "$1" "$2"
 	np_start "$1" "$2" || nok "node profile of $1 starts"
@@ -77,7 +81,7 @@ for p in "${POLICIES[@]}"; do
 done
 
 fk_start() {
-	"$GPUKMM_BIN/fake-kmm" --kubeconfig "$D/kubeconfig" --load-delay-ms 100 --unload-delay-ms 100 \
+	"$GPUKMM_BIN/fake-kmm" --kubeconfig "$D/kmm-kubeconfig" --load-delay-ms 100 --unload-delay-ms 100 \
 		--log-level warn 2>>"$D/fake-kmm.log" &
 	FK_PID=$!
 }
@@ -198,7 +202,7 @@ kubesim_restart() {
 	local port=$KUBESIM_PORT line=""
 	kill -TERM "$KUBESIM_PID"; wait "$KUBESIM_PID" 2>/dev/null
 	rm -f "$KUBESIM_DIR/ready"; mkfifo "$KUBESIM_DIR/ready"
-	"$KUBESIM_BIN" --listen "127.0.0.1:$port" --state-dir "$D/state" >"$KUBESIM_DIR/ready" 2>>"$KUBESIM_DIR/kubesim.log" &
+	"$KUBESIM_BIN" --listen "127.0.0.1:$port" "${KUBESIM_ARGS[@]}" >"$KUBESIM_DIR/ready" 2>>"$KUBESIM_DIR/kubesim.log" &
 	KUBESIM_PID=$!
 	read -r -t 20 line <"$KUBESIM_DIR/ready" || { nok "kubesim restarts on port $port"; return 1; }
 	RESTARTS=$((RESTARTS + 1))
@@ -305,14 +309,15 @@ NPOL=$(kraw GET /apis/intel.com/v1alpha1/clusterpolicies | jq '.items | length')
 fresh_done() {
 	"$GPUKMM_BIN/gpukmmctl" status --runtime-dir "$D/run-F" --json --timeout-ms 2000 2>/dev/null | jq -e \
 		--argjson p "$NPOL" --argjson gater "$([ -n "$CHAOS_GATER" ] && echo 1 || echo 0)" '
-		[.services[]? | {(.name): (([.counters[]? | {(.name): (.value | tonumber)}] | add // {}) + {up: ((.uptime_ms // .uptimeMs // 0) | tonumber)})}] | add
+		'"$METRICS_FLAT"'
+		[.services[]? | {(.name): ((.metrics | flat) + {up: ((.uptime_ms // .uptimeMs // 0) | tonumber)})}] | add
 		| (.modmgr.modmgr_passes_total // 0) >= $p
 		and ($gater == 0 or (.gater.gater_passes_total // 0) >= $p)
 		and (.statusd.statusd_reports // 0) >= $p * (1 + $gater)
 		and .statusd.up > 2500 and .statusd.statusd_pending == 0' >/dev/null
 }
 wait_until 60 fresh_done && ok "the fresh controller's services report their first passes done and statusd idle" ||
-	nok "the fresh controller's first passes (counters: $("$GPUKMM_BIN/gpukmmctl" status --runtime-dir "$D/run-F" --json 2>/dev/null | jq -c '[.services[]? | {(.name): [.counters[]? | "\(.name)=\(.value)"]}]'))"
+	nok "the fresh controller's first passes (counters: $("$GPUKMM_BIN/gpukmmctl" status --runtime-dir "$D/run-F" --json 2>/dev/null | jq -c "$METRICS_FLAT"' [.services[]? | {(.name): (.metrics | flat)}]'))"
 w1=$(kraw GET /kubesim/stats | jq -c '.writesByResource')
 if [ "$(jq -c "$own" <<<"$w0")" = "$(jq -c "$own" <<<"$w1")" ]; then
 	ok "the fresh controller finds nothing to write (modules, clusterpolicies + status, daemonsets, nodes)"

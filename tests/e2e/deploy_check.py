@@ -41,32 +41,74 @@ def ok(cond, name, why=""):
             print("#   " + str(why))
 
 
-def table(path):
-    """API-CALL rows of one rbac file: [(group/resource, {verbs}, code)]."""
+ROW_KEYS = {"verbs", "scope", "names", "code"}
+
+
+def table(path, checks=True):
+    """API-CALL rows of one rbac file (format: deploy/rbac/controller-rbac.yaml):
+    [{res, verbs, scopes, names, code}]; checks: print the row format checks."""
+    global ok
+    say, ok = ok, (ok if checks else (lambda *a, **k: None))
+    try:
+        return _table(path)
+    finally:
+        ok = say
+
+
+def _table(path):
     rows = []
-    for line in open(path):
-        m = re.match(r"#\s*API-CALL\s+(\S+)\s+(\S+)\s+(\S+)\s*$", line)
-        if m and m.group(1) != "group/resource":
-            rows.append((m.group(1), set(m.group(2).split(",")), m.group(3)))
+    for n, line in enumerate(open(path), 1):
+        m = re.match(r"#\s*API-CALL\s+(\S+)\s+(.*?)\s*$", line)
+        if not m:
+            continue
+        kv = dict(x.split("=", 1) for x in m.group(2).split() if "=" in x)
+        bad = [x for x in m.group(2).split() if "=" not in x] + sorted(set(kv) - ROW_KEYS)
+        ok(not bad and {"verbs", "scope", "code"} <= set(kv), f"{path}:{n}: API-CALL row is RESOURCE verbs= scope= [names=] code=",
+           line.strip())
+        if bad or not {"verbs", "scope", "code"} <= set(kv):
+            continue
+        row = {"res": m.group(1), "verbs": set(kv["verbs"].split(",")), "scopes": kv["scope"].split(","),
+               "names": frozenset(x for x in kv.get("names", "").split(",") if x), "code": kv["code"], "where": f"{path}:{n}"}
+        ok(not (row["names"] and row["verbs"] & {"create", "list", "watch", "deletecollection"}),
+           f"{row['where']}: names= never restricts create/list/watch/deletecollection (the rule could not match)")
+        ok(all(re.fullmatch(r"cluster|operator-ns|ns:[a-z0-9-]+|opt-in:[a-z0-9.:-]+", x) for x in row["scopes"]),
+           f"{row['where']}: scope is cluster, operator-ns, ns:NAME or opt-in:CLUSTERROLE", row["scopes"])
+        rows.append(row)
     return rows
+
+
+def split_res(res):
+    """'apps/daemonsets' -> ('apps', 'daemonsets', ''); '/nodes' -> ('', 'nodes', ''); subresource third."""
+    parts = res.split("/")
+    return parts[0], parts[1], parts[2] if len(parts) > 2 else ""
 
 
 def code_checks(rows):
     by_file = {}
-    for res, verbs, code in rows:
-        if code.startswith("pending:"):
-            print(f"# {res} {','.join(sorted(verbs))}: {code} (not merged yet, not checked)")
-            continue
+    for row in rows:
+        code = row["code"]
         try:
             src = open(code).read()
         except OSError as e:
-            ok(False, f"table row {res}: {code} exists", e)
+            ok(False, f"table row {row['res']}: {code} exists", e)
             continue
-        base = res.split("/")[1]
-        ok(f'"{base}"' in src, f"table row {res}: {code} names \"{base}\"")
-        for v in sorted(verbs):
-            ok(calls_verb(src, v), f"table row {res} {v}: {code} calls {VERB_CALL[v]} (or its gk_kube_call_ form)")
-        by_file.setdefault(code, set()).update(verbs)
+        _, base, sub = split_res(row["res"])
+        ok(f'"{base}"' in src or (sub == "finalizers"), f"table row {row['res']}: {code} names \"{base}\"")
+        if sub == "finalizers":
+            # not a call: the API server's admission (OwnerReferencesPermissionEnforcement)
+            # wants update on the owner's finalizers for an ownerReference with blockOwnerDeletion
+            ok(re.search(r"block_owner_deletion\s*=\s*1|\"blockOwnerDeletion\"\s*:\s*true", src) is not None,
+               f"table row {row['res']}: {code} sets blockOwnerDeletion")
+            continue
+        if sub:
+            ok(f'"{sub}"' in src, f"table row {row['res']}: {code} names the subresource \"{sub}\"")
+        for v in sorted(row["verbs"]):
+            ok(calls_verb(src, v), f"table row {row['res']} {v}: {code} calls {VERB_CALL[v]} (or its gk_kube_call_ form)")
+        for name in sorted(row["names"]):
+            d = os.path.dirname(code)
+            where = "".join(open(f).read() for f in glob.glob(f"{d}/*.[ch]"))
+            ok(f'"{name}"' in where, f"table row {row['res']} names={name}: {d}/ names \"{name}\"")
+        by_file.setdefault(code, set()).update(row["verbs"])
         by_file.setdefault(code + "#res", set()).add(base)
     # the other way: every call and every resource in the code is in the table
     for path in sorted(glob.glob("services/*/*.c") + glob.glob("supervisor/*.c")):
@@ -76,7 +118,8 @@ def code_checks(rows):
             continue
         verbs = by_file.get(path, set())
         for c in sorted(calls):
-            ok(c in verbs, f"{path}: its {c} call is in the RBAC table", f"table verbs: {sorted(verbs)}")
+            ok(c in verbs or (c == "list" and "list" in verbs), f"{path}: its {c} call is in the RBAC table",
+               f"table verbs: {sorted(verbs)}")
         res = set(re.findall(r'\.resource\s*=\s*"([a-z.]+)"', src))
         res |= {m[2] for m in re.findall(r'\{\s*\w*,?\s*"([a-z0-9.]*)",\s*"(v1[a-z0-9]*)",\s*"([a-z]+)"', src)}
         for r in sorted(res):
@@ -87,42 +130,90 @@ def docs(d, variant):
     return [x for x in yaml.safe_load_all(open(f"{d}/{variant}.yaml")) if x]
 
 
-def rules_for(objs, sa):
-    """(group/resource) -> verbs granted to ServiceAccount sa by the bindings in objs."""
+def grants(rule, scope):
+    """The atomic grants of one rule: (scope, group, resource, verb, names)."""
+    names = frozenset(rule.get("resourceNames", []))
+    return {(scope, g, r, v, names) for g in rule.get("apiGroups", []) for r in rule.get("resources", [])
+            for v in rule["verbs"]}
+
+
+def rendered_grants(objs, sa, op_ns, opt_in):
+    """What the rendered manifests grant ServiceAccount op_ns/sa, per scope."""
     roles = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o
              for o in objs if o["kind"] in ("Role", "ClusterRole")}
-    out = {}
+    out = set()
     for b in objs:
         if b["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
             continue
-        if not any(s.get("kind") == "ServiceAccount" and s["name"] == sa for s in b["subjects"]):
+        bns = b["metadata"].get("namespace")
+        if not any(s.get("kind") == "ServiceAccount" and s["name"] == sa and s.get("namespace", bns) == op_ns
+                   for s in b.get("subjects", [])):
             continue
         ref = b["roleRef"]
-        ns = b["metadata"].get("namespace") if ref["kind"] == "Role" else None
-        role = roles.get((ref["kind"], ns, ref["name"]))
+        role = roles.get((ref["kind"], bns if ref["kind"] == "Role" else None, ref["name"]))
         ok(role is not None, f"{b['kind']} {b['metadata']['name']} refers to an existing {ref['kind']}")
+        scope = "cluster" if b["kind"] == "ClusterRoleBinding" else "operator-ns" if bns == op_ns else f"ns:{bns}"
         for r in (role or {}).get("rules", []):
-            for g in r.get("apiGroups", []):
-                for res in r.get("resources", []):
-                    out.setdefault(f"{g}/{res}", set()).update(r["verbs"])
+            out |= grants(r, scope)
+    for cr in opt_in:
+        role = roles.get(("ClusterRole", None, cr))
+        ok(role is not None, f"opt-in ClusterRole {cr} is shipped")
+        for r in (role or {}).get("rules", []):
+            out |= grants(r, f"opt-in:{cr}")
+        bound = [b["metadata"]["name"] for b in objs if b["kind"] == "ClusterRoleBinding" and b["roleRef"]["name"] == cr]
+        ok(not bound, f"opt-in ClusterRole {cr} is never bound cluster-wide", bound)
     return out
 
 
+def table_grants(rows):
+    out = set()
+    for row in rows:
+        g, r, sub = split_res(row["res"])
+        for scope in row["scopes"]:
+            for v in row["verbs"]:
+                out.add((scope, g, f"{r}/{sub}" if sub else r, v, row["names"]))
+    return out
+
+
+def fmt(gs):
+    return sorted(f"{s} {g}/{r} {v}{' names=' + ','.join(sorted(n)) if n else ''}" for s, g, r, v, n in gs)
+
+
 def rbac_checks(objs):
-    files = (("gpukmm-controller", "deploy/rbac/controller-rbac.yaml"),
-             ("gpukmm-node", "deploy/rbac/node-rbac.yaml"))
-    code_checks([r for _, path in files for r in table(path)])
+    files = rbac_files()
+    ok(sorted(sa for sa, _ in files) == ["gpukmm-controller", "gpukmm-node"] or len(files) > 2,
+       "the controller's and the node's API-CALL tables are there", files)
+    op_ns = next(o["metadata"]["name"] for o in objs if o["kind"] == "Namespace")
+    all_rows = {sa: table(path) for sa, path in files}
+    code_checks([r for rows in all_rows.values() for r in rows])
     for sa, path in files:
-        rows = table(path)
+        rows = all_rows[sa]
         ok(len(rows) > 0, f"{path} has an API-CALL table")
-        want = {}
-        for res, verbs, _ in rows:
-            want.setdefault(res, set()).update(verbs)
-        got = rules_for(objs, sa)
-        ok(got == want, f"{sa}: rendered RBAC rules == the API-CALL table",
-           f"rendered {sorted((k, sorted(v)) for k, v in got.items())}")
-        wild = [k for k, v in got.items() if "*" in k or "*" in v]
+        want = table_grants(rows)
+        opt_in = sorted({s.split(":", 1)[1] for row in rows for s in row["scopes"] if s.startswith("opt-in:")})
+        got = rendered_grants(objs, sa, op_ns, opt_in)
+        ok(got == want, f"{sa}: the rendered RBAC grants exactly the API-CALL table (verbs, scopes, names)",
+           f"granted, not in the table: {fmt(got - want)}; in the table, not granted: {fmt(want - got)}")
+        wild = [x for x in got if "*" in x[1] or "*" in x[2] or x[3] == "*"]
         ok(not wild, f"{sa}: no wildcard rules", wild)
+
+
+PROFILES = {"controller": {"watcher", "modmgr", "gater", "statusd", "webhook"}, "node": {"prober", "statusd"},
+            "webhook": {"webhook"}}
+CREDENTIALED = {"watcher", "modmgr", "gater", "statusd"}  # supervisor/conf.c: "credentials": true
+
+
+def services_of(c):
+    """The services a container runs: its gpukmm-NAME command, or its supervisor's profile minus --without."""
+    if c.get("command"):
+        return {os.path.basename(c["command"][0]).removeprefix("gpukmm-")}
+    args = c.get("args", [])
+    prof = next((a.split("=", 1)[1] for a in args if a.startswith("--profile=")), "")
+    svcs = set(PROFILES.get(prof, ()))
+    for a in args:
+        if a.startswith("--without="):
+            svcs -= set(a.split("=", 1)[1].split(","))
+    return svcs
 
 
 def pod_checks(variant, objs):
@@ -151,10 +242,16 @@ def pod_checks(variant, objs):
             env = {e["name"]: e for e in c.get("env", [])}
             ok(env.get("OPERATOR_NAMESPACE", {}).get("valueFrom", {}).get("fieldRef", {})
                .get("fieldPath") == "metadata.namespace", f"{cn}: OPERATOR_NAMESPACE from the downward API")
-            token = any(m["name"] == "api-token" for m in c.get("volumeMounts", []))
-            if variant == "sidecars" and o["kind"] == "Deployment":
-                want = c["name"] in ("watcher", "modmgr", "gater", "statusd")
-                ok(token == want, f"{cn}: API token mounted {'only here' if want else 'not here'}")
+            # credentials only where a service needs them: the API token is mounted into a
+            # container exactly when it runs a service that calls the API, and never where
+            # the webhook (the network-facing parser) runs; its serving key only there
+            svcs = services_of(c)
+            mounts = {m["name"] for m in c.get("volumeMounts", [])}
+            token = "api-token" in mounts
+            need = bool(svcs & CREDENTIALED)
+            ok(token == need, f"{cn} ({','.join(sorted(svcs))}): API token mounted {'here' if need else 'not here'}")
+            ok(not ("webhook" in svcs and token), f"{cn}: the webhook never shares a container with the API token")
+            ok(("webhook-certs" in mounts) == ("webhook" in svcs), f"{cn}: the webhook key only where the webhook runs")
         if o["kind"] == "Deployment":
             ok(o["spec"].get("replicas") == 2, f"{name}: 2 replicas")
             if variant == "sidecars":
@@ -162,10 +259,23 @@ def pod_checks(variant, objs):
                    f"{name}: init containers are native sidecars")
                 ok(spec["initContainers"][0]["name"] == "watcher", f"{name}: watcher starts first")
             else:
-                c = spec["containers"][0]
-                ok(c["livenessProbe"]["httpGet"]["path"] == "/healthz"
-                   and c["readinessProbe"]["httpGet"]["path"] == "/readyz", f"{name}: /healthz and /readyz probes")
-                ok(any(a.startswith("--http-listen=") for a in c["args"]), f"{name}: serves /metrics")
+                for c in spec["containers"]:
+                    ok(c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+                       and c["readinessProbe"]["httpGet"]["path"] == "/readyz",
+                       f"{name}/{c['name']}: /healthz and /readyz probes")
+                    ok(any(a.startswith("--http-listen=") for a in c["args"]), f"{name}/{c['name']}: serves the probes")
+                    ok(not any(a.startswith("--metrics-insecure") for a in c["args"]),
+                       f"{name}/{c['name']}: no unauthenticated /metrics")
+                # /metrics where a credentialed service can review the scrapers' tokens
+                for c in spec["containers"]:
+                    reviews = "statusd" in services_of(c)
+                    ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+                    ok(any(a.startswith("--metrics-listen=") for a in c["args"]) == reviews
+                       and (ports.get("metrics") == 8443) == reviews,
+                       f"{name}/{c['name']}: /metrics (HTTPS, port metrics 8443) {'served' if reviews else 'not served: no reviewer there'}",
+                       ports)
+                ran = sorted(x for c in spec["containers"] for x in services_of(c))
+                ok(ran == sorted(PROFILES["controller"]), f"{name}: every controller service runs once", ran)
         else:
             c = spec["containers"][0]
             env = {e["name"]: e for e in c.get("env", [])}
@@ -177,21 +287,117 @@ def pod_checks(variant, objs):
                      if "hostPath" in vols.get(m["name"], {})}
             ok(paths == {"/sys", "/lib/modules"}, f"{name}: hostPath /sys and /lib/modules only", paths)
             ok(bool(spec.get("tolerations")), f"{name}: tolerations for GPU nodes")
+            ok(any(a.startswith("--metrics-listen=") for a in c["args"]), f"{name}: serves /metrics")
+            ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+            ok(ports.get("metrics") == 8443, f"{name}: port metrics 8443", ports)
+
+
+def monitoring_checks(objs):
+    """deploy/monitored: the Prometheus Operator objects of deploy/prometheus."""
+    kinds = {}
+    for o in objs:
+        kinds.setdefault(o["kind"], []).append(o)
+    svcs = {o["metadata"]["name"]: o for o in kinds.get("Service", [])}
+    for comp in ("controller", "node"):
+        sm = [o for o in kinds.get("ServiceMonitor", []) if o["metadata"]["name"] == f"gpukmm-{comp}"]
+        ok(len(sm) == 1, f"monitored: ServiceMonitor gpukmm-{comp}")
+        if not sm:
+            continue
+        ep = sm[0]["spec"]["endpoints"][0]
+        ok(ep.get("scheme") == "https" and ep.get("bearerTokenFile"), f"monitored: gpukmm-{comp} scraped over "
+           "HTTPS with the Prometheus ServiceAccount's token", ep)
+        svc = svcs.get(f"gpukmm-{comp}-metrics")
+        sel = sm[0]["spec"]["selector"]["matchLabels"]
+        ok(svc is not None and all(svc["metadata"]["labels"].get(k) == v for k, v in sel.items())
+           and any(p["name"] == ep["port"] and p["port"] == 8443 for p in svc["spec"]["ports"]),
+           f"monitored: gpukmm-{comp}'s Service matches its ServiceMonitor (port {ep['port']} = 8443)")
+    rules = kinds.get("PrometheusRule", [])
+    ok(len(rules) == 1 and len(rules[0]["spec"]["groups"]) >= 2, "monitored: PrometheusRule gpukmm")
+    cm = [o for o in kinds.get("ConfigMap", []) if o["metadata"]["name"] == "gpukmm-grafana-dashboard"]
+    ok(len(cm) == 1 and cm[0]["metadata"].get("labels", {}).get("grafana_dashboard") == "1"
+       and json.loads(cm[0]["data"]["grafana-dashboard.json"])["panels"],
+       "monitored: the Grafana dashboard as a ConfigMap for Grafana's sidecar")
+    reader = [o for o in kinds.get("ClusterRole", []) if o["metadata"]["name"] == "gpukmm-metrics-reader"]
+    ok(len(reader) == 1 and reader[0]["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+       "monitored: scrapers need only get on /metrics (gpukmm-metrics-reader)")
+    b = [o for o in kinds.get("ClusterRoleBinding", []) if o["roleRef"]["name"] == "gpukmm-metrics-reader"]
+    ok(len(b) == 1, "monitored: gpukmm-metrics-reader bound to the Prometheus ServiceAccount")
 
 
 def config_checks():
-    # the controller runs the default profile, configured by flags only (no config file)
+    # the controller runs the default profiles, configured by flags only (no config file)
     objs = [o for o in yaml.safe_load_all(open("deploy/controller/deployment.yaml")) if o]
-    args = objs[0]["spec"]["template"]["spec"]["containers"][0]["args"]
-    ok("--profile=controller" in args and not any(a.startswith("--config") for a in args),
-       "controller: --profile controller, no config file", args)
+    ctrs = {c["name"]: c["args"] for c in objs[0]["spec"]["template"]["spec"]["containers"]}
+    args, wargs = ctrs.get("gpukmm", []), ctrs.get("webhook", [])
+    ok("--profile=controller" in args and "--without=webhook" in args and not any(a.startswith("--config") for a in args),
+       "controller: --profile controller --without webhook, no config file", args)
     ok("--leader-elect" in args, "controller: the watcher elects a leader", args)
-    ok(any(a.startswith("--webhook-tls-cert=") for a in args)
-       and any(a.startswith("--webhook-tls-key=") for a in args), "controller: webhook TLS files", args)
+    ok("--profile=webhook" in wargs and any(a.startswith("--webhook-tls-cert=") for a in wargs)
+       and any(a.startswith("--webhook-tls-key=") for a in wargs), "controller: the webhook container, with its TLS files",
+       wargs)
     ok(not os.path.exists("deploy/controller/config.json"), "controller: no stale config.json")
 
 
+def rbac_files():
+    """(ServiceAccount, file) of every deploy/rbac file with an API-CALL table (its
+    "# API-CALLS-OF NAME" line): a new service account's table is checked as soon
+    as it exists."""
+    out = []
+    for path in sorted(glob.glob("deploy/rbac/*.yaml")):
+        src = open(path).read()
+        m = re.search(r"^#\s*API-CALLS-OF\s+(\S+)\s*$", src, re.M)
+        if m:
+            out.append((m.group(1), path))
+        else:
+            ok("# API-CALL " not in src, f"{path}: an API-CALL table names its ServiceAccount (API-CALLS-OF)")
+    return out
+
+
+def scope_has(scope, ns, op_ns):
+    """Does a row's scope cover a request in namespace ns ("" = cluster-scoped)?"""
+    if scope == "cluster":
+        return True
+    if scope == "operator-ns":
+        return ns == op_ns
+    if scope.startswith("ns:"):
+        return ns == scope[3:]
+    return bool(ns) and ns != op_ns  # opt-in: a namespace an admin bound it in
+
+
+def exercised(record, op_ns):
+    """kubesim's /kubesim/rbac record of a run: every request it allowed a
+    ServiceAccount of ours is a row of that ServiceAccount's API-CALL table; the
+    rows the run never used are listed (the static checks keep them honest)."""
+    rec = json.load(open(record))
+    ok(rec.get("rbac") is True, "the record comes from kubesim --rbac")
+    for sa, path in rbac_files():
+        rows = table(path, checks=False)
+        user = f"system:serviceaccount:{op_ns}:{sa}"
+        # (the review APIs are everyone's, system:basic-user: not our calls)
+        used = [r for r in rec.get("requests", []) if r["user"] == user and r["allowed"]
+                and not r["resource"].startswith("/")
+                and r["group"] not in ("authorization.k8s.io", "authentication.k8s.io")]
+        ok(len(used) > 0, f"{sa}: its calls were seen (its token was used)")
+        hit = set()
+        for r in used:
+            match = [(i, r["verb"]) for i, row in enumerate(rows)
+                     if split_res(row["res"])[0] == r["group"]
+                     and "/".join(x for x in split_res(row["res"])[1:] if x) == r["resource"]
+                     and r["verb"] in row["verbs"] and any(scope_has(s, r["namespace"], op_ns) for s in row["scopes"])]
+            where = f" in {r['namespace']}" if r["namespace"] else ""
+            ok(bool(match), f"{sa}: {r['verb']} {r['group']}/{r['resource']}{where} ({r['count']}x) is an API-CALL row")
+            hit.update(match)
+        for i, row in enumerate(rows):
+            for v in sorted(row["verbs"]):
+                if (i, v) not in hit and not row["res"].endswith("/finalizers"):
+                    print(f"# {sa}: not exercised by this run: {row['res']} {v} ({row['code']})")
+    return 0
+
+
 def main():
+    if sys.argv[1] == "--exercised":
+        exercised(sys.argv[2], sys.argv[3])
+        return 1 if fails else 0
     d, variants = sys.argv[1], sys.argv[2:]
     for v in variants:
         try:
@@ -203,6 +409,8 @@ def main():
         pod_checks(v, objs)
         if v == "default":
             rbac_checks(objs)
+        if v == "monitored":
+            monitoring_checks(objs)
         if v == "openshift":
             scc = [o for o in objs if o["kind"] == "SecurityContextConstraints"]
             ok(len(scc) == 1 and scc[0]["allowedCapabilities"] == ["SYS_MODULE"],

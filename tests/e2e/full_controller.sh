@@ -1,9 +1,12 @@
 #!/bin/bash
-# The full pass through real processes: the gpukmm supervisor with the shipped
-# controller arguments (deploy/controller/deployment.yaml: --profile controller,
-# watcher with leader election, modmgr, gater, statusd, webhook over HTTPS with a
-# test CA), kubesim as the API server (calling the
-# webhook with the caBundle, as cert-manager would inject it), fake-kmm as KMM.
+# The full pass through real processes: the controller pod as shipped
+# (deploy/controller/deployment.yaml), its two containers as two gpukmm
+# supervisors with the shipped arguments: "gpukmm" (--profile controller --without
+# webhook: watcher with leader election, modmgr, gater, statusd) with the token of
+# ServiceAccount gpukmm-controller, and "webhook" (--profile webhook, HTTPS with a
+# test CA) with no credential at all; kubesim as the API server enforcing the
+# shipped RBAC (deploy/rbac) and calling the webhook with the caBundle, as
+# cert-manager would inject it; fake-kmm as KMM.
 # A cluster admin applies deploy/examples/clusterpolicy-kmm.yaml with kubectl;
 # KMM loads the module on the two matching nodes, the three DaemonSets are
 # gated, and `kubectl get clusterpolicy` shows KMM 2/2 and Ready True.
@@ -17,7 +20,7 @@ KEY="kmm.node.kubernetes.io/$NS.$CP-gpu.ready"
 FAILED=0
 D=$(mktemp -d "${TMPDIR:-/tmp}/full-controller.XXXXXX") || exit 1
 chmod 700 "$D"
-SUP_PID= FK_PID=
+SUP_PID= WSUP_PID= FK_PID=
 ok() { echo "ok - $1"; }
 notok() { echo "not ok - $1"; FAILED=1; }
 check() { local n=$1; shift; if "$@" >/dev/null 2>&1; then ok "$n"; else notok "$n"; fi; }
@@ -33,33 +36,37 @@ wait_for() { # DESC TIMEOUT_S CMD...
 }
 teardown() { # (stop_pid: SIGTERM, SIGKILL after 10 s)
 	stop_pid "$SUP_PID" 10
+	stop_pid "$WSUP_PID" 10
 	stop_pid "$FK_PID" 10
 	san_check "$D"/*.log || FAILED=1
 	[ "$FAILED" = 0 ] || log_tails 60 "$D"/*.log
 	kubesim_stop
 	rm -rf "$D"
 }
-KUBESIM_NO_TRAP=1 kubesim_start || { echo "not ok - kubesim starts"; exit 1; }
+KUBESIM_NO_TRAP=1 KUBESIM_RBAC=1 kubesim_start || { echo "not ok - kubesim starts"; exit 1; }
 trap teardown EXIT
-kc() { KUBECONFIG=/dev/null "$KUBECTL" --server "$KUBESIM_URL" --cache-dir "$KUBESIM_DIR/kcache" "$@"; }
-export -f kc
-export KUBECTL KUBESIM_URL KUBESIM_DIR
+kc() { # kubectl as the cluster admin
+	KUBECONFIG=/dev/null "$KUBECTL" --server "$KUBESIM_URL" --cache-dir "$KUBESIM_DIR/kcache" \
+		--certificate-authority "$KUBESIM_CA" --token "$KUBESIM_ADMIN_TOKEN" "$@"
+}
+# kubectl as the controller (its ServiceAccount's kubeconfig)
+as_ctrl() { KUBECONFIG="$D/kubeconfig" "$KUBECTL" --cache-dir "$KUBESIM_DIR/kcache-ctrl" "$@"; }
+export -f kc as_ctrl
+export KUBECTL KUBESIM_URL KUBESIM_DIR D
 
 # ---- a test CA and the webhook's serving certificate ---------------------------------
-openssl req -x509 -newkey rsa:2048 -nodes -keyout "$D/ca.key" -out "$D/ca.crt" -days 1 -subj /CN=test-ca 2>/dev/null &&
-	openssl req -newkey rsa:2048 -nodes -keyout "$D/tls.key" -out "$D/tls.csr" -subj /CN=gpukmm-webhook-service 2>/dev/null &&
-	printf 'subjectAltName=DNS:gpukmm-webhook-service.%s.svc,IP:127.0.0.1\n' "$NS" >"$D/ext" &&
-	openssl x509 -req -in "$D/tls.csr" -CA "$D/ca.crt" -CAkey "$D/ca.key" -CAcreateserial -out "$D/tls.crt" \
-		-days 1 -extfile "$D/ext" 2>/dev/null && chmod 600 "$D/tls.key" ||
-	{ echo "not ok - openssl test CA"; exit 1; }
+. tests/lib/shipped.sh
+shipped_ca || { echo "not ok - openssl test CA"; exit 1; }
 
-kubesim_kubeconfig "$D/kubeconfig" test-token
-
-# ---- the cluster: namespace, CRDs, nodes, KMM -----------------------------------------
+# ---- the cluster: namespace, CRDs, RBAC, nodes, KMM -----------------------------------
 kc apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml \
 	-f tests/fixtures/kmm-crd/modules.kmm.sigs.x-k8s.io.crd.yaml >"$D/apply.log" 2>&1
 check "namespace and CRDs applied with kubectl" kc wait --for condition=established --timeout=20s \
 	crd/clusterpolicies.intel.com crd/modules.kmm.sigs.x-k8s.io
+check "kubectl apply -k deploy/rbac" kc apply -k deploy/rbac
+check "the controller's kubeconfig: a token of ServiceAccount gpukmm-controller" \
+	kubesim_sa_kubeconfig "$D/kubeconfig" "$NS" gpukmm-controller
+kubesim_admin_kubeconfig "$D/kmm-kubeconfig"
 node() { # NAME KERNEL GPU(true|false)
 	local lbl='"kubernetes.io/arch":"amd64"'
 	[ "$3" = true ] && lbl="$lbl,\"intel.feature.node.kubernetes.io/gpu\":\"true\""
@@ -68,7 +75,7 @@ node() { # NAME KERNEL GPU(true|false)
 node gpu-1 6.8.0-45-generic true
 node gpu-2 5.14.0-427.13.1.el9_4.x86_64 true
 node cpu-1 6.8.0-45-generic false
-"$GPUKMM_BIN/fake-kmm" --kubeconfig "$D/kubeconfig" --load-delay-ms 100 --unload-delay-ms 100 \
+"$GPUKMM_BIN/fake-kmm" --kubeconfig "$D/kmm-kubeconfig" --load-delay-ms 100 --unload-delay-ms 100 \
 	>>"$D/fake-kmm.log" 2>&1 &
 FK_PID=$!
 
@@ -82,32 +89,33 @@ mk_ds() {
 }
 for d in device-plugin gpu-dra xpu-manager; do mk_ds "$CP-$d"; done
 
-# ---- the controller, as shipped (only paths and ports differ) -------------------------
-mapfile -t ARGS < <(python3 - "$D" <<'EOF'
-import sys, yaml
-d = sys.argv[1]
-o = next(x for x in yaml.safe_load_all(open("deploy/controller/deployment.yaml")) if x)
-for a in o["spec"]["template"]["spec"]["containers"][0]["args"]:
-    k = a.split("=", 1)[0]
-    a = {"--webhook-tls-cert": f"{k}={d}/tls.crt", "--webhook-tls-key": f"{k}={d}/tls.key",
-         "--webhook-listen": f"{k}=127.0.0.1:0", "--runtime-dir": f"{k}={d}/run",
-         "--http-listen": f"{k}=127.0.0.1:0", "--log-format": None}.get(k, a)
-    if a:
-        print(a)
-EOF
-)
-echo "# gpukmm ${ARGS[*]}"
+# ---- the controller pod, as shipped (only paths and ports differ) ----------------------
+mapfile -t ARGS < <(shipped_args gpukmm)
+mapfile -t WARGS < <(shipped_args webhook)
+echo "# container gpukmm: gpukmm ${ARGS[*]}"
+echo "# container webhook: gpukmm ${WARGS[*]}"
 check "the shipped Deployment runs --profile controller with --leader-elect" \
 	grep -qx -- --leader-elect <(printf '%s\n' "${ARGS[@]}")
 "$GPUKMM_BIN/gpukmm" "${ARGS[@]}" --kubeconfig "$D/kubeconfig" >"$D/gpukmm.log" 2>&1 &
 SUP_PID=$!
-check "controller ready: every service reported Ready" wait_for "5/5 ready" 60 \
-	grep -q 'ready: 5/5 required services ready' "$D/gpukmm.log"
-# the webhook's port (it listens on port 0): the TCP listener of the supervisor's
-# gpukmm-webhook child
+# the webhook's container: no kubeconfig, no token (none is mounted there)
+"$GPUKMM_BIN/gpukmm" "${WARGS[@]}" >"$D/gpukmm-webhook.log" 2>&1 &
+WSUP_PID=$!
+check "controller ready: every service of the API container reported Ready" wait_for "4/4 ready" 60 \
+	grep -q 'ready: 4/4 required services ready' "$D/gpukmm.log"
+check "webhook container ready" wait_for "1/1 ready" 60 grep -q 'ready: 1/1 required services ready' "$D/gpukmm-webhook.log"
+wpid() { pgrep -P "$WSUP_PID" -x gpukmm-webhook; }
+no_credential() { # PID: no kubeconfig or token in its environment or arguments
+	! tr '\0' '\n' <"/proc/$1/environ" | grep -qE '^(KUBECONFIG|GPUKMM_TOKEN_FILE)=' &&
+		! tr '\0' ' ' <"/proc/$1/cmdline" | grep -qE -- '--(kubeconfig|token-file)'
+}
+check "the webhook process holds no API credential (no KUBECONFIG, GPUKMM_TOKEN_FILE or flag)" no_credential "$(wpid)"
+check "and no service of the API container is the webhook" bash -c "! pgrep -P $SUP_PID -x gpukmm-webhook"
+# the webhook's port (it listens on port 0): the TCP listener of the webhook
+# container's gpukmm-webhook
 webhook_port() {
 	local p
-	p=$(pgrep -P "$SUP_PID" -x gpukmm-webhook) || return 1
+	p=$(wpid) || return 1
 	ss -Htlnp | awk -v p="pid=$p," 'index($0, p) { n = split($4, a, ":"); print a[n]; exit }' >"$D/wport"
 	test -s "$D/wport"
 }
@@ -150,15 +158,26 @@ check "printer columns: DP 2/2, DRA 2/2, XPU 2/2" ds_cols
 check "status: no errors, observedGeneration = generation" bash -c \
 	"kc get clusterpolicy $CP -o json | jq -e '(.status.errors // []) == [] and .status.observedGeneration == .metadata.generation'"
 
-HPORT=$(grep -o 'http: listening on 127.0.0.1:[0-9]*' "$D/gpukmm.log" | head -1 | grep -o '[0-9]*$')
-curl -sf "http://127.0.0.1:$HPORT/metrics" >"$D/metrics" 2>/dev/null
+# /metrics of the API container: HTTPS, the cluster admin's token reviewed by its
+# statusd (TokenReview + SubjectAccessReview under the shipped RBAC)
+MPORT=$(grep -o 'metrics: listening on 127.0.0.1:[0-9]*' "$D/gpukmm.log" | head -1 | grep -o '[0-9]*$')
+curl -sfk --oauth2-bearer "$KUBESIM_ADMIN_TOKEN" "https://127.0.0.1:$MPORT/metrics" >"$D/metrics" 2>/dev/null
 metric() { awk -v m="$1" '$1 ~ "^"m"({|$)" {print $2; exit}' "$D/metrics"; }
-check "/metrics: the gater's heartbeat counters (passes > 0, 3 writes, 0 conflicts)" bash -c \
-	"[ \"$(metric gpukmm_svc_gater_passes_total)\" -gt 0 ] && [ \"$(metric gpukmm_svc_gater_writes_total)\" = 3 ] && [ \"$(metric gpukmm_svc_gater_conflicts_total)\" = 0 ]"
+check "/metrics (https, token reviewed): the gater's counters (passes > 0, 3 writes, 0 conflicts)" bash -c \
+	"[ \"$(metric gpukmm_gater_passes_total)\" -gt 0 ] && [ \"$(metric gpukmm_gater_writes_total)\" = 3 ] && [ \"$(metric gpukmm_gater_conflicts_total)\" = 0 ]"
+
+# ---- the shipped RBAC was enough, and it is all there is ----------------------------------
+kubesim_rbac_verdict "$NS" || FAILED=1
+check "the controller's token may not patch a DaemonSet in kube-system" bash -c "! as_ctrl auth can-i patch daemonsets -n kube-system"
+check "... nor read a Secret" bash -c "! as_ctrl auth can-i get secrets -n $NS"
 
 # ---- shutdown: SIGTERM stops everything, exit 0 -------------------------------------------
 stop_pid "$SUP_PID" 10
 rc=$STOP_RC
 SUP_PID=
 check "gpukmm exits 0 on SIGTERM (rc $rc)" test "$rc" = 0
+stop_pid "$WSUP_PID" 10
+rc=$STOP_RC
+WSUP_PID=
+check "the webhook container's gpukmm exits 0 on SIGTERM (rc $rc)" test "$rc" = 0
 exit $FAILED

@@ -17,6 +17,7 @@ cd "${GPUKMM_SRC:-.}" || exit 1
 MM_WATCHER_FLAGS="--discovery-interval 1"
 sd_setup
 mk_namespace apps
+gt_opt_in apps # the admin lets the gater gate DaemonSets there (deploy/rbac/gate-daemonsets.yaml)
 SLOW_MS=5000 # under the gater's 15 s per-call bound: the writes complete
 N=5
 # the gater's counters from its latest heartbeat (fake supervisor Control)

@@ -19,7 +19,7 @@ wait "$MM_STATUSD_PID" 2>/dev/null
 "$GPUKMM_BIN/gpukmm-statusd" --mode controller --kubeconfig "$MM_DIR/kubeconfig" --listen "ipc://$MM_DIR/statusd.sock" \
 	--debounce-ms 50 --grace-ms 200 >>"$MM_DIR/statusd.log" 2>&1 &
 MM_STATUSD_PID=$!
-"$GPUKMM_BIN/fake-kmm" --kubeconfig "$MM_DIR/kubeconfig" --load-delay-ms 50 --unload-delay-ms 50 \
+"$GPUKMM_BIN/fake-kmm" --kubeconfig "$MM_DIR/kmm-kubeconfig" --load-delay-ms 50 --unload-delay-ms 50 \
 	--url-file "$MM_DIR/fk.url" >>"$MM_DIR/fakekmm.log" 2>&1 &
 FK_PID=$!
 trap 'kill $FK_PID 2>/dev/null; wait $FK_PID 2>/dev/null; mm_teardown' EXIT

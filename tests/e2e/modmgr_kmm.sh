@@ -8,7 +8,7 @@ cd "${GPUKMM_SRC:-.}" || exit 1
 . tests/lib/modmgr.sh
 
 mm_setup || { echo "not ok - setup"; exit 1; }
-"$GPUKMM_BIN/fake-kmm" --kubeconfig "$MM_DIR/kubeconfig" --load-delay-ms 50 --unload-delay-ms 50 \
+"$GPUKMM_BIN/fake-kmm" --kubeconfig "$MM_DIR/kmm-kubeconfig" --load-delay-ms 50 --unload-delay-ms 50 \
 	--url-file "$MM_DIR/fk.url" >>"$MM_DIR/fakekmm.log" 2>&1 &
 FK_PID=$!
 trap 'kill $FK_PID 2>/dev/null; wait $FK_PID 2>/dev/null; mm_teardown' EXIT

@@ -71,7 +71,7 @@ faults ""
 
 # ---- node mode ------------------------------------------------------------------------------
 kraw POST /api/v1/nodes '{"apiVersion":"v1","kind":"Node","metadata":{"name":"n1","labels":{"team":"a"}}}' >/dev/null
-NODE_NAME=n1 "$GPUKMM_BIN/gpukmm-statusd" --mode node --kubeconfig "$MM_DIR/kubeconfig" --listen "ipc://$MM_DIR/nsd.sock" \
+NODE_NAME=n1 "$GPUKMM_BIN/gpukmm-statusd" --mode node --kubeconfig "$MM_DIR/node-kubeconfig" --listen "ipc://$MM_DIR/nsd.sock" \
 	--debounce-ms 50 --control "$SD_CONTROL" --heartbeat-ms 200 >>"$MM_DIR/statusd-node-slow.log" 2>&1 &
 NSD_PID=$!
 nrep() { printf '{"node_name":"n1","kernel_version":"%s","module_name":"xe","gpus":[{"address":"0000:03:00.0"}]}' "$1"; }

@@ -16,10 +16,10 @@ KMM_CRD=$(ls "$GPUKMM_SRC"/tests/fixtures/kmm/*.yaml "$GPUKMM_SRC"/tests/fixture
 KUBESIM_NO_TRAP=1
 trap '[ -n "${CONTROL_PID:-}" ] && kill -TERM "$CONTROL_PID" 2>/dev/null && wait "$CONTROL_PID" 2>/dev/null; kubesim_stop' EXIT
 
-# everything goes into kubesim's temp dir; kubesim_stop SIGKILLs the watchers and subscribers
-kubesim_start --history 100000 || { echo "not ok - kubesim starts"; exit 1; }
+# everything goes into kubesim's temp dir; kubesim_stop SIGKILLs the watchers and subscribers.
+# The watchers run under the shipped RBAC with the token of ServiceAccount gpukmm-controller.
+KUBESIM_RBAC=1 kubesim_start --history 100000 || { echo "not ok - kubesim starts"; exit 1; }
 T=$KUBESIM_DIR
-kubesim_kubeconfig "$T/kubeconfig"
 
 # start_watcher NAME [flags...]: sockets in $T/NAME/, log in $T/NAME.log; sets WPID
 start_watcher() {
@@ -56,6 +56,8 @@ kind: Namespace
 metadata: {name: apps}
 EON
 k apply -f "$GPUKMM_SRC/deploy/crd/intel.com_clusterpolicies.yaml" >/dev/null
+kubesim_rbac_apply "$NS" && kubesim_sa_kubeconfig "$T/kubeconfig" "$NS" gpukmm-controller ||
+	echo "not ok - the shipped RBAC and the controller's kubeconfig"
 for i in 1 2 3; do
 	k apply -f - >/dev/null <<EON
 apiVersion: v1
@@ -69,13 +71,11 @@ done
 CONTROL="ipc://$T/control.sock"
 "$GPUKMM_TBIN/fake_control" --listen "$CONTROL" >>"$T/control.log" 2>&1 &
 CONTROL_PID=$!
-counters() { # PID -> {"name":value,...} of its latest heartbeat
-	"$CTL" ipc call "$CONTROL" gpukmm.Control.List '{}' --timeout-ms 2000 2>/dev/null |
-		jq -c --argjson pid "$1" '[.services[]? | select(.pid == $pid) | .counters[]? | {(.name): (.value | tonumber)}] | add // {}'
-}
+. tests/lib/metrics.sh
+counters() { ctl_metrics "$CONTROL" "$1"; } # PID -> {"name":value,...} of its latest heartbeat
 heartbeat_after_sync() { # the counters of a synced watcher of the 3 nodes
-	counters "$1" | jq -e '.cache_nodes == 3 and .watch_events >= 3 and .watch_relists >= 3 and
-		.watch_published >= 3 and .watch_errors == 0 and .watch_convert_errors == 0 and has("leader")' >/dev/null
+	counters "$1" | jq -e '.["watcher_cache_objects{node}"] == 3 and .watcher_events >= 3 and .watch_relists >= 3 and
+		.watcher_published >= 3 and .watcher_errors == 0 and .watcher_convert_errors == 0 and has("leader")' >/dev/null
 }
 
 start_watcher w1 --control "$CONTROL" --heartbeat-ms 200
@@ -215,7 +215,7 @@ check "restarted watcher sees the state of the server" bash -c "
 check "no errors converting objects" bash -c "! grep -q 'cannot convert' '$T/w1.log'"
 
 # ---- leader election: exactly one leader, kill -9 it, the other takes over ----
-LE=(--leader-elect --lease-name gk-test --lease-duration 3 --renew-deadline 2 --retry-period 0.3)
+LE=(--leader-elect --lease-name gpukmm-controller --lease-duration 3 --renew-deadline 2 --retry-period 0.3)
 start_watcher a --identity a "${LE[@]}"
 A=$WPID
 start_watcher b --identity b "${LE[@]}"
@@ -230,4 +230,5 @@ t0=$SECONDS
 kill -KILL "$LEADER"
 check "the other takes over within the lease duration" wait_for 8 is_leader $OTHER
 echo "# takeover after $((SECONDS - t0)) s (lease 3 s, retry 0.3 s)"
-check "the lease names the new holder" test "$(k get lease gk-test -n $NS -o jsonpath='{.spec.holderIdentity}')" = "$OTHER"
+check "the lease names the new holder" test "$(k get lease gpukmm-controller -n $NS -o jsonpath='{.spec.holderIdentity}')" = "$OTHER"
+kubesim_rbac_verdict "$NS"

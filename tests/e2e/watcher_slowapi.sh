@@ -11,10 +11,10 @@ cd "${GPUKMM_SRC:-.}" || exit 1
 
 CTL="$GPUKMM_BIN/gpukmmctl"
 NS=intel-gpu-base-operator
-# everything goes into kubesim's temp dir; its EXIT trap (kubesim_stop) SIGKILLs the watcher first
-kubesim_start || { echo "not ok - kubesim starts"; exit 1; }
+# everything goes into kubesim's temp dir; its EXIT trap (kubesim_stop) SIGKILLs the watcher
+# first. The watcher runs under the shipped RBAC with the controller's ServiceAccount token.
+KUBESIM_RBAC=1 kubesim_start || { echo "not ok - kubesim starts"; exit 1; }
 T=$KUBESIM_DIR
-kubesim_kubeconfig "$T/kubeconfig"
 k apply -f - >/dev/null <<EON
 apiVersion: v1
 kind: Namespace
@@ -24,11 +24,13 @@ apiVersion: v1
 kind: Node
 metadata: {name: node-1}
 EON
+kubesim_rbac_apply "$NS" && kubesim_sa_kubeconfig "$T/kubeconfig" "$NS" gpukmm-controller ||
+	echo "not ok - the shipped RBAC and the controller's kubeconfig"
 
 mkdir -m 700 "$T/w"
 "$GPUKMM_BIN/gpukmm-watcher" --kubeconfig "$T/kubeconfig" --namespace "$NS" \
 	--listen "ipc://$T/w/watcher.sock" --events "ipc://$T/w/events.sock" --discovery-interval 0.5 \
-	--identity a --leader-elect --lease-name slow --lease-duration 4 --renew-deadline 2 \
+	--identity a --leader-elect --lease-name gpukmm-controller --lease-duration 4 --renew-deadline 2 \
 	--retry-period 0.3 >>"$T/w.log" 2>&1 &
 W=$!
 KUBESIM_CLIENTS+=("$W")
@@ -76,11 +78,12 @@ check "Watcher RPCs answered while writes hang (slowest $worst ms < 2000)" test 
 check "watch events keep flowing while writes hang" \
 	wait_for 5 grep -q '"key":"slow","value":"15"' "$T/sub.out"
 check "the watcher is still running" kill -0 "$W"
-holder=$(kraw GET "/apis/coordination.k8s.io/v1/namespaces/$NS/leases/slow" |
+holder=$(kraw GET "/apis/coordination.k8s.io/v1/namespaces/$NS/leases/gpukmm-controller" |
 	python3 -c 'import json,sys; print(json.load(sys.stdin)["spec"]["holderIdentity"])')
 check "no other holder appeared (the lease still names a: $holder)" test "$holder" = a
 
 # the API recovers: leads again
 kraw PUT /kubesim/faults '{"rules":[]}' >/dev/null
 check "leads again once writes are fast" wait_for 15 is_leader
-check "the slow renewals were logged as timeouts, not crashes" grep -q 'lease .*slow' "$T/w.log"
+check "the slow renewals were logged as timeouts, not crashes" grep -q "lease $NS/gpukmm-controller: " "$T/w.log"
+kubesim_rbac_verdict "$NS"

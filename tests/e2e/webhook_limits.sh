@@ -30,10 +30,8 @@ python3 tests/lib/webhook_reviews.py "$T" array deep mappings30k legal || { nok 
 CONTROL="ipc://$T/control.sock"
 "$GPUKMM_TBIN/fake_control" --listen "$CONTROL" >"$T/control.log" 2>&1 &
 CPID=$!
-counter() {
-	"$GPUKMM_BIN/gpukmmctl" ipc call "$CONTROL" gpukmm.Control.List '{}' --timeout-ms 2000 2>/dev/null |
-		jq -r --argjson pid "$PID" --arg n "$1" '[.services[]? | select(.pid == $pid) | .counters[]? | select(.name == $n) | .value | tonumber] | first // 0'
-}
+. tests/lib/metrics.sh
+counter() { ctl_metrics "$CONTROL" "$PID" | jq -r --arg n "$1" '.[$n] // 0'; }
 counter_is() { [ "$(counter "$1")" "$2" "$3" ]; }
 start() {
 	rm -f "$T/port"

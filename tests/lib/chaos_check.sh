@@ -25,7 +25,11 @@
 set -u
 URL=$1 NS=$2
 CTL=${GPUKMM_BIN:-build/bin}/gpukmmctl
-get() { curl -sS --max-time 10 "$URL$1"; }
+# under RBAC (KUBESIM_CA, KUBESIM_ADMIN_TOKEN exported by tests/lib/kubesim.sh) as the admin
+get() {
+	curl -sS --max-time 10 ${KUBESIM_CA:+--cacert "$KUBESIM_CA"} \
+		${KUBESIM_ADMIN_TOKEN:+-H "Authorization: Bearer $KUBESIM_ADMIN_TOKEN"} "$URL$1"
+}
 n=0
 diverge() { echo "DIVERGE: $*"; n=$((n + 1)); }
 

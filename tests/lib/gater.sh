@@ -3,6 +3,8 @@
 #
 #   gt_setup                               mm_setup ("not ok - setup" and exit when it fails),
 #                                          gt_teardown as the EXIT trap, the namespace apps
+#                                          opted in (gt_opt_in)
+#   gt_opt_in NS                           bind gpukmm-gate-daemonsets to the controller in NS
 #   gt_start_gater / gt_stop_gater [SIG]   (re)start or stop gpukmm-gater
 #   gt_synced [RE]                         the gater has built its view from a snapshot (its
 #                                          log line, also matching RE after the words)
@@ -32,6 +34,14 @@ gt_setup() {
 	mm_setup || { echo "not ok - setup"; exit 1; }
 	trap gt_teardown EXIT
 	mk_namespace apps
+	gt_opt_in apps
+}
+# What an admin runs to let the gater gate labelled DaemonSets in NS
+# (deploy/rbac/gate-daemonsets.yaml); nothing to do without RBAC.
+gt_opt_in() { # NS
+	[ -n "${KUBESIM_ADMIN_TOKEN:-}" ] || return 0
+	k -n "$1" create rolebinding gpukmm-gate-daemonsets --clusterrole=gpukmm-gate-daemonsets \
+		--serviceaccount="$MM_NS:gpukmm-controller" >/dev/null
 }
 gt_synced() { grep -q "view rebuilt from snapshot${1:-}" "$MM_DIR/gater.log"; }
 

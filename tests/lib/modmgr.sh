@@ -4,6 +4,12 @@
 #                                 the operator namespace, a kubeconfig, fake statusd,
 #                                 gpukmm-watcher, gpukmm-modmgr (not these two when
 #                                 MM_NO_START=1); EXIT trap cleans up.
+#                                 Unless MM_RBAC=0, kubesim enforces RBAC and the
+#                                 shipped deploy/rbac is applied: $MM_DIR/kubeconfig
+#                                 holds a token of ServiceAccount gpukmm-controller
+#                                 (the controller services), $MM_DIR/node-kubeconfig
+#                                 one of gpukmm-node (statusd --mode node),
+#                                 $MM_DIR/kmm-kubeconfig the admin's (fake-kmm: KMM).
 #   mm_start_modmgr / mm_stop_modmgr [SIG]   (re)start or stop the manager only
 #   wait_for DESC SECONDS CMD...  poll CMD until it succeeds (prints "not ok" on timeout)
 #   writes                        kubesim write requests so far
@@ -37,7 +43,7 @@ wait_for() {
 	return 1
 }
 
-mm_kubeconfig() { kubesim_kubeconfig "$MM_DIR/kubeconfig" test-token; }
+mm_kubeconfig() { kubesim_kubeconfigs "$MM_DIR" "$MM_NS"; }
 
 # Stops modmgr, the watcher and the fake statusd (SIGTERM, SIGKILL after 10 s) and
 # checks how each one ended: anything but exit 0 after SIGTERM (a crash, a leak
@@ -69,6 +75,7 @@ mm_teardown() {
 		esac
 	done
 	MM_MODMGR_PID= MM_WATCHER_PID= MM_STATUSD_PID= GT_GATER_PID=
+	mm_rbac_check
 	if [ -n "${MM_DIR:-}" ]; then
 		san_check "$MM_DIR"/*.log || MM_FAILED=1
 		[ "$MM_FAILED" = 0 ] || log_tails 40 "$MM_DIR"/*.log
@@ -76,6 +83,10 @@ mm_teardown() {
 	kubesim_stop
 	[ -n "${MM_DIR:-}" ] && rm -rf "$MM_DIR"
 }
+
+# Under RBAC: no API call of our ServiceAccounts was refused, unless the script refused
+# some on purpose and said which with MM_DENIALS_EXPECTED (a regex of the denials).
+mm_rbac_check() { kubesim_rbac_verdict "$MM_NS" "${MM_DENIALS_EXPECTED:-}" || MM_FAILED=1; }
 
 mm_start_statusd() {
 	"$GPUKMM_TBIN/fake_statusd" --listen "ipc://$MM_DIR/statusd.sock" --out "$MM_DIR/reports" \
@@ -106,12 +117,12 @@ mm_install_kmm() {
 mm_setup() {
 	MM_DIR=$(mktemp -d "${TMPDIR:-/tmp}/modmgr-e2e.XXXXXX") || exit 1
 	chmod 700 "$MM_DIR"
-	KUBESIM_NO_TRAP=1 kubesim_start "$@" || { echo "not ok - kubesim starts"; exit 1; }
+	KUBESIM_NO_TRAP=1 KUBESIM_RBAC=${MM_RBAC:-1} kubesim_start "$@" || { echo "not ok - kubesim starts"; exit 1; }
 	trap mm_teardown EXIT
-	mm_kubeconfig
 	k apply -f "$GPUKMM_SRC/deploy/crd/intel.com_clusterpolicies.yaml" >/dev/null || return 1
 	[ -n "${MM_NO_KMM:-}" ] || mm_install_kmm || return 1
 	mk_namespace "$MM_NS" || return 1
+	mm_kubeconfig || return 1
 	: >"$MM_DIR/reports"
 	mm_start_statusd
 	[ -n "${MM_NO_START:-}" ] && return 0

@@ -181,3 +181,19 @@ Test(gater_decide, ds_status_strings)
 	gk_gater_ds_status(b, sizeof(b), &empty);
 	cr_assert_str_eq(b, "0/0");
 }
+
+/* a 403 on a DaemonSet write names the binding that opts its namespace in */
+Test(gater_decide, forbidden_hint_names_the_binding_to_create)
+{
+	char buf[512];
+	const char *api = "daemonsets.apps \"app\" is forbidden: User \"system:serviceaccount:gpu-ops:ctrl\" cannot patch "
+			  "resource \"daemonsets\" in API group \"apps\" in the namespace \"my-apps\"";
+	gk_gater_forbidden_hint(buf, sizeof(buf), "my-apps", api, "intel-gpu-base-operator");
+	cr_assert_str_eq(buf, "no permission to write DaemonSets in namespace my-apps: opt it in with `kubectl -n my-apps "
+			      "create rolebinding gpukmm-gate-daemonsets --clusterrole=gpukmm-gate-daemonsets "
+			      "--serviceaccount=gpu-ops:ctrl`");
+	gk_gater_forbidden_hint(buf, sizeof(buf), "x", "forbidden", "intel-gpu-base-operator");
+	cr_assert(strstr(buf, "--serviceaccount=intel-gpu-base-operator:gpukmm-controller`"), "%s", buf);
+	gk_gater_forbidden_hint(buf, sizeof(buf), "x", "User \"system:serviceaccount:broken", NULL);
+	cr_assert(strstr(buf, "--serviceaccount=intel-gpu-base-operator:gpukmm-controller`"), "%s", buf);
+}

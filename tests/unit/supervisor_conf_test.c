@@ -289,6 +289,43 @@ Test(sup_conf, profile_options_errors)
 	gk_sup_conf_free(&c);
 }
 
+/* deploy/default: the webhook in a container of its own, without the API token */
+Test(sup_conf, the_webhook_apart_from_the_services_with_credentials)
+{
+	gk_sup_conf c;
+	gk_err err;
+	cr_assert_eq(gk_sup_conf_profile(&c, "webhook", &err), 0, "%s", err.msg);
+	cr_assert_eq(c.n_svcs, 1);
+	cr_assert_str_eq(c.svcs[0].name, "webhook");
+	cr_assert_not(c.svcs[0].credentials);
+	gk_sup_pflags tls = { .webhook_tls_cert = "/c", .webhook_tls_key = "/k" };
+	cr_assert_eq(gk_sup_conf_apply_pflags(&c, &tls, &err), 0, "%s", err.msg);
+	gk_sup_conf_free(&c);
+
+	cr_assert_eq(gk_sup_conf_profile(&c, "controller", &err), 0);
+	gk_sup_pflags f = { .without = "webhook", .leader_elect = true };
+	cr_assert_eq(gk_sup_conf_apply_pflags(&c, &f, &err), 0, "%s", err.msg);
+	cr_assert_eq(c.n_svcs, 4);
+	for (size_t i = 0; i < c.n_svcs; i++) {
+		cr_assert_str_neq(c.svcs[i].name, "webhook");
+		cr_assert(c.svcs[i].credentials, "%s", c.svcs[i].name);
+	}
+	gk_sup_conf_free(&c);
+
+	struct { gk_sup_pflags f; const char *profile, *msg; } bad[] = {
+		{ { .without = "webhook", .webhook_tls_cert = "/c", .webhook_tls_key = "/k" }, "controller", "'webhook'" },
+		{ { .without = "webhook" }, "node", "--without: no service named 'webhook'" },
+		{ { .without = "webhook" }, "webhook", "no service left" },
+		{ { .without = "gater,nope" }, "controller", "'nope'" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cr_assert_eq(gk_sup_conf_profile(&c, bad[i].profile, &err), 0);
+		cr_assert_eq(gk_sup_conf_apply_pflags(&c, &bad[i].f, &err), GK_INVALID_ARGUMENT, "case %zu", i);
+		cr_assert(strstr(err.msg, bad[i].msg), "case %zu: %s", i, err.msg);
+		gk_sup_conf_free(&c);
+	}
+}
+
 Test(sup_conf, runtime_dir_owner_is_the_one_service_user)
 {
 	gk_sup_conf c;

@@ -14,6 +14,7 @@ typedef struct ks_opts {
 	int force;              /* SSA force */
 	const char *propagation; /* Background/Foreground/Orphan */
 	const char *user_agent;
+	const ks_user *user; /* who asks (authz.c), NULL for kubesim's own writes */
 } ks_opts;
 
 void ks_api_create(ks_server *s, const ks_rtype *t, const char *ns, cJSON *body, const ks_opts *o, ks_resp *out);
@@ -33,6 +34,15 @@ int ks_api_delete_locked(ks_server *s, const ks_rtype *t, const char *ns, const 
  * May replace *obj (mutation). Returns 0, or fills out with the denial/error. */
 int ks_admit(ks_server *s, const ks_rtype *t, const char *sub, const char *op, const char *ns, const char *name,
 	     cJSON **obj, const cJSON *old, const ks_opts *o, ks_resp *out);
+
+/* RBAC at admission (authzadmit.c, with --rbac; called by ks_admit): creating or
+ * changing a Role/ClusterRole needs the rules it grants or `escalate`, a binding
+ * needs its role's rules or `bind`; setting ownerReferences needs delete on the
+ * object and blockOwnerDeletion update on the owner's finalizers (the
+ * OwnerReferencesPermissionEnforcement plugin, on as in OpenShift). 0, or the 403
+ * in out. */
+int ks_authz_admit(ks_server *s, const ks_rtype *t, const char *sub, const char *op, const char *ns, const char *name,
+		   const cJSON *obj, const cJSON *old, const ks_opts *o, ks_resp *out);
 
 /* schema.c hook for CRs: prune/default/validate. Returns 0, or fills out (400/422). */
 int ks_api_schema(const ks_rtype *t, cJSON *obj, const ks_opts *o, ks_resp *out);

@@ -479,15 +479,13 @@ void ks_handle(ks_server *s, const ks_req *r, ks_resp *out)
 			       "the server could not find the requested resource");
 		return;
 	}
-	if (s->token || s->token_file) {
-		int ok = ks_auth_ok(s, r->auth);
-		if (!ok && strcmp(r->path, "/healthz") != 0 && strcmp(r->path, "/livez") != 0 &&
-		    strcmp(r->path, "/readyz") != 0) {
-			count(s, "unauthorized", "");
-			ks_resp_status(out, 401, "Unauthorized", NULL, NULL, NULL, NULL, "Unauthorized");
-			return;
-		}
+	ks_user who; /* authentication, and authorization with --rbac (authz.c) */
+	if (ks_auth_request(s, r, &rt, &who, out)) {
+		count(s, out->code == 401 ? "unauthorized" : "forbidden", "");
+		return;
 	}
+	if (ks_auth_serve(s, r, &rt, &who, out))
+		return;
 	if (rt.kind == KS_ROUTE_NONE) {
 		count(s, "other", "");
 		if (strcmp(r->path, "/version") == 0 || strcmp(r->path, "/version/") == 0)
@@ -515,6 +513,10 @@ void ks_handle(ks_server *s, const ks_req *r, ks_resp *out)
 			discovery(s, r, &rt, out);
 		else
 			ks_resp_status(out, 404, "NotFound", NULL, NULL, NULL, NULL, "404 page not found");
+		return;
+	}
+	if (ks_review_route(s, r, &rt, out)) {
+		count(s, "create", rt.resource);
 		return;
 	}
 	if (rt.kind == KS_ROUTE_GV || rt.kind == KS_ROUTE_GROUP) {
@@ -585,6 +587,7 @@ void ks_handle(ks_server *s, const ks_req *r, ks_resp *out)
 	const char *ns = rt.ns;
 	ks_opts o;
 	parse_opts(r, &o);
+	o.user = &who;
 	char mgr[128];
 	default_manager(r, &o, mgr, sizeof(mgr));
 	if (strcmp(verb, "get") == 0 || strcmp(verb, "list") == 0) {

@@ -22,6 +22,7 @@
 
 #include <cJSON.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
 
@@ -199,6 +200,15 @@ void ks_stats_count(ks_stat_ent *t, int *n, const char *verb, const char *resour
 cJSON *ks_stats_to_json(const ks_stats *s);
 int ks_verb_is_write(const char *verb);
 
+/* ---- identities (auth.c, satoken.c; authz.c decides with --rbac) ---------- */
+#define KS_USER_MAX_GROUPS 8
+typedef struct ks_user {
+	char name[256], uid[64];
+	char groups[KS_USER_MAX_GROUPS][128];
+	int ngroups;
+	char node[256]; /* extra authentication.kubernetes.io/node-name of a bound token, "" = none */
+} ks_user;
+
 /* ---- server -------------------------------------------------------------- */
 typedef struct ks_svc_url {
 	char *ns_name; /* "ns/name" */
@@ -226,6 +236,8 @@ typedef struct ks_server {
 	uint64_t uid_counter;
 	pthread_cond_t gc_cond;
 	int gc_pending;
+	int rbac;             /* --rbac: every request authorized by the stored RBAC objects */
+	struct ks_auth *auth; /* users, the token signing key, the RBAC record (authz.c) */
 	int kube_minor; /* --kube-version 1.MINOR; 0: the default (versions.c) */
 	struct ks_ctrl *ctrl; /* the controllers (ctrl.h), NULL without */
 } ks_server;
@@ -235,9 +247,30 @@ int ks_server_init(ks_server *s, int history);
 int ks_server_seed(ks_server *s);
 void ks_server_free(ks_server *s);
 
-/* auth.c: bearer token check (re-reads a changed --token-file). */
+/* auth.c: who sends the request. The --token / --token-file token is the admin
+ * (kubesim-admin, groups system:masters); a ServiceAccount token (satoken.c) and a
+ * --token-auth-file line name their user; without --rbac and without an admin
+ * token any token is the admin, as is a request without one. With --rbac a
+ * request without a token is system:anonymous. 0, or -1 (401). The token file is
+ * re-read when it changes. */
 int ks_token_file_load(ks_server *s, const char *path, gk_err *err);
-int ks_auth_ok(ks_server *s, const char *authorization);
+int ks_authenticate(ks_server *s, const char *authorization, ks_user *u);
+struct ks_route;
+/* authz.c: the hooks of handler.c. ks_auth_request authenticates the request and,
+ * with --rbac, authorizes it: 0 go on (*u = the user), else *out is the 401/403.
+ * ks_auth_serve answers what the authentication and authorization APIs serve
+ * (TokenRequest, SelfSubjectAccessReview, SubjectAccessReview,
+ * SelfSubjectRulesReview, SelfSubjectReview, GET /kubesim/rbac): 1 when it did. */
+int ks_auth_request(ks_server *s, const ks_req *r, const struct ks_route *rt, ks_user *u, ks_resp *out);
+int ks_auth_serve(ks_server *s, const ks_req *r, const struct ks_route *rt, const ks_user *u, ks_resp *out);
+/* --token-auth-file (token,user,uid,"group1,group2" per line), the ServiceAccount
+ * token signing key (kept in state_dir when given) and, with --rbac, the bootstrap
+ * ClusterRoles and bindings every cluster has. */
+int ks_auth_init(ks_server *s, const char *token_auth_file, const char *state_dir, gk_err *err);
+void ks_auth_free(ks_server *s);
+
+/* review.c: TokenReview. true when r was one (out filled). */
+bool ks_review_route(ks_server *s, const ks_req *r, const struct ks_route *rt, ks_resp *out);
 
 /* handler.c: everything except the socket. */
 void ks_handle(ks_server *s, const ks_req *r, ks_resp *out);

@@ -1,7 +1,8 @@
 /* kubesim — a Kubernetes API server simulator for tests and demos.
  *
  * kubesim --listen 127.0.0.1:PORT (0 = ephemeral) [--tls-cert F --tls-key F]
- *         [--token T | --token-file F] [--state-dir DIR] [--history N]
+ *         [--token T | --token-file F] [--token-auth-file F] [--rbac]
+ *         [--state-dir DIR] [--history N]
  *         [--faults JSON|@FILE] [--service-url NS/NAME=URL]... [--bookmark-ms N]
  *         [--log-level L] [--kube-version 1.MINOR] [--runtime-config G/V=BOOL,...]
  * Prints exactly one line on stdout when ready: "kubesim: listening on http://HOST:PORT". */
@@ -22,6 +23,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: kubesim --listen HOST:PORT [--tls-cert FILE --tls-key FILE] [--token T | --token-file F]\n"
+		   "               [--token-auth-file F] [--rbac]\n"
 		   "               [--state-dir DIR] [--history N] [--faults JSON|@FILE]\n"
 		   "               [--service-url NAMESPACE/NAME=URL]... [--bookmark-ms N] [--log-level LEVEL]\n"
 		   "               [--kube-version MAJOR.MINOR] [--runtime-config GROUP/VERSION=BOOL,...]\n"
@@ -60,7 +62,19 @@ static void usage(FILE *f)
 		   "                    \"false\": Running, not Ready); a pod deleted gracefully is\n"
 		   "                    gone --pod-stop-ms later (at most its grace period)\n"
 		   "        disruption  PodDisruptionBudget status\n"
-		   "  --pod-ready-ms N (default 300), --pod-stop-ms N (default 200)\n");
+		   "  --pod-ready-ms N (default 300), --pod-stop-ms N (default 200)\n"
+		   "  --token T | --token-file F\n"
+		   "      the admin's bearer token (user kubesim-admin, group system:masters); without\n"
+		   "      --rbac and without it, any request is the admin\n"
+		   "  --token-auth-file F\n"
+		   "      more users, kube-apiserver's format: token,user,uid[,\"group1,group2\"]\n"
+		   "  --rbac\n"
+		   "      authorize every request as the API server's RBAC authorizer does, by the\n"
+		   "      stored Roles, ClusterRoles and bindings (the bootstrap roles are created);\n"
+		   "      ServiceAccount tokens come from TokenRequest (kubectl create token); a\n"
+		   "      request without a token is system:anonymous. GET /kubesim/rbac: decisions\n"
+		   "  (TokenReview answers for these tokens: the admin's, --token-auth-file's and\n"
+		   "  ServiceAccount tokens; SubjectAccessReview is the RBAC authorizer's)\n");
 }
 
 static char *read_file(const char *path, size_t max, gk_err *err)
@@ -92,6 +106,8 @@ int main(int argc, char **argv)
 {
 	const char *listen = NULL, *cert_f = NULL, *key_f = NULL, *token = NULL, *token_f = NULL, *state = NULL;
 	const char *faults = NULL, *level = NULL, *kube_version = NULL, *runtime_config = NULL, *controllers = NULL;
+	const char *users = NULL;
+	int rbac = 0;
 	ks_ctrl_opts copts = { KS_CTRL_ALL, 300, 200 };
 	int history = 10000, bookmark_ms = 1000;
 	const char *svc[64];
@@ -126,10 +142,15 @@ int main(int argc, char **argv)
 		OPT("--state-dir", state)
 		OPT("--faults", faults)
 		OPT("--log-level", level)
+		OPT("--token-auth-file", users)
 		OPT("--kube-version", kube_version)
 		OPT("--runtime-config", runtime_config)
 		OPT("--controllers", controllers)
 #undef OPT
+		if (strcmp(a, "--rbac") == 0) {
+			rbac = 1;
+			continue;
+		}
 		if (strcmp(a, "--history") == 0 && v) {
 			history = atoi(v);
 			if (history < 1 || history > 10000000) {
@@ -295,6 +316,11 @@ int main(int argc, char **argv)
 		GK_ERROR("out of memory");
 		goto out;
 	}
+	s->rbac = rbac;
+	if (ks_auth_init(s, users, state, &err)) {
+		GK_ERROR("%s", err.msg);
+		goto out;
+	}
 	if (ks_ctrl_start(s)) {
 		GK_ERROR("cannot start the controllers' thread");
 		goto out;
@@ -307,8 +333,8 @@ int main(int argc, char **argv)
 	snprintf(s->server_addr, sizeof(s->server_addr), "%s:%d", host, ks_http_port(h));
 	printf("kubesim: listening on %s://%s:%d\n", cert ? "https" : "http", host, ks_http_port(h));
 	fflush(stdout);
-	GK_INFO("ready on %s:%d (history %d events%s%s)", host, ks_http_port(h), history, s->token ? ", token auth" : "",
-		state ? ", state dir" : "");
+	GK_INFO("ready on %s:%d (history %d events%s%s%s)", host, ks_http_port(h), history,
+		s->token ? ", token auth" : "", rbac ? ", RBAC" : "", state ? ", state dir" : "");
 	for (;;) {
 		struct timespec ts = { 1, 0 };
 		int sig = sigtimedwait(&set, NULL, &ts);

@@ -74,6 +74,7 @@ void ks_server_free(ks_server *s)
 	free(s->svc_urls);
 	free(s->token_file);
 	free(s->token_buf);
+	ks_auth_free(s);
 	pthread_cond_destroy(&s->cond);
 	pthread_cond_destroy(&s->gc_cond);
 	pthread_mutex_destroy(&s->mu);

@@ -175,7 +175,20 @@ static char *review_body(const ks_rtype *t, const char *sub, const char *op, con
 			cJSON_AddStringToObject(r, "namespace", ns ? ns : "");
 		cJSON_AddStringToObject(r, "operation", op);
 		cJSON *ui = cJSON_AddObjectToObject(r, "userInfo");
-		if (ui) {
+		if (ui && o->user) { /* who asked (authz.c) */
+			const ks_user *u = o->user;
+			cJSON_AddStringToObject(ui, "username", u->name);
+			if (u->uid[0])
+				cJSON_AddStringToObject(ui, "uid", u->uid);
+			cJSON *g = cJSON_AddArrayToObject(ui, "groups");
+			for (int i = 0; g && i < u->ngroups; i++)
+				cJSON_AddItemToArray(g, cJSON_CreateString(u->groups[i]));
+			const char *node[] = { u->node };
+			cJSON *x = u->node[0] ? cJSON_AddObjectToObject(ui, "extra") : NULL;
+			if (x)
+				cJSON_AddItemToObject(x, "authentication.kubernetes.io/node-name",
+						      cJSON_CreateStringArray(node, 1));
+		} else if (ui) {
 			cJSON_AddStringToObject(ui, "username", "kubesim-admin");
 			const char *groups[] = { "system:masters", "system:authenticated" };
 			cJSON_AddItemToObject(ui, "groups", cJSON_CreateStringArray(groups, 2));
@@ -456,9 +469,11 @@ int ks_admit(ks_server *s, const ks_rtype *t, const char *sub, const char *op, c
 	     cJSON **obj, const cJSON *old, const ks_opts *o, ks_resp *out)
 {
 	/* like the API server, webhook configurations themselves are never sent to webhooks */
-	if (strcmp(t->group, "admissionregistration.k8s.io") == 0)
-		return 0;
-	if (run(s, 1, t, sub, op, ns, name, obj, old, o, out))
+	int hooks = strcmp(t->group, "admissionregistration.k8s.io") != 0;
+	if (hooks && run(s, 1, t, sub, op, ns, name, obj, old, o, out))
 		return -1;
-	return run(s, 0, t, sub, op, ns, name, obj, old, o, out);
+	/* after mutation, before validation: RBAC's escalation and ownerReference checks */
+	if (ks_authz_admit(s, t, sub, op, ns, name, *obj, old, o, out))
+		return -1;
+	return hooks ? run(s, 0, t, sub, op, ns, name, obj, old, o, out) : 0;
 }

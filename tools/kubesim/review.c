@@ -1,0 +1,93 @@
+/* kubesim — authentication.k8s.io/v1 TokenReview: what a delegating
+ * authenticator (a controller's /metrics behind TokenReview +
+ * SubjectAccessReview, like controller-runtime's) asks the API server. The
+ * token is authenticated as a request bearing it would be (ks_authenticate:
+ * the admin's --token, --token-auth-file users, ServiceAccount tokens); the
+ * SubjectAccessReview that follows is the RBAC authorizer's (authzapi.c).
+ * --faults apply (verb create, resource tokenreviews). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+
+#include "auth.h"
+#include "kubesim.h"
+#include "route.h"
+
+static void token_review(ks_server *s, const ks_req *r, ks_resp *out)
+{
+	cJSON *j = ks_auth_body(r, out);
+	if (!j)
+		return;
+	const cJSON *k = cJSON_GetObjectItemCaseSensitive(j, "kind");
+	const cJSON *spec = cJSON_GetObjectItemCaseSensitive(j, "spec");
+	if (!cJSON_IsString(k) || strcmp(k->valuestring, "TokenReview") || !cJSON_IsObject(spec)) {
+		cJSON_Delete(j);
+		ks_resp_status(out, 400, "BadRequest", NULL, NULL, NULL, NULL, "expected a TokenReview with a spec");
+		return;
+	}
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(spec, "token");
+	const char *tok = cJSON_IsString(t) ? t->valuestring : "";
+	size_t al = strlen(tok) + 8;
+	char *bearer = malloc(al);
+	ks_user u;
+	int rc = -1;
+	if (bearer && *tok) {
+		snprintf(bearer, al, "Bearer %s", tok);
+		rc = ks_authenticate(s, bearer, &u);
+		OPENSSL_cleanse(bearer, al);
+	}
+	free(bearer);
+	cJSON *st = cJSON_CreateObject();
+	if (rc == 0 && strcmp(u.name, "system:anonymous") != 0) {
+		cJSON_AddBoolToObject(st, "authenticated", true);
+		cJSON *ju = cJSON_AddObjectToObject(st, "user");
+		cJSON_AddStringToObject(ju, "username", u.name);
+		cJSON_AddStringToObject(ju, "uid", u.uid);
+		cJSON *g = cJSON_AddArrayToObject(ju, "groups");
+		bool authed = false;
+		for (int i = 0; i < u.ngroups; i++) {
+			cJSON_AddItemToArray(g, cJSON_CreateString(u.groups[i]));
+			authed |= strcmp(u.groups[i], "system:authenticated") == 0;
+		}
+		if (!authed)
+			cJSON_AddItemToArray(g, cJSON_CreateString("system:authenticated"));
+	} else {
+		cJSON_AddBoolToObject(st, "authenticated", false);
+		cJSON_AddStringToObject(st, "error", "invalid bearer token");
+	}
+	/* the answer echoes the spec (the token included, as the API server does) */
+	cJSON_DeleteItemFromObjectCaseSensitive(j, "status");
+	cJSON_AddItemToObject(j, "status", st);
+	cJSON_DeleteItemFromObjectCaseSensitive(j, "apiVersion");
+	cJSON_AddStringToObject(j, "apiVersion", "authentication.k8s.io/v1");
+	ks_resp_json(out, 201, j);
+}
+
+bool ks_review_route(ks_server *s, const ks_req *r, const ks_route *rt, ks_resp *out)
+{
+	if (rt->kind != KS_ROUTE_RESOURCE || strcmp(rt->group, "authentication.k8s.io") ||
+	    strcmp(rt->resource, "tokenreviews"))
+		return false;
+	if (strcmp(rt->version, "v1") || rt->ns[0] || rt->name[0] || strcmp(r->method, "POST")) {
+		ks_resp_status(out, 405, "MethodNotAllowed", NULL, NULL, NULL, NULL,
+			       "only POST /apis/authentication.k8s.io/v1/tokenreviews is served");
+		return true;
+	}
+	/* --faults apply to reviews too: an API server that fails them */
+	int retry_after = 0, latency = 0;
+	pthread_mutex_lock(&s->mu);
+	int fcode = ks_faults_decide(&s->faults, "create", rt->resource, &retry_after, &latency);
+	if (fcode)
+		s->stats.faults_injected++;
+	pthread_mutex_unlock(&s->mu);
+	if (fcode) {
+		ks_resp_status(out, fcode, fcode == 429 ? "TooManyRequests" : "InternalError", NULL, NULL, NULL, NULL,
+			       "kubesim: injected fault (%d) for create %s", fcode, rt->resource);
+		out->retry_after = fcode == 429 ? (retry_after > 0 ? retry_after : 1) : 0;
+		return true;
+	}
+	token_review(s, r, out);
+	return true;
+}
