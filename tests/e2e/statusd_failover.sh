@@ -32,6 +32,8 @@ MM_READY='"component":"modmgr","kmm_status":"2/2"'
 GT_READY='"component":"gater","device_plugin_status":"2/2","dra_status":"N/A","xpu_manager_status":"N/A"'
 MM_HALF='"component":"modmgr","kmm_status":"1/2","errors":["module loader not fully available (1/2)"]'
 GT_HALF='"component":"gater","device_plugin_status":"1/2","dra_status":"N/A","xpu_manager_status":"N/A"'
+OP_READY='"component":"opmgr","device_plugin_status":"2/2","dra_status":"N/A","xpu_manager_status":"N/A"'
+OP_HALF='"component":"opmgr","device_plugin_status":"1/2","dra_status":"N/A","xpu_manager_status":"N/A"'
 
 apply_cp gpu dp "$KM_BASIC"
 mm_start_watcher
@@ -40,20 +42,29 @@ check "A's watcher leads" wait_for "leader" 20 leading
 T1=$(term)
 check "statusd A answers Report" wait_for "statusd up" 10 report "$SD_SOCK" "$MM_READY" "$T1"
 report "$SD_SOCK" "$GT_READY" "$T1"
+report "$SD_SOCK" "$OP_READY" "$T1"
 check "A writes Ready True from the reports of its term $T1" wait_for ready 10 \
 	st_has '.kmmStatus == "2/2" and .devicePluginStatus == "2/2" and (.conditions[] | select(.type=="Ready") | .status == "True")'
 
 # ---- another instance takes the Lease; it writes a different status --------------------------
-now=$(date -u +%Y-%m-%dT%H:%M:%S.000000Z)
-kraw GET "$LEASE" | jq -c --arg now "$now" '.spec.holderIdentity = "someone-else" | .spec.leaseDurationSeconds = 3600 |
-	.spec.acquireTime = $now | .spec.renewTime = $now | .spec.leaseTransitions = ((.spec.leaseTransitions // 0) + 1)' >"$MM_DIR/lease.json"
-kraw PUT "$LEASE" "$(cat "$MM_DIR/lease.json")" >/dev/null
+# (a read-modify-write with the Lease's resourceVersion: A's watcher renews it
+# every second, so the write is tried again on a 409)
+take_lease() {
+	local now
+	now=$(date -u +%Y-%m-%dT%H:%M:%S.000000Z)
+	kraw GET "$LEASE" | jq -c --arg now "$now" '.spec.holderIdentity = "someone-else" | .spec.leaseDurationSeconds = 3600 |
+		.spec.acquireTime = $now | .spec.renewTime = $now | .spec.leaseTransitions = ((.spec.leaseTransitions // 0) + 1)' >"$MM_DIR/lease.json"
+	kraw PUT "$LEASE" "$(cat "$MM_DIR/lease.json")" >/dev/null
+	[ "$(kraw_code)" = 200 ]
+}
+check "another instance takes the Lease" wait_for "lease taken" 20 take_lease
 check "A's watcher follows" wait_for "follower" 20 following
 "$GPUKMM_BIN/gpukmm-statusd" --mode controller --kubeconfig "$MM_DIR/kubeconfig" --listen "$B_SOCK" \
 	--debounce-ms 100 --grace-ms 60000 >>"$MM_DIR/statusd-b.log" 2>&1 &
 B_PID=$!
 check "the other leader's statusd (B) answers Report" wait_for "statusd B up" 10 report "$B_SOCK" "$MM_HALF" 0
 report "$B_SOCK" "$GT_HALF" 0
+report "$B_SOCK" "$OP_HALF" 0
 check "B writes what its components say: 1/2, an error, Ready False" wait_for half 10 \
 	st_has '.kmmStatus == "1/2" and .devicePluginStatus == "1/2" and (.errors | length) == 1 and (.conditions[] | select(.type=="Ready") | .status == "False")'
 stop_var B_PID TERM
@@ -79,7 +90,8 @@ check "the status is B's, untouched" test "$(cp_json | jq -c .status)" = "$BEFOR
 r0=$(sd_counter "$SD_PID" statusd_reports)
 report "$SD_SOCK" "$MM_HALF" "$T2"
 report "$SD_SOCK" "$GT_HALF" "$T2"
-check "A processed the reports of term $T2" sd_idle_after "$SD_PID" statusd_reports $((r0 + 1))
+report "$SD_SOCK" "$OP_HALF" "$T2"
+check "A processed the reports of term $T2" sd_idle_after "$SD_PID" statusd_reports $((r0 + 2))
 check "they say what the status says: nothing written ($w0 -> $(a_writes))" test "$(a_writes)" = "$w0"
 check "Ready and Degraded keep their lastTransitionTime across the failover" \
 	test "$(cond Ready lastTransitionTime)/$(cond Degraded lastTransitionTime)" = "$t_ready/$t_deg"
@@ -94,6 +106,7 @@ later_second() { [[ "$(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$t_ready" ]]; }
 check "the clock is past B's transition second" wait_for "a later second" 5 later_second
 report "$SD_SOCK" "$MM_READY" "$T2"
 report "$SD_SOCK" "$GT_READY" "$T2"
+report "$SD_SOCK" "$OP_READY" "$T2"
 check "a change reported in term $T2 is written: Ready True" wait_for ready2 10 \
 	st_has '.kmmStatus == "2/2" and .devicePluginStatus == "2/2" and (has("errors") | not) and (.conditions[] | select(.type=="Ready") | .status == "True")'
 check "Ready's lastTransitionTime moved with it" test "$(cond Ready lastTransitionTime)" != "$t_ready"
