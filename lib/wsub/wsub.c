@@ -41,14 +41,14 @@ uint64_t gk_wsub_snapshot_seq(const Gpukmm__SnapshotReply *s, const char *topic)
 	return 0;
 }
 
-gk_wsub_lead gk_wsub_lead_of(const Gpukmm__Leadership *l)
+bool gk_wsub_lead_update(bool *leader, uint64_t *term, const Gpukmm__Leadership *l)
 {
-	return (gk_wsub_lead){ .leader = !l || !l->has_leader || l->leader, .term = l && l->has_term ? l->term : 0 };
-}
-
-bool gk_wsub_lead_eq(gk_wsub_lead a, gk_wsub_lead b)
-{
-	return a.leader == b.leader && a.term == b.term;
+	bool ld = !l || !l->has_leader || l->leader;
+	uint64_t t = l && l->has_term ? l->term : 0;
+	bool changed = ld != *leader || t != *term;
+	*leader = ld;
+	*term = t;
+	return changed;
 }
 
 static void request_snapshot(gk_wsub *w);

@@ -246,9 +246,7 @@ int gk_mmv_load_snapshot(gk_mmv *v, const Gpukmm__SnapshotReply *s, gk_err *err)
 	}
 	v->kmm = s->discovery && s->discovery->has_kmm && s->discovery->kmm;
 	v->dra = s->discovery && s->discovery->has_dra && s->discovery->dra;
-	gk_wsub_lead lead = gk_wsub_lead_of(s->leadership);
-	v->leader = lead.leader;
-	v->term = lead.term;
+	gk_wsub_lead_update(&v->leader, &v->term, s->leadership);
 	v->synced = s->has_synced && s->synced;
 	mark_all(v);
 	return rc;
@@ -334,12 +332,8 @@ int gk_mmv_apply(gk_mmv *v, const char *topic, const Gpukmm__Event *ev, gk_err *
 		return GK_OK;
 	}
 	case GPUKMM__EVENT__OBJECT_LEADERSHIP: {
-		gk_wsub_lead lead = gk_wsub_lead_of(ev->leadership);
-		if (!gk_wsub_lead_eq(lead, (gk_wsub_lead){ v->leader, v->term })) {
-			v->leader = lead.leader;
-			v->term = lead.term;
+		if (gk_wsub_lead_update(&v->leader, &v->term, ev->leadership))
 			mark_all(v);
-		}
 		return GK_OK;
 	}
 	default:

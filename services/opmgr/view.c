@@ -168,9 +168,7 @@ int gk_opv_load_snapshot(gk_opv *v, const Gpukmm__SnapshotReply *s, gk_err *err)
 	}
 	v->disc.known = false;
 	set_disc(v, s->discovery);
-	gk_wsub_lead lead = gk_wsub_lead_of(s->leadership);
-	v->leader = lead.leader;
-	v->term = lead.term;
+	gk_wsub_lead_update(&v->leader, &v->term, s->leadership);
 	v->synced = s->has_synced && s->synced;
 	mark_all(v);
 	return rc;
@@ -226,12 +224,8 @@ int gk_opv_apply(gk_opv *v, const char *topic, const Gpukmm__Event *ev, gk_err *
 		set_disc(v, ev->discovery);
 		return GK_OK;
 	case GPUKMM__EVENT__OBJECT_LEADERSHIP: {
-		gk_wsub_lead lead = gk_wsub_lead_of(ev->leadership);
-		if (!gk_wsub_lead_eq(lead, (gk_wsub_lead){ v->leader, v->term })) {
-			v->leader = lead.leader;
-			v->term = lead.term;
+		if (gk_wsub_lead_update(&v->leader, &v->term, ev->leadership))
 			mark_all(v);
-		}
 		return GK_OK;
 	}
 	default:

@@ -169,9 +169,7 @@ int gk_sd_view_load_snapshot(gk_sd_view *v, const Gpukmm__SnapshotReply *s, gk_e
 			*err = e;
 		}
 	v->kmm = s->discovery && s->discovery->has_kmm && s->discovery->kmm;
-	gk_wsub_lead lead = gk_wsub_lead_of(s->leadership);
-	v->leader = lead.leader;
-	v->term = lead.term;
+	gk_wsub_lead_update(&v->leader, &v->term, s->leadership);
 	v->synced = s->has_synced && s->synced;
 	if (v->dirty)
 		v->dirty(v->user, NULL);
@@ -203,13 +201,11 @@ int gk_sd_view_apply(gk_sd_view *v, const char *topic, const Gpukmm__Event *ev, 
 		return GK_OK;
 	}
 	if (strcmp(topic, "leadership") == 0 && ev->leadership) {
-		gk_wsub_lead lead = gk_wsub_lead_of(ev->leadership);
-		if (!gk_wsub_lead_eq(lead, (gk_wsub_lead){ v->leader, v->term })) {
-			if (lead.leader != v->leader)
-				GK_INFO("%s", lead.leader ? "leader now: status writes resume once the components report"
-							   : "not the leader: no status writes");
-			v->leader = lead.leader;
-			v->term = lead.term;
+		bool was = v->leader;
+		if (gk_wsub_lead_update(&v->leader, &v->term, ev->leadership)) {
+			if (was != v->leader)
+				GK_INFO("%s", v->leader ? "leader now: status writes resume once the components report"
+							: "not the leader: no status writes");
 			/* gaining (or a new term): write everything once the components
 			 * reported in it; losing: drop the policy metrics */
 			if (v->dirty)
