@@ -221,6 +221,8 @@ int main(int argc, char **argv)
 		COUNTER("statusd_bus_gaps", "Bus sequence gaps.", &ws->gaps);
 		COUNTER("statusd_events", "Bus events received.", &ws->events);
 		GAUGE("statusd_pending", "Policies waiting for an evaluation (0: idle).", &st->pending);
+		COUNTER("statusd_other_term", "Reports made under another leadership term than the view's (not used).",
+			&st->other_term);
 	} else {
 		if (gk_sd_nodew_new(&a.nodew, a.svc.loop, a.kc, a.node_name, a.copts.debounce_ms, &err)) {
 			GK_ERROR("%s", err.msg);
