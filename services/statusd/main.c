@@ -8,21 +8,23 @@
  *                      leadership: only the leader writes, and nothing before
  *                      the first snapshot. Without them it writes as if leader
  *                      and leaves status.nodes as it is.
- *   --mode node        serves gpukmm.Status.ReportNode (the prober) and writes
- *                      its own Node (--node-name / $NODE_NAME): gpukmm.io labels
- *                      and the gpukmm.io/node-report annotation (node.c), a
- *                      merge patch with a resourceVersion precondition (409 →
- *                      re-read), nothing written when unchanged.
+ *                      It also applies the nodes' NodeReportRequests to their
+ *                      Nodes (nrrw.c: TokenReview, gpukmm.io labels and the
+ *                      gpukmm.io/node-report annotation), as the leader.
+ *   --mode node        serves gpukmm.Status.ReportNode (the prober) and hands
+ *                      the report to the controller as a NodeReportRequest
+ *                      named --node-name / $NODE_NAME (nodew.c) with the pod's
+ *                      token for the audience gpukmm.io/node-report
+ *                      (--report-token-file). It writes no Node.
  * API calls run asynchronously on a lib/kube mux attached to the service
  * loop (ctrl.c, nodew.c): however slow the API server, the loop keeps
  * answering Report/ReportNode and heartbeats; each call is bounded (4 s,
  * connect 2 s) and failed ones are retried from timers.
- * RBAC (controller): clusterpolicies get, clusterpolicies/status patch (Nodes
- * are read by the watcher, not by statusd).
- * RBAC (node): nodes get, patch. Kubernetes RBAC cannot restrict that to the
- * node's own Node object; only the NodeRestriction admission plugin with
- * node credentials can, so a DaemonSet's ServiceAccount token lets it patch
- * every Node: keep that token on the node (no other consumers). */
+ * RBAC (controller): clusterpolicies get, clusterpolicies/status patch;
+ * nodereportrequests list/watch/delete (operator namespace), tokenreviews
+ * create, nodes get/patch (deploy/rbac/controller-rbac.yaml).
+ * RBAC (node): nodereportrequests create in the operator namespace, nothing
+ * else: a node's credentials cannot write any Node (deploy/rbac/node-rbac.yaml). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +32,7 @@
 
 #include "ctrl.h"
 #include "nodew.h"
+#include "nrrw.h"
 #include "view.h"
 #include "gpukmm/ipc.h"
 #include "gpukmm/kube.h"
@@ -50,7 +53,10 @@ typedef struct app {
 	gk_wsub *watch;
 	const char *mode;
 	const char *node_name;
+	const char *report_token_file;
+	const char *node_sa;
 	gk_sd_nodew *nodew;
+	gk_sd_nrrw *nrrw;
 } app;
 
 static void sd_report(Gpukmm__Status_Service *svc, const Gpukmm__StatusReport *in, Gpukmm__Empty_Closure closure,
@@ -100,6 +106,22 @@ static const char *const TOPICS[] = { "clusterpolicy", "node", "discovery", "lea
  * 64 KiB, typically 1-2 KiB): the default 4 MiB would stop at a few thousand
  * nodes. The digests kept afterwards are small (nodes.h). */
 #define SNAPSHOT_MAX (64u << 20)
+
+/* The view changed (a policy, the nodes, leadership): the status writer
+ * re-evaluates; the inbox goes on if leadership was gained. */
+static void view_dirty(void *user, const char *policy)
+{
+	app *a = user;
+	gk_sd_ctrl_dirty(a->ctrl, policy);
+	if (!policy)
+		gk_sd_nrrw_kick(a->nrrw);
+}
+
+static bool leading(void *user)
+{
+	app *a = user;
+	return !a->view || gk_sd_view_leader(a->view);
+}
 
 static int view_reset(void *user, const Gpukmm__SnapshotReply *s, gk_err *err)
 {
@@ -154,10 +176,18 @@ int main(int argc, char **argv)
 		  &a.copts.debounce_ms },
 		{ "grace-ms", 1, "after start, keep a silent component's errors this long (default 15000)", opt_ms,
 		  &a.copts.grace_ms },
+		{ "report-token-file", 1,
+		  "node mode: the pod's token for the audience gpukmm.io/node-report (default "
+		  "/var/run/secrets/gpukmm.io/node-report/token)",
+		  opt_str, &a.report_token_file },
+		{ "node-service-account", 1,
+		  "controller mode: the node profile's ServiceAccount, the only one whose NodeReportRequests are "
+		  "applied (default gpukmm-node)",
+		  opt_str, &a.node_sa },
 		{ 0 },
 	};
 	/* heartbeats read these until gk_svc_fini */
-	static gk_svc_counter counters[12];
+	static gk_svc_counter counters[20];
 	size_t n_counters = 0;
 #define COUNTER(n, h, p) (counters[n_counters++] = (gk_svc_counter){ (n), (h), (p) })
 	int rc = gk_svc_init(&a.svc, "statusd", argc, argv, extra, &err);
@@ -195,7 +225,7 @@ int main(int argc, char **argv)
 							 .snapshot_max = SNAPSHOT_MAX };
 			static const gk_wsub_view wv = { .user = &a, .reset = view_reset, .apply = view_apply,
 							 .resynced = view_resynced };
-			if (gk_sd_view_new(&a.view, gk_sd_ctrl_dirty, a.ctrl, &err) ||
+			if (gk_sd_view_new(&a.view, view_dirty, &a, &err) ||
 			    gk_wsub_open(&a.watch, a.svc.loop, a.svc.addr.events, a.svc.addr.watcher, &wo, &wv, &err)) {
 				GK_ERROR("%s", err.msg);
 				goto out;
@@ -204,6 +234,20 @@ int main(int argc, char **argv)
 		} else {
 			GK_INFO("no --events/--watcher: writing without leader election, status.nodes left as it is");
 		}
+		const gk_sd_nrrw_opts no = { .ns = a.svc.ns, .node_sa = a.node_sa, .leading = leading, .user = &a };
+		if (gk_sd_nrrw_new(&a.nrrw, a.svc.loop, a.kc, &no, &err)) {
+			GK_ERROR("%s", err.msg);
+			goto out;
+		}
+		const gk_sd_nrrw_stats *ns = gk_sd_nrrw_stats_get(a.nrrw);
+		COUNTER("statusd_node_requests", "NodeReportRequest events seen", &ns->seen);
+		COUNTER("statusd_node_requests_applied", "NodeReportRequests applied (Node written or right already)",
+			&ns->applied);
+		COUNTER("statusd_node_writes", "Node writes (gpukmm.io labels, node report)", &ns->node_writes);
+		COUNTER("statusd_node_requests_refused", "NodeReportRequests refused (wrong identity, node or report)",
+			&ns->refused);
+		COUNTER("statusd_node_request_errors", "failed calls on NodeReportRequests (retried)", &ns->errors);
+		COUNTER("statusd_node_requests_pending", "NodeReportRequests waiting", &ns->pending);
 		const gk_sd_stats *st = gk_sd_ctrl_stats(a.ctrl);
 		static const gk_wsub_stats none;
 		const gk_wsub_stats *ws = a.watch ? gk_wsub_stats_get(a.watch) : &none;
@@ -220,17 +264,24 @@ int main(int argc, char **argv)
 		COUNTER("statusd_events", "bus events received", &ws->events);
 		COUNTER("statusd_pending", "policies waiting for an evaluation (0: idle)", &st->pending);
 	} else {
-		if (gk_sd_nodew_new(&a.nodew, a.svc.loop, a.kc, a.node_name, a.copts.debounce_ms, &err)) {
+		const gk_sd_nodew_opts no = { .node_name = a.node_name, .ns = a.svc.ns,
+					      .token_file = a.report_token_file ? a.report_token_file
+										: "/var/run/secrets/gpukmm.io/node-report/token",
+					      .debounce_ms = a.copts.debounce_ms };
+		if (gk_sd_nodew_new(&a.nodew, a.svc.loop, a.kc, &no, &err)) {
 			GK_ERROR("%s", err.msg);
 			goto out;
 		}
 		const gk_sd_nodew_stats *st = gk_sd_nodew_stats_get(a.nodew);
 		COUNTER("statusd_reports", "node reports accepted", &st->reports);
-		COUNTER("statusd_passes", "node report evaluations finished (written or unchanged)", &st->passes);
-		COUNTER("statusd_writes", "Node writes", &st->writes);
-		COUNTER("statusd_conflicts", "writes that met a 409 and were recomputed", &st->conflicts);
-		COUNTER("statusd_write_errors", "failed reads/writes (retried)", &st->errors);
-		COUNTER("statusd_pending", "a node report waiting to be written (0: idle)", &st->pending);
+		COUNTER("statusd_passes", "node reports handed in (or found handed in already)", &st->passes);
+		COUNTER("statusd_writes", "NodeReportRequests created", &st->writes);
+		COUNTER("statusd_conflicts", "creates that met the previous request still pending (409)",
+			&st->conflicts);
+		COUNTER("statusd_write_errors", "failed creates or unreadable token (retried)", &st->errors);
+		COUNTER("statusd_pending", "a node report waiting to be handed in (0: idle)", &st->pending);
+		COUNTER("statusd_report_summarized", "1 while the report is over the annotation budget (summarized)",
+			&st->summarized);
 	}
 	gk_svc_set_counters(&a.svc, counters, n_counters);
 	if (gk_ipc_server_open(&a.server, listen, NULL, &err) || gk_ipc_server_add(a.server, &a.service.base, &a, NULL, &err) ||
@@ -246,6 +297,7 @@ int main(int argc, char **argv)
 out:
 	gk_ipc_server_close(a.server);
 	gk_sd_nodew_free(a.nodew);
+	gk_sd_nrrw_free(a.nrrw);
 	gk_wsub_close(a.watch);
 	gk_sd_ctrl_free(a.ctrl);
 	gk_sd_view_free(a.view);

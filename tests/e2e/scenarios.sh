@@ -71,12 +71,12 @@ ready_is() { # True|False [REASON]
 }
 
 # ---- the cluster without KMM; the controllers and the node profiles ---------------------
-k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml >>"$D/kubectl.log" 2>&1
-k wait --for condition=established --timeout=20s crd/clusterpolicies.intel.com >>"$D/kubectl.log" 2>&1
+k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml -f deploy/crd/gpukmm.io_nodereportrequests.yaml >>"$D/kubectl.log" 2>&1
+k wait --for condition=established --timeout=20s crd/clusterpolicies.intel.com crd/nodereportrequests.gpukmm.io >>"$D/kubectl.log" 2>&1
 kubesim_kubeconfigs "$D" "$NS" || nok "the shipped RBAC and the ServiceAccounts' kubeconfigs"
 node gpu-1 "$K_UBU"
 node gpu-2 "$K_RHEL"
-np_init "$D" "$D/node-kubeconfig"
+np_init "$D" "$D/node-kubeconfig" "$NS"
 np_start gpu-1 "$K_UBU" && np_start gpu-2 "$K_RHEL" || nok "node profiles start"
 np_follow_start
 ctrl_start A
