@@ -117,10 +117,12 @@ static void view_dirty(void *user, const char *policy)
 		gk_sd_nrrw_kick(a->nrrw);
 }
 
+/* The inbox is applied by the leader only, and not before the first snapshot
+ * said who leads (the view starts out assuming it leads). */
 static bool leading(void *user)
 {
 	app *a = user;
-	return !a->view || gk_sd_view_leader(a->view);
+	return !a->view || (gk_sd_view_synced(a->view) && gk_sd_view_leader(a->view));
 }
 
 static int view_reset(void *user, const Gpukmm__SnapshotReply *s, gk_err *err)

@@ -129,7 +129,7 @@ reboot_into() { # NODE KERNEL: the node profile stops, the node boots KERNEL, th
 }
 reboot_into gpu-1 "$K_UBU2"
 check "kernel upgraded: gpu-1 reports the new kernel" 40 node_is gpu-1 \
-	"(.metadata.annotations[\"gpukmm.io/node-report\"] | fromjson | .kernel_version) == \"$K_UBU2\""
+	"(.metadata.annotations[\"gpukmm.io/node-report\"] | fromjson | .kernelVersion) == \"$K_UBU2\""
 check "kernel upgraded: KMM loads the module built for it (ready label, xe.source=oot)" 40 eval \
 	"loaded_on gpu-1 && node_is gpu-1 '.metadata.labels[\"gpukmm.io/xe.source\"] == \"oot\"'"
 check "kernel upgraded: KMM 3/3, Ready=True" 40 eval 'cp_is ".status.kmmStatus == \"3/3\" and .status.nodes.ootLoaded == 3" && ready_is True'

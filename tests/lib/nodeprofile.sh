@@ -39,18 +39,7 @@ np_init() { # DIR KUBECONFIG [NS]
 
 # As the kubelet does for the DaemonSet's pod: a pod bound to the node, and a token
 # of it (ServiceAccount gpukmm-node) for the audience gpukmm.io/node-report.
-np_report_token() { # NODE FILE
-	kraw POST "/api/v1/namespaces/$NP_NS/serviceaccounts" \
-		"{\"apiVersion\":\"v1\",\"kind\":\"ServiceAccount\",\"metadata\":{\"name\":\"gpukmm-node\"}}" >/dev/null
-	kraw POST "/api/v1/namespaces/$NP_NS/pods" "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",
-		\"metadata\":{\"name\":\"gpukmm-node-$1\",\"labels\":{\"app.kubernetes.io/component\":\"node\"}},
-		\"spec\":{\"nodeName\":\"$1\",\"serviceAccountName\":\"gpukmm-node\",\"containers\":[{\"name\":\"report\",\"image\":\"gpukmm\"}]}}" >/dev/null
-	kcurl -sS -X POST -H 'Content-Type: application/json' --data "{\"apiVersion\":\"authentication.k8s.io/v1\",
-		\"kind\":\"TokenRequest\",\"spec\":{\"audiences\":[\"gpukmm.io/node-report\"],\"expirationSeconds\":86400,
-		\"boundObjectRef\":{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"name\":\"gpukmm-node-$1\"}}}" \
-		"$KUBESIM_URL/api/v1/namespaces/$NP_NS/serviceaccounts/gpukmm-node/token" | jq -re '.status.token' >"$2.new" &&
-		mv "$2.new" "$2"
-}
+np_report_token() { kubesim_pod_token "$NP_NS" gpukmm-node "$1" "gpukmm-node-$1" gpukmm.io/node-report "$2"; }
 
 np_fixtures() { # KERNEL: the two roots of that kernel, built once
 	local s
