@@ -179,8 +179,8 @@ int main(int argc, char **argv)
 		{ "grace-ms", 1, "after start, keep a silent component's errors this long (default 15000)", opt_ms,
 		  &a.copts.grace_ms },
 		{ "report-token-file", 1,
-		  "node mode: the pod's token for the audience gpukmm.io/node-report (default "
-		  "/var/run/secrets/gpukmm.io/node-report/token)",
+		  "node mode: the pod's (or Node's) token for the audience gpukmm.io/node-report "
+		  "($GPUKMM_REPORT_TOKEN_FILE, default /var/run/secrets/gpukmm.io/node-report/token)",
 		  opt_str, &a.report_token_file },
 		{ "node-service-account", 1,
 		  "controller mode: the node profile's ServiceAccount, the only one whose NodeReportRequests are "
@@ -266,10 +266,11 @@ int main(int argc, char **argv)
 		COUNTER("statusd_events", "bus events received", &ws->events);
 		COUNTER("statusd_pending", "policies waiting for an evaluation (0: idle)", &st->pending);
 	} else {
+		const char *env = getenv("GPUKMM_REPORT_TOKEN_FILE");
+		if (!a.report_token_file)
+			a.report_token_file = env && *env ? env : "/var/run/secrets/gpukmm.io/node-report/token";
 		const gk_sd_nodew_opts no = { .node_name = a.node_name, .ns = a.svc.ns,
-					      .token_file = a.report_token_file ? a.report_token_file
-										: "/var/run/secrets/gpukmm.io/node-report/token",
-					      .debounce_ms = a.copts.debounce_ms };
+					      .token_file = a.report_token_file, .debounce_ms = a.copts.debounce_ms };
 		if (gk_sd_nodew_new(&a.nodew, a.svc.loop, a.kc, &no, &err)) {
 			GK_ERROR("%s", err.msg);
 			goto out;

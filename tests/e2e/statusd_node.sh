@@ -142,6 +142,17 @@ check "... the node statusd logs why" grep -q "node report summarized for the No
 check "... and the controller when it writes it" log_says "Node n1: gpukmm.io labels and report written; the report is summarized"
 check "... its heartbeat says summarized" test "$(sd_counter "$NSD_PID" statusd_report_summarized)" = 1
 
+# ---- a node profile on a host (systemd): a token bound to the Node itself, from the environment ----
+k -n "$NS" create token gpukmm-node --audience "$AUD" --bound-object-kind Node --bound-object-name n1 \
+	--duration 2h >"$MM_DIR/tok-node" 2>>"$MM_DIR/kubectl.log"
+nsd_stop TERM
+NODE_NAME=n1 GPUKMM_REPORT_TOKEN_FILE="$MM_DIR/tok-node" "$GPUKMM_BIN/gpukmm-statusd" --mode node \
+	--kubeconfig "$MM_DIR/node-kubeconfig" --listen "$NSD_SOCK" --namespace "$NS" --debounce-ms 50 \
+	--control "$SD_CONTROL" --heartbeat-ms 200 >>"$MM_DIR/statusd-node.log" 2>&1 &
+NSD_PID=$!
+check "a Node-bound token (\$GPUKMM_REPORT_TOKEN_FILE, kubectl create token --bound-object-kind Node) is applied" \
+	wait_for "node-bound" 10 eval "report '$R1' && node_has '.labels[\"gpukmm.io/gpu.count\"] == \"2\"'"
+
 check "controller-only Report refused in node mode" bash -c "'$CTL' ipc call '$NSD_SOCK' gpukmm.Status.Report '{\"component\":\"modmgr\",\"policy\":\"p\"}' 2>&1 | grep -q FAILED_PRECONDITION"
 nsd_stop TERM
 check "the node statusd exits 0 on SIGTERM" test $? = 0

@@ -96,3 +96,24 @@ Test(statusd_node, no_gpu_unknown_source_and_unsafe_module_name)
 	cJSON_Delete(p);
 	cJSON_Delete(garbage);
 }
+
+Test(statusd_node, a_report_differing_only_in_probed_at_and_generation_writes_nothing)
+{
+	Gpukmm__NodeReport r = GPUKMM__NODE_REPORT__INIT;
+	const char *cur = "{\"apiVersion\":\"gpukmm.io/v1alpha1\",\"kind\":\"NodeReport\",\"nodeName\":\"n1\","
+			  "\"probedAt\":\"2025-01-02T03:04:05.000Z\",\"generation\":3,\"kernelVersion\":\"6.8\"}";
+	const char *same = "{\"apiVersion\":\"gpukmm.io/v1alpha1\",\"kind\":\"NodeReport\",\"nodeName\":\"n1\","
+			   "\"probedAt\":\"2025-06-01T00:00:00.000Z\",\"generation\":1,\"kernelVersion\":\"6.8\"}";
+	const char *other = "{\"apiVersion\":\"gpukmm.io/v1alpha1\",\"kind\":\"NodeReport\",\"nodeName\":\"n1\","
+			    "\"probedAt\":\"2025-06-01T00:00:00.000Z\",\"generation\":1,\"kernelVersion\":\"6.9\"}";
+	cJSON *node = cJSON_CreateObject(), *m = cJSON_AddObjectToObject(node, "metadata");
+	cJSON *labels = gk_sd_node_labels(&r, NULL);
+	cJSON_AddItemToObject(m, "labels", labels);
+	cJSON_AddStringToObject(cJSON_AddObjectToObject(m, "annotations"), "gpukmm.io/node-report", cur);
+	bool oom;
+	cr_expect_null(gk_sd_node_patch(node, &r, NULL, same, &oom), "a prober restart re-probes: no write");
+	cJSON *p = gk_sd_node_patch(node, &r, NULL, other, &oom);
+	cr_expect_not_null(p, "the kernel changed: written");
+	cJSON_Delete(p);
+	cJSON_Delete(node);
+}
