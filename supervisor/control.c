@@ -1,8 +1,7 @@
 /* The Control service (proto/control.proto) on <runtime dir>/control.sock:
- * services say Ready and send Heartbeats with their counters; gpukmmctl
+ * services say Ready and send Heartbeats with their metrics; gpukmmctl
  * status asks for the List. Handlers run on the loop thread (lib/ipc
  * dispatch), so they touch the supervisor's state directly. */
-#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -10,6 +9,7 @@
 #include "control.pb-c.h"
 #include "gpukmm/ipc.h"
 #include "gpukmm/log.h"
+#include "gpukmm/metrics.h"
 #include "sup.h"
 
 typedef struct control {
@@ -50,18 +50,6 @@ static void c_ready(Gpukmm__Control_Service *service, const Gpukmm__ReadyRequest
 	closure(&e, closure_data);
 }
 
-static bool metric_name_ok(const char *n)
-{
-	if (!n || !*n || strlen(n) >= sizeof(((gk_sup_counter *)0)->name))
-		return false;
-	if (!(isalpha((unsigned char)n[0]) || n[0] == '_'))
-		return false;
-	for (const char *p = n; *p; p++)
-		if (!(isalnum((unsigned char)*p) || *p == '_'))
-			return false;
-	return true;
-}
-
 static void c_heartbeat(Gpukmm__Control_Service *service, const Gpukmm__HeartbeatRequest *in,
 			Gpukmm__HeartbeatReply_Closure closure, void *closure_data)
 {
@@ -73,19 +61,9 @@ static void c_heartbeat(Gpukmm__Control_Service *service, const Gpukmm__Heartbea
 		return;
 	}
 	v->last_hb_ms = gk_sup_now_ms();
-	v->n_counters = 0;
-	for (size_t i = 0; i < in->n_counters && v->n_counters < GK_SUP_MAX_COUNTERS; i++) {
-		const Gpukmm__Counter *c = in->counters[i];
-		if (!metric_name_ok(c->name))
-			continue;   /* never let a service inject text into /metrics */
-		gk_sup_counter *o = &v->counters[v->n_counters++];
-		snprintf(o->name, sizeof(o->name), "%s", c->name);
-		o->help[0] = '\0';
-		for (size_t k = 0, j = 0; c->help && c->help[k] && j + 1 < sizeof(o->help); k++)
-			if (c->help[k] != '\n' && c->help[k] != '\\')
-				o->help[j++] = c->help[k], o->help[j] = '\0';
-		o->value = c->has_value ? c->value : 0;
-	}
+	/* kept as sent; checked and escaped when rendered (gk_metrics_render), so
+	 * a service cannot inject text into /metrics */
+	gk_sup_svc_set_metrics(v, gk_metrics_copy(in->metrics, in->n_metrics));
 	Gpukmm__HeartbeatReply r = GPUKMM__HEARTBEAT_REPLY__INIT;
 	r.has_stop_requested = true;
 	/* only the one being stopped: the others wait for their turn (reverse order) */
@@ -101,8 +79,6 @@ static void c_list(Gpukmm__Control_Service *service, const Gpukmm__Empty *in,
 	Gpukmm__ServiceTable t = GPUKMM__SERVICE_TABLE__INIT;
 	Gpukmm__ServiceInfo info[GK_SUP_MAX_SERVICES];
 	Gpukmm__ServiceInfo *ptr[GK_SUP_MAX_SERVICES];
-	Gpukmm__Counter cnt[GK_SUP_MAX_SERVICES][GK_SUP_MAX_COUNTERS];
-	Gpukmm__Counter *cptr[GK_SUP_MAX_SERVICES][GK_SUP_MAX_COUNTERS];
 	t.has_ready = t.has_uptime_ms = true;
 	t.ready = s->ready;
 	t.uptime_ms = (uint64_t)(now - s->start_ms);
@@ -125,15 +101,9 @@ static void c_list(Gpukmm__Control_Service *service, const Gpukmm__Empty *in,
 		x->ready = v->state == GK_SUP_READY;
 		x->required = v->conf->required;
 		x->backoff_ms = v->state == GK_SUP_BACKOFF ? (uint64_t)v->backoff_ms : 0;
-		x->n_counters = v->n_counters;
-		x->counters = cptr[i];
-		for (size_t k = 0; k < v->n_counters; k++) {
-			gpukmm__counter__init(&cnt[i][k]);
-			cptr[i][k] = &cnt[i][k];
-			cnt[i][k].name = (char *)v->counters[k].name;
-			cnt[i][k].help = (char *)v->counters[k].help;
-			cnt[i][k].has_value = true;
-			cnt[i][k].value = v->counters[k].value;
+		if (v->metrics) {
+			x->metrics = v->metrics->families;
+			x->n_metrics = v->metrics->n_families;
 		}
 	}
 	closure(&t, closure_data);

@@ -1,6 +1,8 @@
-/* /healthz, /readyz, /metrics on --http-listen ADDR:PORT (libmicrohttpd, its own thread).
+/* /healthz, /livez, /readyz on --http-listen ADDR:PORT (libmicrohttpd, its own
+ * thread): the kubelet's probes, unauthenticated. /metrics is served by the
+ * metrics server (metricsd.c, --metrics-listen), which gets its page here.
  *
- * The HTTP thread never reads the supervisor's state. It asks the loop for a
+ * HTTP threads never read the supervisor's state. They ask the loop for a
  * fresh snapshot (eventfd), and the loop renders it and hands it over under a
  * mutex. So /healthz proves the loop itself answers, and a scrape always sees
  * current numbers, with no periodic wakeup while nobody asks. */
@@ -102,8 +104,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 	const char *plain = "text/plain; charset=utf-8";
 	bool healthz = strcmp(url, "/healthz") == 0 || strcmp(url, "/livez") == 0;
 	bool readyz = strcmp(url, "/readyz") == 0;
-	bool metrics = strcmp(url, "/metrics") == 0;
-	if (!healthz && !readyz && !metrics)
+	if (strcmp(url, "/metrics") == 0) {
+		static const char moved[] = "not found: /metrics is served on --metrics-listen\n";
+		return reply(c, 404, plain, moved, sizeof(moved) - 1);
+	}
+	if (!healthz && !readyz)
 		return reply(c, 404, plain, "not found\n", 10);
 	pthread_mutex_lock(&h->mu);
 	bool alive = ask_loop(h);
@@ -112,17 +117,12 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 		rc = reply(c, 503, plain, "event loop not answering\n", 25);
 	} else if (healthz) {
 		rc = reply(c, 200, plain, "ok\n", 3);
-	} else if (readyz) {
-		if (h->ready)
-			rc = reply(c, 200, plain, "ready\n", 6);
-		else {
-			char body[600];
-			int n = snprintf(body, sizeof(body), "not ready\n%s", h->not_ready);
-			rc = reply(c, 503, plain, body, (size_t)n);
-		}
+	} else if (h->ready) {
+		rc = reply(c, 200, plain, "ready\n", 6);
 	} else {
-		rc = reply(c, 200, "text/plain; version=0.0.4; charset=utf-8", h->metrics ? h->metrics : "",
-			   h->metrics ? h->metrics_len : 0);
+		char body[600];
+		int n = snprintf(body, sizeof(body), "not ready\n%s", h->not_ready);
+		rc = reply(c, 503, plain, body, (size_t)n);
 	}
 	pthread_mutex_unlock(&h->mu);
 	return rc;
@@ -173,13 +173,23 @@ static int parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *l
 	return 0;
 }
 
-int gk_sup_http_start(gk_sup *s, const char *listen, gk_err *err)
+char *gk_sup_http_metrics(gk_sup_http *h, size_t *len)
 {
-	struct sockaddr_storage sa;
-	socklen_t sa_len = 0;
-	int rc = parse_listen(listen, &sa, &sa_len, err);
-	if (rc)
-		return rc;
+	char *out = NULL;
+	pthread_mutex_lock(&h->mu);
+	if (ask_loop(h) && h->metrics && (out = malloc(h->metrics_len + 1))) {
+		memcpy(out, h->metrics, h->metrics_len);
+		out[h->metrics_len] = 0;
+		*len = h->metrics_len;
+	}
+	pthread_mutex_unlock(&h->mu);
+	return out;
+}
+
+int gk_sup_http_init(gk_sup *s, gk_err *err)
+{
+	if (s->http)
+		return 0;
 	gk_sup_http *h = calloc(1, sizeof(*h));
 	if (!h)
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
@@ -194,8 +204,17 @@ int gk_sup_http_start(gk_sup *s, const char *listen, gk_err *err)
 	s->http = h;
 	if (h->efd < 0)
 		return gk_err_set(err, GK_INTERNAL, "eventfd: %s", strerror(errno));
-	if ((rc = gk_loop_add_fd(s->loop, h->efd, EPOLLIN, on_ask, h, err)))
+	return gk_loop_add_fd(s->loop, h->efd, EPOLLIN, on_ask, h, err);
+}
+
+int gk_sup_http_start(gk_sup *s, const char *listen, gk_err *err)
+{
+	struct sockaddr_storage sa;
+	socklen_t sa_len = 0;
+	int rc = parse_listen(listen, &sa, &sa_len, err);
+	if (rc || (rc = gk_sup_http_init(s, err)))
 		return rc;
+	gk_sup_http *h = s->http;
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
 	if (sa.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
@@ -210,12 +229,12 @@ int gk_sup_http_start(gk_sup *s, const char *listen, gk_err *err)
 		const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)&sa;
 		h->port = di ? di->port : ntohs(a6->sin6_port);
 		inet_ntop(AF_INET6, &a6->sin6_addr, addr, sizeof(addr));
-		GK_INFO("http: listening on [%s]:%u (/healthz /readyz /metrics)", addr, (unsigned)h->port);
+		GK_INFO("http: listening on [%s]:%u (/healthz /readyz)", addr, (unsigned)h->port);
 	} else {
 		const struct sockaddr_in *a4 = (const struct sockaddr_in *)&sa;
 		h->port = di ? di->port : ntohs(a4->sin_port);
 		inet_ntop(AF_INET, &a4->sin_addr, addr, sizeof(addr));
-		GK_INFO("http: listening on %s:%u (/healthz /readyz /metrics)", addr, (unsigned)h->port);
+		GK_INFO("http: listening on %s:%u (/healthz /readyz)", addr, (unsigned)h->port);
 	}
 	return 0;
 }

@@ -33,8 +33,21 @@ static const char usage_text[] =
 "  --runtime-dir DIR    sockets live here (created 0700, locked, stale sockets removed);\n"
 "                       default $RUNTIME_DIRECTORY, /run/gpukmm as root, else\n"
 "                       $XDG_RUNTIME_DIR/gpukmm\n"
-"  --http-listen A:P    serve /healthz, /readyz, /metrics (e.g. 0.0.0.0:8081, [::]:8081;\n"
-"                       IPv6 in brackets; port 0 = any)\n"
+"  --http-listen A:P    serve /healthz, /livez, /readyz: the kubelet's probes, no\n"
+"                       authentication (e.g. 0.0.0.0:8081, [::]:8081; IPv6 in brackets;\n"
+"                       port 0 = any)\n"
+"  --metrics-listen A:P serve /metrics (Prometheus text) here: HTTPS, and the client's\n"
+"                       bearer token must be allowed `get` on the non-resource URL\n"
+"                       /metrics (TokenReview + SubjectAccessReview, asked through the\n"
+"                       --metrics-reviewer service; the supervisor holds no credentials).\n"
+"                       $GPUKMM_METRICS_LISTEN; none = no /metrics\n"
+"  --metrics-insecure   plain HTTP and no authentication, for local use; the address\n"
+"                       then defaults to 127.0.0.1:8080   $GPUKMM_METRICS_INSECURE=1\n"
+"  --metrics-tls-cert F serving certificate (PEM, re-read when it changes) and its key;\n"
+"  --metrics-tls-key F  without them a self-signed one is made at start\n"
+"                       $GPUKMM_METRICS_TLS_CERT / $GPUKMM_METRICS_TLS_KEY\n"
+"  --metrics-reviewer N the credentialed service that reviews tokens (default statusd;\n"
+"                       its socket ipc://DIR/N.sock serves gpukmm.AccessReview)\n"
 "  --token-file FILE    API token path, handed (as GPUKMM_TOKEN_FILE) only to services\n"
 "                       with \"credentials\": true\n"
 "  --kubeconfig FILE    likewise, as KUBECONFIG\n"
@@ -90,7 +103,48 @@ static const char usage_text[] =
 "some service had to be killed or did not exit cleanly.\n";
 
 enum { OPT_PROFILE = 1, OPT_CONFIG, OPT_RUNDIR, OPT_HTTP, OPT_TOKEN, OPT_KUBECONFIG, OPT_LOGFMT,
-       OPT_LOGLVL, OPT_CHECK, OPT_WH_CERT, OPT_WH_KEY, OPT_WH_LISTEN, OPT_LEADER, OPT_LEASE, OPT_WITHOUT };
+       OPT_LOGLVL, OPT_CHECK, OPT_WH_CERT, OPT_WH_KEY, OPT_WH_LISTEN, OPT_LEADER, OPT_LEASE, OPT_WITHOUT, OPT_M_LISTEN,
+       OPT_M_INSECURE, OPT_M_CERT, OPT_M_KEY, OPT_M_REVIEWER };
+
+#define METRICS_INSECURE_DEFAULT "127.0.0.1:8080"
+
+static const char *env_or(const char *v, const char *env)
+{
+	const char *e = getenv(env);
+	return v ? v : e && *e ? e : NULL;
+}
+
+/* The /metrics options, checked against the service table: 0, or a message. */
+static const char *metrics_opts(gk_sup_opts *o, int insecure, const gk_sup_conf *c)
+{
+	if (insecure < 0) {
+		const char *e = getenv("GPUKMM_METRICS_INSECURE");
+		if (e && *e && strcmp(e, "0") && strcmp(e, "1") && strcmp(e, "true") && strcmp(e, "false"))
+			return "GPUKMM_METRICS_INSECURE: 1, true, 0 or false";
+		insecure = e && (!strcmp(e, "1") || !strcmp(e, "true"));
+	}
+	o->metrics_insecure = insecure;
+	o->metrics_listen = env_or(o->metrics_listen, "GPUKMM_METRICS_LISTEN");
+	o->metrics_cert = env_or(o->metrics_cert, "GPUKMM_METRICS_TLS_CERT");
+	o->metrics_key = env_or(o->metrics_key, "GPUKMM_METRICS_TLS_KEY");
+	if (!o->metrics_reviewer)
+		o->metrics_reviewer = "statusd";
+	if (insecure && !o->metrics_listen)
+		o->metrics_listen = METRICS_INSECURE_DEFAULT;
+	if (!o->metrics_cert != !o->metrics_key)
+		return "--metrics-tls-cert and --metrics-tls-key go together";
+	if (insecure && o->metrics_cert)
+		return "--metrics-insecure serves plain HTTP: no --metrics-tls-cert";
+	if (!o->metrics_listen || insecure)
+		return NULL;
+	for (size_t i = 0; i < c->n_svcs; i++)
+		if (strcmp(c->svcs[i].name, o->metrics_reviewer) == 0)
+			return c->svcs[i].credentials ? NULL
+						       : "--metrics-reviewer: that service has no credentials "
+							 "(\"credentials\": true) to review tokens with";
+	return "--metrics-listen: the token reviewer (--metrics-reviewer, default statusd) is not a configured "
+	       "service; name one with credentials, or use --metrics-insecure for local use";
+}
 
 static int fail_usage(const char *msg)
 {
@@ -130,13 +184,19 @@ int main(int argc, char **argv)
 		{ "webhook-listen", required_argument, NULL, OPT_WH_LISTEN },
 		{ "leader-elect", no_argument, NULL, OPT_LEADER },
 		{ "lease-name", required_argument, NULL, OPT_LEASE },
+		{ "metrics-listen", required_argument, NULL, OPT_M_LISTEN },
+		{ "metrics-insecure", no_argument, NULL, OPT_M_INSECURE },
+		{ "metrics-tls-cert", required_argument, NULL, OPT_M_CERT },
+		{ "metrics-tls-key", required_argument, NULL, OPT_M_KEY },
+		{ "metrics-reviewer", required_argument, NULL, OPT_M_REVIEWER },
 		{ "without", required_argument, NULL, OPT_WITHOUT },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *profile = NULL, *config = NULL, *rundir = NULL, *http = NULL, *token = NULL, *kubeconfig = NULL;
 	gk_sup_pflags pf = { 0 };
-	int fmt = -1, lvl = -1, check = 0, leader = -1, o;
+	gk_sup_opts mo = { 0 };
+	int fmt = -1, lvl = -1, check = 0, leader = -1, minsecure = -1, o;
 	gk_log_init_env("gpukmm");
 	opterr = 0;
 	while ((o = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -161,6 +221,11 @@ int main(int argc, char **argv)
 		case OPT_WH_LISTEN: pf.webhook_listen = optarg; break;
 		case OPT_LEADER: leader = 1; break;
 		case OPT_LEASE: pf.lease_name = optarg; break;
+		case OPT_M_LISTEN: mo.metrics_listen = optarg; break;
+		case OPT_M_INSECURE: minsecure = 1; break;
+		case OPT_M_CERT: mo.metrics_cert = optarg; break;
+		case OPT_M_KEY: mo.metrics_key = optarg; break;
+		case OPT_M_REVIEWER: mo.metrics_reviewer = optarg; break;
 		case OPT_WITHOUT: pf.without = optarg; break;
 		case 'h': fputs(usage_text, stdout); return 0;
 		default: {
@@ -224,6 +289,11 @@ int main(int argc, char **argv)
 		gk_sup_conf_free(&conf);
 		return 2;
 	}
+	const char *mbad = metrics_opts(&mo, minsecure, &conf);
+	if (mbad) {
+		gk_sup_conf_free(&conf);
+		return fail_usage(mbad);
+	}
 	long ouid, ogid;
 	if (gk_sup_rundir_owner(&conf, &ouid, &ogid, &err)) {
 		fprintf(stderr, "gpukmm: %s\n", err.msg);
@@ -247,7 +317,10 @@ int main(int argc, char **argv)
 	gk_sup sup;
 	gk_sup_opts opts = { .runtime_dir = rd, .token_file = token, .kubeconfig = kubeconfig,
 			     .log_json = fmt == GK_LOG_JSON, .http_listen = http, .environ_base = environ,
-			     .out_fd = STDOUT_FILENO, .control_socket_mode = ouid >= 0 ? 0666 : 0 };
+			     .out_fd = STDOUT_FILENO, .control_socket_mode = ouid >= 0 ? 0666 : 0,
+			     .metrics_listen = mo.metrics_listen, .metrics_insecure = mo.metrics_insecure,
+			     .metrics_cert = mo.metrics_cert, .metrics_key = mo.metrics_key,
+			     .metrics_reviewer = mo.metrics_reviewer };
 	if ((rc = gk_sup_init(&sup, &conf, &opts, &err))) {
 		GK_ERROR("%s", err.msg);
 		rc = err.code == GK_INVALID_ARGUMENT ? 2 : 1;

@@ -1,16 +1,26 @@
 /* /metrics: the Prometheus text exposition of the supervisor and its services.
- * Rendered on the loop thread from the live state, then handed to the HTTP
- * thread as a finished buffer (http.c). */
+ * The supervisor's own families live in its registry (s->reg, lib/metrics),
+ * set from the live state at each render; each service's families are those
+ * of its latest heartbeat, rendered with service="<name>". Rendered on the
+ * loop thread, then handed to the HTTP threads as a finished buffer (http.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "gpukmm/metrics.h"
 #include "sup.h"
 
-uint64_t gk_sup_rss_bytes(void)
+/* The version of build_info. A placeholder until --version lands (the Makefile
+ * generates gk_version from `git describe`, gpukmm/version.h): then this is
+ * gk_version, and the define goes. */
+#ifndef GPUKMM_VERSION
+#define GPUKMM_VERSION "unknown"
+#endif
+
+static uint64_t statm_rss(const char *path)
 {
-	FILE *f = fopen("/proc/self/statm", "re");
+	FILE *f = fopen(path, "re");
 	unsigned long size, rss;
 	uint64_t out = 0;
 	if (f) {
@@ -21,93 +31,153 @@ uint64_t gk_sup_rss_bytes(void)
 	return out;
 }
 
-static void family(FILE *f, const char *name, const char *type, const char *help)
+uint64_t gk_sup_rss_bytes(void)
 {
-	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+	return statm_rss("/proc/self/statm");
 }
 
-char *gk_sup_metrics_render(const gk_sup *s, int64_t now_ms, size_t *len)
-{
-	char *buf = NULL;
-	size_t n = 0;
-	FILE *f = open_memstream(&buf, &n);
-	if (!f)
-		return NULL;
-	family(f, "gpukmm_ready", "gauge", "1 when every required service is ready.");
-	fprintf(f, "gpukmm_ready %d\n", s->ready ? 1 : 0);
-	family(f, "gpukmm_uptime_seconds", "gauge", "Seconds since the supervisor started.");
-	fprintf(f, "gpukmm_uptime_seconds %.3f\n", (double)(now_ms - s->start_ms) / 1000.0);
-	family(f, "gpukmm_process_resident_memory_bytes", "gauge", "Resident memory of the supervisor.");
-	fprintf(f, "gpukmm_process_resident_memory_bytes %llu\n", (unsigned long long)gk_sup_rss_bytes());
-	family(f, "gpukmm_log_lines_total", "counter", "Service output lines forwarded.");
-	fprintf(f, "gpukmm_log_lines_total %llu\n", (unsigned long long)s->out.lines);
-	family(f, "gpukmm_log_lines_dropped_total", "counter",
-	       "Output lines dropped because our own output was too slow.");
-	fprintf(f, "gpukmm_log_lines_dropped_total %llu\n", (unsigned long long)s->out.dropped);
-	family(f, "gpukmm_reaped_unknown_total", "counter", "Reaped children that were no service's main process.");
-	fprintf(f, "gpukmm_reaped_unknown_total %llu\n", (unsigned long long)s->unknown_reaped);
+enum {
+	F_BUILD, F_READY, F_UPTIME, F_RSS, F_LINES, F_DROPPED, F_REAPED, F_SPAWN_ERR, F_UP, F_SREADY, F_RESTARTS,
+	F_EXIT, F_SIGNAL, F_SUPTIME, F_STATE, F_SRSS, F_HB_AGE, F_SKIPPED, F_MREQ, F_MREV, F_N
+};
 
-	static const struct { const char *name, *type, *help; } fam[] = {
-		{ "gpukmm_service_up", "gauge", "1 when the service has a running process." },
-		{ "gpukmm_service_ready", "gauge", "1 when the service said Ready (and is not stopping)." },
-		{ "gpukmm_service_restarts_total", "counter", "Restarts of the service." },
-		{ "gpukmm_service_last_exit_code", "gauge", "Exit code of the last exit (-1: none or a signal)." },
-		{ "gpukmm_service_last_exit_signal", "gauge", "Signal of the last exit (0: none)." },
-		{ "gpukmm_service_uptime_seconds", "gauge", "Seconds since the current process started (0: none)." },
-		{ "gpukmm_service_state", "gauge", "1 for the state the service is in." },
-	};
-	for (size_t k = 0; k < sizeof(fam) / sizeof(fam[0]); k++) {
-		family(f, fam[k].name, fam[k].type, fam[k].help);
-		for (size_t i = 0; i < s->n; i++) {
-			const gk_sup_svc *v = &s->svcs[i];
-			const char *nm = v->conf->name;
-			switch (k) {
-			case 0: fprintf(f, "%s{service=\"%s\"} %d\n", fam[k].name, nm, v->pid > 0); break;
-			case 1: fprintf(f, "%s{service=\"%s\"} %d\n", fam[k].name, nm, v->state == GK_SUP_READY); break;
-			case 2: fprintf(f, "%s{service=\"%s\"} %u\n", fam[k].name, nm, v->restarts); break;
-			case 3: fprintf(f, "%s{service=\"%s\"} %d\n", fam[k].name, nm, v->last_exit_code); break;
-			case 4: fprintf(f, "%s{service=\"%s\"} %d\n", fam[k].name, nm, v->last_signal); break;
-			case 5:
-				fprintf(f, "%s{service=\"%s\"} %.3f\n", fam[k].name, nm,
-					v->pid > 0 ? (double)(now_ms - v->spawned_ms) / 1000.0 : 0.0);
-				break;
-			case 6:
-				for (int st = 0; st < GK_SUP_NSTATES; st++)
-					fprintf(f, "%s{service=\"%s\",state=\"%s\"} %d\n", fam[k].name, nm,
-						gk_sup_state_name(st), (int)v->state == st);
-				break;
-			}
-		}
+static const gk_metric_desc families[F_N] = {
+	[F_BUILD] = { "gpukmm_build_info", "Always 1: the version of the running gpukmm (git describe).",
+		      GK_METRIC_GAUGE, "version" },
+	[F_READY] = { "gpukmm_ready", "1 when every required service is ready.", GK_METRIC_GAUGE },
+	[F_UPTIME] = { "gpukmm_uptime_seconds", "Seconds since the supervisor started.", GK_METRIC_GAUGE },
+	[F_RSS] = { "gpukmm_process_resident_memory_bytes", "Resident memory of the supervisor.", GK_METRIC_GAUGE },
+	[F_LINES] = { "gpukmm_log_lines_total", "Service output lines forwarded.", GK_METRIC_COUNTER },
+	[F_DROPPED] = { "gpukmm_log_lines_dropped_total", "Output lines dropped because our own output was too slow.",
+			GK_METRIC_COUNTER },
+	[F_REAPED] = { "gpukmm_reaped_unknown_total", "Reaped children that were no service's main process.",
+		       GK_METRIC_COUNTER },
+	[F_SPAWN_ERR] = { "gpukmm_spawn_errors_total", "Service starts that failed before the exec.",
+			  GK_METRIC_COUNTER },
+	[F_UP] = { "gpukmm_service_up", "1 when the service has a running process.", GK_METRIC_GAUGE, "service" },
+	[F_SREADY] = { "gpukmm_service_ready", "1 when the service said Ready (and is not stopping).", GK_METRIC_GAUGE,
+		       "service" },
+	[F_RESTARTS] = { "gpukmm_service_restarts_total", "Restarts of the service.", GK_METRIC_COUNTER, "service" },
+	[F_EXIT] = { "gpukmm_service_last_exit_code", "Exit code of the last exit (-1: none or a signal).",
+		     GK_METRIC_GAUGE, "service" },
+	[F_SIGNAL] = { "gpukmm_service_last_exit_signal", "Signal of the last exit (0: none).", GK_METRIC_GAUGE,
+		       "service" },
+	[F_SUPTIME] = { "gpukmm_service_uptime_seconds", "Seconds since the current process started (0: none).",
+			GK_METRIC_GAUGE, "service" },
+	[F_STATE] = { "gpukmm_service_state",
+		      "1 for the state the service is in (down, starting, ready, stopping, backoff, failed).",
+		      GK_METRIC_GAUGE, "service,state" },
+	[F_SRSS] = { "gpukmm_service_resident_memory_bytes", "Resident memory of the service's process (0: none).",
+		     GK_METRIC_GAUGE, "service" },
+	[F_HB_AGE] = { "gpukmm_service_heartbeat_age_seconds",
+		       "Seconds since the service's last heartbeat (0: not running or none yet).", GK_METRIC_GAUGE,
+		       "service" },
+	[F_SKIPPED] = { "gpukmm_metrics_families_skipped",
+			"Service metric families left out of the previous page: malformed, a name the supervisor "
+			"owns, or a type that differs from another service's family of that name.",
+			GK_METRIC_GAUGE },
+	[F_MREQ] = { "gpukmm_metrics_requests_total",
+		     "Requests to the /metrics server, by HTTP status code (401: no or a bad token, 403: not "
+		     "allowed, 503: the review could not be done).",
+		     GK_METRIC_COUNTER, "code" },
+	[F_MREV] = { "gpukmm_metrics_reviews_total",
+		     "Bearer tokens reviewed (TokenReview + SubjectAccessReview through the reviewer service), "
+		     "by result: allowed, denied, unauthenticated, error. Cached verdicts are not counted.",
+		     GK_METRIC_COUNTER, "result" },
+};
+
+struct gk_metric *gk_sup_metric(gk_sup *s, int which)
+{
+	return s->fam[which == GK_SUP_M_REQUESTS ? F_MREQ : F_MREV];
+}
+
+int gk_sup_metrics_init(gk_sup *s)
+{
+	if (!(s->reg = gk_metrics_new()))
+		return -1;
+	_Static_assert(F_N <= sizeof(s->fam) / sizeof(s->fam[0]), "gk_sup.fam too small");
+	for (int i = 0; i < F_N; i++) {
+		gk_metric_desc d = families[i];
+		d.max_series = GK_SUP_MAX_SERVICES * GK_SUP_NSTATES;
+		if (!(s->fam[i] = gk_metrics_family(s->reg, &d)))
+			return -1;
 	}
-	/* the counters services send with their heartbeats: one family per name,
-	 * HELP/TYPE once, a sample per service that reports it */
+	gk_metric_set(s->fam[F_BUILD], 1, GK_LV(GPUKMM_VERSION));
+	return 0;
+}
+
+void gk_sup_metrics_fini(gk_sup *s)
+{
+	gk_metrics_free(s->reg);
+	s->reg = NULL;
+}
+
+void gk_sup_svc_set_metrics(gk_sup_svc *v, struct Gpukmm__MetricSet *m)
+{
+	if (v->metrics)
+		gpukmm__metric_set__free_unpacked(v->metrics, NULL);
+	v->metrics = m;
+}
+
+/* The supervisor's families from the live state. */
+static void update(const gk_sup *s, int64_t now_ms)
+{
+	gk_metric *const *f = s->fam;
+	gk_metric_set(f[F_READY], s->ready ? 1 : 0, NULL);
+	gk_metric_set(f[F_UPTIME], (double)(now_ms - s->start_ms) / 1000.0, NULL);
+	gk_metric_set(f[F_RSS], (double)gk_sup_rss_bytes(), NULL);
+	gk_metric_bind(f[F_LINES], &s->out.lines, NULL);
+	gk_metric_bind(f[F_DROPPED], &s->out.dropped, NULL);
+	gk_metric_bind(f[F_REAPED], &s->unknown_reaped, NULL);
+	gk_metric_bind(f[F_SPAWN_ERR], &s->spawn_errors, NULL);
+	gk_metric_set(f[F_SKIPPED], (double)s->metrics_skipped, NULL);
 	for (size_t i = 0; i < s->n; i++) {
-		for (size_t c = 0; c < s->svcs[i].n_counters; c++) {
-			const gk_sup_counter *ct = &s->svcs[i].counters[c];
-			bool seen = false;
-			for (size_t j = 0; j < i && !seen; j++)
-				for (size_t d = 0; d < s->svcs[j].n_counters && !seen; d++)
-					seen = strcmp(s->svcs[j].counters[d].name, ct->name) == 0;
-			for (size_t d = 0; d < c && !seen; d++)
-				seen = strcmp(s->svcs[i].counters[d].name, ct->name) == 0;
-			if (seen)
-				continue;
-			fprintf(f, "# HELP gpukmm_svc_%s %s\n# TYPE gpukmm_svc_%s counter\n", ct->name,
-				ct->help[0] ? ct->help : "Counter reported by the service.", ct->name);
-			for (size_t j = i; j < s->n; j++)
-				for (size_t d = 0; d < s->svcs[j].n_counters; d++)
-					if (strcmp(s->svcs[j].counters[d].name, ct->name) == 0) {
-						fprintf(f, "gpukmm_svc_%s{service=\"%s\"} %llu\n", ct->name,
-							s->svcs[j].conf->name,
-							(unsigned long long)s->svcs[j].counters[d].value);
-						break;
-					}
-		}
+		const gk_sup_svc *v = &s->svcs[i];
+		const char *nm = v->conf->name;
+		bool running = v->pid > 0;
+		gk_metric_set(f[F_UP], running, GK_LV(nm));
+		gk_metric_set(f[F_SREADY], v->state == GK_SUP_READY, GK_LV(nm));
+		gk_metric_set(f[F_RESTARTS], v->restarts, GK_LV(nm));
+		gk_metric_set(f[F_EXIT], v->last_exit_code, GK_LV(nm));
+		gk_metric_set(f[F_SIGNAL], v->last_signal, GK_LV(nm));
+		gk_metric_set(f[F_SUPTIME], running ? (double)(now_ms - v->spawned_ms) / 1000.0 : 0, GK_LV(nm));
+		for (int st = 0; st < GK_SUP_NSTATES; st++)
+			gk_metric_set(f[F_STATE], (int)v->state == st, GK_LV(nm, gk_sup_state_name(st)));
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%d/statm", (int)v->pid);
+		gk_metric_set(f[F_SRSS], running ? (double)statm_rss(path) : 0, GK_LV(nm));
+		gk_metric_set(f[F_HB_AGE], running && v->last_hb_ms ? (double)(now_ms - v->last_hb_ms) / 1000.0 : 0,
+			      GK_LV(nm));
 	}
-	if (fclose(f) != 0) {
+}
+
+char *gk_sup_metrics_render(gk_sup *s, int64_t now_ms, size_t *len)
+{
+	update(s, now_ms);
+	Gpukmm__MetricSet *own = gk_metrics_snapshot(s->reg);
+	if (!own)
+		return NULL;
+	gk_metrics_source src[1 + GK_SUP_MAX_SERVICES];
+	size_t n = 0;
+	src[n++] = (gk_metrics_source){ .families = own->families, .n = own->n_families, .owner = true };
+	for (size_t i = 0; i < s->n && n < sizeof(src) / sizeof(src[0]); i++)
+		if (s->svcs[i].metrics)
+			src[n++] = (gk_metrics_source){ .extra_name = "service",
+							.extra_value = s->svcs[i].conf->name,
+							.families = s->svcs[i].metrics->families,
+							.n = s->svcs[i].metrics->n_families };
+	char *buf = NULL;
+	size_t blen = 0, skipped = 0;
+	FILE *f = open_memstream(&buf, &blen);
+	int rc = f ? gk_metrics_render(f, src, n, &skipped) : -1;
+	if (f && fclose(f) != 0)
+		rc = -1;
+	gpukmm__metric_set__free_unpacked(own, NULL);
+	if (rc) {
 		free(buf);
 		return NULL;
 	}
-	*len = n;
+	s->metrics_skipped = skipped;
+	*len = blen;
 	return buf;
 }

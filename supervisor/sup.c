@@ -169,7 +169,7 @@ static void a_spawn(gk_sup *s, gk_sup_svc *v)
 	v->spawned_ms = gk_sup_now_ms();
 	v->ready_ms = v->last_hb_ms = 0;
 	v->hung = false;
-	v->n_counters = 0;
+	gk_sup_svc_set_metrics(v, NULL);
 	v->last_error[0] = '\0';
 	GK_INFO("service %s: started, pid %d", v->conf->name, (int)pid);
 	if (v->conf->ready_timeout_ms > 0)
@@ -553,6 +553,8 @@ int gk_sup_init(gk_sup *s, gk_sup_conf *conf, const gk_sup_opts *opts, gk_err *e
 	s->n = conf->n_svcs;
 	for (size_t i = 0; i < s->n; i++)
 		s->svcs[i].log_rd = s->svcs[i].log_wr = -1;
+	if (gk_sup_metrics_init(s))
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
 	if ((rc = gk_loop_new(&s->loop, err)))
 		return rc;
 	for (size_t i = 0; i < s->n; i++) {
@@ -594,6 +596,8 @@ int gk_sup_init(gk_sup *s, gk_sup_conf *conf, const gk_sup_opts *opts, gk_err *e
 	if ((rc = gk_sup_control_open(s, err)))
 		return rc;
 	if (opts->http_listen && (rc = gk_sup_http_start(s, opts->http_listen, err)))
+		return rc;
+	if (opts->metrics_listen && (rc = gk_sup_msrv_start(s, err)))
 		return rc;
 	return 0;
 }
@@ -674,6 +678,7 @@ int gk_sup_run(gk_sup *s)
 
 void gk_sup_fini(gk_sup *s)
 {
+	gk_sup_msrv_stop(s);
 	gk_sup_http_stop(s);
 	gk_sup_control_close(s);
 	if (s->log_stream) {
@@ -690,6 +695,7 @@ void gk_sup_fini(gk_sup *s)
 			break;
 	}
 	for (size_t i = 0; i < s->n; i++) {
+		gk_sup_svc_set_metrics(&s->svcs[i], NULL);
 		if (s->svcs[i].log_rd >= 0) {
 			if (s->loop)
 				gk_loop_del_fd(s->loop, s->svcs[i].log_rd);
@@ -700,6 +706,7 @@ void gk_sup_fini(gk_sup *s)
 	}
 	free(s->svcs);
 	s->svcs = NULL;
+	gk_sup_metrics_fini(s);
 	if (s->loop)
 		gk_loop_free(s->loop);
 	s->loop = NULL;

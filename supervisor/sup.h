@@ -9,7 +9,9 @@
  *   logfwd.c   children's output pipes -> prefixed lines -> bounded non-blocking sink
  *   notify.c   sd_notify by hand (READY=1, STOPPING=1, STATUS=, WATCHDOG=1)
  *   metrics.c  Prometheus text of the service table (pure rendering)
- *   http.c     /healthz /readyz /metrics (libmicrohttpd thread, state handed over under a mutex)
+ *   http.c     /healthz /readyz (libmicrohttpd thread, state handed over under a mutex)
+ *   metricsd.c /metrics: HTTPS + TokenReview/SubjectAccessReview through a credentialed
+ *              service (AccessReview RPC), or plain HTTP with --metrics-insecure
  *   rundir.c   runtime directory: 0700, lock against a second instance, stale sockets
  *   sup.c      the supervisor itself: services, events, actions, stop and escalation
  *   control.c  the Control RPC service (Ready, Heartbeat, List)
@@ -281,15 +283,10 @@ char *gk_sup_rundir_default(void);
 
 #include "gpukmm/loop.h"
 
-#define GK_SUP_MAX_COUNTERS 32
-
-typedef struct gk_sup_counter {
-	char name[64];
-	char help[128];
-	uint64_t value;
-} gk_sup_counter;
-
 struct gk_sup;
+struct Gpukmm__MetricSet;
+struct gk_metrics;
+struct gk_metric;
 
 typedef struct gk_sup_svc {
 	const gk_sup_svc_conf *conf;
@@ -308,12 +305,12 @@ typedef struct gk_sup_svc {
 	bool hung;                /* killed for lost liveness */
 	int log_rd, log_wr;       /* output pipe, kept across restarts */
 	gk_sup_linebuf lines;
-	gk_sup_counter counters[GK_SUP_MAX_COUNTERS];
-	size_t n_counters;
+	struct Gpukmm__MetricSet *metrics; /* of the latest heartbeat of this process, NULL = none */
 	char last_error[200];
 } gk_sup_svc;
 
 typedef struct gk_sup_http gk_sup_http;
+typedef struct gk_sup_msrv gk_sup_msrv;
 
 typedef struct gk_sup_opts {
 	const char *runtime_dir;
@@ -321,6 +318,10 @@ typedef struct gk_sup_opts {
 	const char *kubeconfig;
 	int log_json;
 	const char *http_listen;      /* "ADDR:PORT", NULL = no HTTP */
+	const char *metrics_listen;   /* "ADDR:PORT", NULL = no /metrics */
+	bool metrics_insecure;        /* plain HTTP, no authentication (local use) */
+	const char *metrics_cert, *metrics_key;  /* serving pair; NULL = self-signed at start */
+	const char *metrics_reviewer; /* the service that reviews tokens (AccessReview) */
 	char *const *environ_base;
 	int out_fd;                   /* where forwarded lines go (1) */
 	int control_socket_mode;      /* control.sock mode; 0 = 0600 (0666 when the
@@ -357,6 +358,10 @@ typedef struct gk_sup {
 	void *control;            /* gk_ipc_server * */
 	void *control_impl;
 	gk_sup_http *http;
+	gk_sup_msrv *msrv;
+	struct gk_metrics *reg;   /* the supervisor's own families (metrics.c) */
+	struct gk_metric *fam[24];
+	size_t metrics_skipped;   /* service families left out of the last render */
 } gk_sup;
 
 /* Set up (nothing started yet): loop, signals, output, pipes, Control server, HTTP. */
@@ -377,13 +382,29 @@ int64_t gk_sup_now_ms(void);   /* CLOCK_MONOTONIC */
 int gk_sup_control_open(gk_sup *s, gk_err *err);
 void gk_sup_control_close(gk_sup *s);
 
-/* metrics.c: Prometheus text of the supervisor and its services (malloc'd). */
-char *gk_sup_metrics_render(const gk_sup *s, int64_t now_ms, size_t *len);
+/* metrics.c: the supervisor's registry (init: 0, -1 on OOM); the Prometheus
+ * text of the supervisor and its services (malloc'd, NULL on OOM). */
+int gk_sup_metrics_init(gk_sup *s);
+void gk_sup_metrics_fini(gk_sup *s);
+char *gk_sup_metrics_render(gk_sup *s, int64_t now_ms, size_t *len);
+/* Keep a heartbeat's metrics as the service's latest (NULL/0: none). */
+void gk_sup_svc_set_metrics(gk_sup_svc *v, struct Gpukmm__MetricSet *m);
 /* Current RSS of this process in bytes (0 if unknown). */
 uint64_t gk_sup_rss_bytes(void);
 
-/* http.c */
+/* http.c: the loop-answers machinery (init), the probe server (start), and
+ * a freshly rendered /metrics page for another thread (malloc'd; NULL when
+ * the loop does not answer in time). */
+int gk_sup_http_init(gk_sup *s, gk_err *err);
 int gk_sup_http_start(gk_sup *s, const char *listen, gk_err *err);
+char *gk_sup_http_metrics(gk_sup_http *h, size_t *len);
 void gk_sup_http_stop(gk_sup *s);
+
+/* metricsd.c: the /metrics server of opts.metrics_listen. */
+int gk_sup_msrv_start(gk_sup *s, gk_err *err);
+void gk_sup_msrv_stop(gk_sup *s);
+/* The supervisor's families for its counters (metrics.c owns the registry). */
+struct gk_metric *gk_sup_metric(gk_sup *s, int which);
+enum { GK_SUP_M_REQUESTS = 0, GK_SUP_M_REVIEWS };
 
 #endif

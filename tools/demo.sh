@@ -14,7 +14,9 @@
 # label on the node, then "oot-idle" (OoT xe loaded) — the stand-in for KMM's worker
 # pod running modprobe there (tests/lib/nodeprofile.sh, shared with the chaos test).
 # The webhook serves plain HTTP here (kubesim calls it by URL); in a cluster it
-# serves TLS (deploy/webhook).
+# serves TLS (deploy/webhook). /metrics is served as in a cluster: HTTPS, the
+# scraper's token reviewed (kubesim knows the token "demo-scraper", allowed); the
+# demo prints the URLs and a one-line summary of the most useful metrics.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}
@@ -99,7 +101,9 @@ HAVE_NODES=; grep -qs gpuNodes services/statusd/*.c && HAVE_NODES=1
 
 # --- the API server, KMM, the CRDs
 say "starting kubesim (API server) and fake-kmm (KMM)"
-KUBESIM_NO_TRAP=1 kubesim_start || { echo "not ok - kubesim starts"; FAILED=1; exit 1; }
+# the identity of the metrics scraper (kubesim's TokenReview; system:masters: allowed)
+printf 'demo-scraper,demo-scraper,uid-demo,"system:masters"\n' >"$D/users.csv"
+KUBESIM_NO_TRAP=1 kubesim_start --token-auth-file "$D/users.csv" || { echo "not ok - kubesim starts"; FAILED=1; exit 1; }
 cat >"$D/kubeconfig" <<K
 apiVersion: v1
 kind: Config
@@ -158,7 +162,7 @@ printf '{"services": [\n  %s\n]}\n' "$svc_list" >"$D/controller.json"
 nsvc=$(jq '.services | length' "$D/controller.json")
 OPERATOR_NAMESPACE=$NS GPUKMM_LOG_LEVEL=${GPUKMM_LOG_LEVEL:-warn} "$GPUKMM_BIN/gpukmm" --profile controller \
 	--config "$D/controller.json" --runtime-dir "$D/run-controller" --kubeconfig "$D/kubeconfig" \
-	--http-listen 127.0.0.1:0 >"$D/controller.log" 2>&1 &
+	--http-listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --log-level info >"$D/controller.log" 2>&1 &
 PIDS+=($!)
 SUPS[$!]="gpukmm --profile controller"
 say "gpukmm --profile controller started: $(jq -r '[.services[].name] | join(", ")' "$D/controller.json")"
@@ -181,7 +185,10 @@ milestone "admission webhooks registered (served by the controller's gpukmm-webh
 
 # --- one node profile per GPU node (tests/lib/nodeprofile.sh)
 np_init "$D" "$D/kubeconfig" "$NS"
-for n in $GPU_NODES; do np_start "$n" "${KVER[$n]}" || { echo "not ok - node profile of $n starts"; FAILED=1; exit 1; }; done
+for n in $GPU_NODES; do
+	NP_SUP_ARGS="--metrics-listen 127.0.0.1:0 --log-level info" np_start "$n" "${KVER[$n]}" ||
+		{ echo "not ok - node profile of $n starts"; FAILED=1; exit 1; }
+done
 say "gpukmm --profile node started on $GPU_NODES (prober + statusd --mode node)"
 node_report() { kj "/api/v1/nodes/$1" | jq -e "$2" >/dev/null; }
 for n in $GPU_NODES; do
@@ -232,6 +239,36 @@ if [ -n "$HAVE_NODES" ]; then
 		'.status.nodes.gpuNodes == 3 and .status.nodes.ootLoaded == 3'
 else
 	skip "status.nodes summary (gpukmm-statusd does not write it yet)"
+fi
+# /metrics as Prometheus would scrape it
+mport() { grep -o 'metrics: listening on 127.0.0.1:[0-9]*' "$1" 2>/dev/null | head -1 | grep -o '[0-9]*$'; }
+scrape() { curl -sk --oauth2-bearer demo-scraper "https://127.0.0.1:$(mport "$D/controller.log")/metrics"; }
+# the most useful numbers of the page in one line
+metrics_line() {
+	scrape | awk -v cp="$CP" '
+		function lbl(k,   r) { r = $1; if (!match(r, k "=\"[^\"]*\"")) return ""; r = substr(r, RSTART + length(k) + 2, RLENGTH - length(k) - 3); return r }
+		/^#/ { next }
+		$1 ~ "^gpukmm_policy_kmm_available_nodes\\{" && lbl("policy") == cp { av = $2 }
+		$1 ~ "^gpukmm_policy_kmm_desired_nodes\\{" && lbl("policy") == cp { de = $2 }
+		$1 ~ "^gpukmm_policy_condition\\{" && lbl("policy") == cp && lbl("type") == "Ready" && $2 == 1 { ready = lbl("status") }
+		$1 ~ "^gpukmm_policy_gpu_nodes\\{" && lbl("policy") == cp { src = src sep lbl("module_source") " " $2; sep = ", " }
+		$1 ~ "^gpukmm_policy_problem_nodes\\{" && lbl("policy") == cp { prob += $2 }
+		$1 ~ "^gpukmm_service_restarts_total\\{" { rs += $2 }
+		$1 ~ "^gpukmm_api_requests_total\\{" { api += $2; if (lbl("code") ~ /^5|429|error/) apierr += $2 }
+		$1 ~ "^gpukmm_webhook_admissions_total\\{" { adm[lbl("result")] += $2 }
+		$1 == "gpukmm_leader{service=\"watcher\"}" { lead = $2 }
+		END {
+			if (de == "") exit 1
+			printf "%s: KMM %d/%d, Ready %s, GPU nodes (%s), problem nodes %d | leader %d, restarts %d, API requests %d (%d failed), admissions %d allowed / %d denied\n",
+				cp, av, de, ready, src, prob, lead, rs, api, apierr, adm["allowed"], adm["denied"]
+		}'
+}
+milestone "controller /metrics served over HTTPS to a reviewed token, KMM 3/3 on it" 20 bash -c \
+	"$(declare -f mport scrape metrics_line); D=$D CP=$CP; metrics_line | grep -q 'KMM 3/3'"
+if [ -n "$CHECK" ]; then
+	echo "# metrics: $(metrics_line)"
+else
+	echo "   metrics: $(metrics_line)"
 fi
 show k get clusterpolicy -o custom-columns='NAME:.metadata.name,KMM:.status.kmmStatus,DP:.status.devicePluginStatus,DRA:.status.draStatus,XPU:.status.xpuManagerStatus,READY:.status.conditions[?(@.type=="Ready")].status,REASON:.status.conditions[?(@.type=="Ready")].reason'
 show bash -c "curl -s $KUBESIM_URL/apis/intel.com/v1alpha1/clusterpolicies/$CP | jq '.status'"
@@ -286,6 +323,13 @@ if [ -n "${KEEP:-}" ] && [ -z "$CHECK" ]; then
 	echo "   kubectl --server $KUBESIM_URL get clusterpolicy $CP -o yaml"
 	echo "   kubectl --server $KUBESIM_URL apply -f deploy/examples/clusterpolicy-kmm.yaml"
 	echo "   $GPUKMM_BIN/gpukmmctl status --runtime-dir $D/run-controller"
+	echo "   metrics (HTTPS; the token is reviewed by statusd through the API server's TokenReview"
+	echo "   and SubjectAccessReview; -k: the serving certificate is self-signed here):"
+	echo "     curl -sk --oauth2-bearer demo-scraper https://127.0.0.1:$(mport "$D/controller.log")/metrics   # controller"
+	for n in $GPU_NODES; do
+		echo "     curl -sk --oauth2-bearer demo-scraper https://127.0.0.1:$(mport "$NP_DIR/node-$n.log")/metrics   # node $n"
+	done
+	echo "   now: $(metrics_line)"
 	echo "   $GPUKMM_BIN/gpukmmctl probe --root $NP_DIR/gpu-rhel-1/root"
 	echo "   Ctrl-C stops everything"
 	while kill -0 "${PIDS[0]}" 2>/dev/null; do sleep 1; done

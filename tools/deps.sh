@@ -1,12 +1,14 @@
 #!/bin/sh
-# Installs the Debian 12 packages gpukmm needs to build, test and run its demo:
+# Installs the Debian 12 packages gpukmm needs to build, test and run its demo
+# (prometheus: for promtool, 2.42 in Debian 12, which checks the metrics, the alert
+# rules and their unit tests; its server is not started):
 # as root directly, otherwise through sudo when sudo is there (else it lists them). kubectl is not a Debian 12 package: the machines
 # this project targets ship it; we only check that it is there.
 set -e
 PKGS="build-essential pkg-config protobuf-c-compiler libprotobuf-c-dev libnng-dev
 libcurl4-openssl-dev libcjson-dev libkmod-dev libpci-dev libcriterion-dev
 libmicrohttpd-dev libyaml-dev libpcre2-dev libre2-dev libssl-dev
-pciutils kmod runit curl openssl clang libclang-rt-14-dev procps psmisc python3 jq
+pciutils kmod runit curl openssl clang libclang-rt-14-dev procps psmisc python3 jq prometheus
 python3-jsonschema"
 missing=""
 for p in $PKGS; do
@@ -25,6 +27,12 @@ if [ -n "$missing" ]; then
 	apt-get update -qq
 	# shellcheck disable=SC2086
 	apt-get install -y -qq --no-install-recommends $missing
+	# the prometheus package we just installed enables its server; we want promtool only
+	case " $missing " in *" prometheus "*)
+		if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+			systemctl disable --now prometheus >/dev/null 2>&1 || true
+		fi ;;
+	esac
 	echo "deps: installed:$missing"
 else
 	echo "deps: all Debian packages present"

@@ -105,6 +105,10 @@ int gk_kube_parse_retry_after(const char *v, int64_t now_s);
  * cap is too small (buf is then ""). */
 #define GK_KUBE_TIME_LEN 32
 size_t gk_kube_time(char *buf, size_t cap, int64_t unix_s);
+/* The verb of a request as the API server counts it: GET, LIST (a GET of a
+ * collection), WATCH (?watch=true or a /watch/ path), POST, PUT, PATCH,
+ * DELETE, HEAD, else OTHER. path: the URL path with its query. */
+const char *gk_kube_verb(const char *method, const char *path);
 /* Should the operation be retried (after a backoff)? 429, 5xx, transport, 409-conflict. */
 bool gk_kube_retryable(int code);
 

@@ -1,5 +1,6 @@
 /* gpukmm — what every service binary shares: command line, logging, the
- * supervisor's Control service (Ready, Heartbeat with counters), SIGTERM.
+ * supervisor's Control service (Ready, Heartbeat with the process's metrics,
+ * gpukmm/metrics.h), SIGTERM.
  *
  * A service's main() looks like:
  *
@@ -46,7 +47,9 @@ typedef struct gk_svc_addrs {
 	const char *statusd;
 } gk_svc_addrs;
 
-/* A service-specific counter exported in heartbeats (and so in /metrics). */
+/* Legacy (before include/gpukmm/metrics.h): a variable exported as
+ * gpukmm_<name>, a counter when the name ends in _total, else a gauge. Use
+ * gk_metric_counter_var / gk_metric_gauge_var in new code. */
 typedef struct gk_svc_counter {
 	const char *name;
 	const char *help;
@@ -75,8 +78,6 @@ typedef struct gk_svc {
 	/* private */
 	gk_ipc_client *control;
 	gk_timer_id hb_timer;
-	const gk_svc_counter *counters;
-	size_t n_counters;
 	int ready_sent;
 	void (*on_stop)(void *user);
 	void *on_stop_user;
@@ -102,7 +103,9 @@ typedef struct gk_svc {
  * nng (nng#1543) ends cleanly before the supervisor's SIGKILL. */
 int gk_svc_init(gk_svc *svc, const char *name, int argc, char **argv,
 		const gk_svc_opt *extra, gk_err *err);
-/* Counters sent with every heartbeat. The array must outlive the service. */
+/* Legacy: registers the variables in the default metrics registry (what
+ * every heartbeat sends: gpukmm/metrics.h). The variables must outlive the
+ * service. */
 void gk_svc_set_counters(gk_svc *svc, const gk_svc_counter *c, size_t n);
 /* Called on SIGTERM/SIGINT instead of stopping the loop at once (to drain). */
 void gk_svc_on_stop(gk_svc *svc, void (*fn)(void *user), void *user);

@@ -355,6 +355,7 @@ int gk_kube_request(gk_kube_client *c, const char *method, const char *path,
 		CURLcode cc = curl_easy_perform(e);
 		long http = 0;
 		curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &http);
+		gk_kube__observe(e);
 		curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);
 		curl_slist_free_all(hdrs);
 		int rc = gk_kube__result(c, cc, http, errbuf, &rb, st, method, path, err);

@@ -42,6 +42,9 @@ int gk_kube__result(gk_kube_client *c, CURLcode cc, long http, const char *errbu
 		    const gk_kube_buf *body, gk_kube_status *st, const char *method,
 		    const char *path, gk_err *err);
 void gk_kube__disc_free(gk_kube_client *c);
+/* Count and time one finished request (metrics.c): gpukmm_api_requests_total
+ * and gpukmm_api_request_duration_seconds{verb,code}. */
+void gk_kube__observe(CURL *e);
 
 /* A verb as a request (verbs.c): shared by the blocking and the async paths. */
 #define GK_KUBE__PATH_CAP 2048

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "gpukmm/log.h"
+#include "gpukmm/metrics.h"
 #include "internal.h"
 #include "jparse.h"
 #include "gpukmm/kmap.h"
@@ -89,6 +90,23 @@ static int listed_add(gk_kube_watch *w, const char *key)
 	return 0;
 }
 
+/* gpukmm_watch_{relists,restarts}_total{resource} (gpukmm/metrics.h) */
+static void count(bool relist, const gk_kube_watch *w)
+{
+	static gk_metric *relists, *restarts;
+	if (!relists) {
+		relists = gk_metric_counter("gpukmm_watch_relists_total",
+					    "Completed lists of a watched resource: the initial one, and one after "
+					    "each 410 Gone or failed watch (a relist costs a full read).",
+					    "resource");
+		restarts = gk_metric_counter("gpukmm_watch_restarts_total",
+					     "Watches of a resource restarted after a failure, with backoff (not "
+					     "the normal end at timeoutSeconds).",
+					     "resource");
+	}
+	gk_metric_add(relist ? relists : restarts, 1, GK_LV(w->resource));
+}
+
 static void report_error(gk_kube_watch *w, int code, const char *msg)
 {
 	w->stats.errors++;
@@ -109,6 +127,7 @@ static void backoff(gk_kube_watch *w, int retry_after_s)
 	if (retry_after_s > 0 && (int64_t)retry_after_s * 1000 > d)
 		d = (int64_t)retry_after_s * 1000;
 	w->stats.restarts++;
+	count(false, w);
 	GK_DEBUG("watch %s: retry in %lld ms", w->what, (long long)d);
 	schedule(w, d);
 }
@@ -429,6 +448,7 @@ static void list_done(gk_kube_watch *w)
 		return;
 	w->relist_needed = false;
 	w->stats.relists++;
+	count(true, w);
 	w->events_since_relist = 0;
 	w->stats.synced = true;
 	if (w->cbs.on_synced)

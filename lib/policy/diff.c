@@ -28,9 +28,13 @@ static void normalise(cJSON *spec, const cJSON *desired_spec)
 	if (!ct)
 		return;
 	drop_false_flags(cJSON_GetObjectItemCaseSensitive(ct, "registryTLS"));
+	drop_false_flags(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ct, "sign"),
+							  "unsignedImageRegistryTLS"));
 	cJSON *maps = cJSON_GetObjectItemCaseSensitive(ct, "kernelMappings"), *m;
 	cJSON_ArrayForEach(m, maps) {
 		drop_false_flags(cJSON_GetObjectItemCaseSensitive(m, "registryTLS"));
+		drop_false_flags(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "sign"),
+								  "unsignedImageRegistryTLS"));
 		cJSON *b = cJSON_GetObjectItemCaseSensitive(m, "build");
 		cJSON *sel = b ? cJSON_GetObjectItemCaseSensitive(b, "selector") : NULL;
 		if (sel && cJSON_GetArraySize(sel) == 0)

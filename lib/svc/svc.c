@@ -13,6 +13,7 @@
 
 #include "control.pb-c.h"
 #include "gpukmm/log.h"
+#include "gpukmm/metrics.h"
 #include "gpukmm/svc.h"
 
 #define CONTROL_TIMEOUT_MS 5000
@@ -329,8 +330,16 @@ fail:
 
 void gk_svc_set_counters(gk_svc *svc, const gk_svc_counter *c, size_t n)
 {
-	svc->counters = c;
-	svc->n_counters = n;
+	for (size_t i = 0; i < n; i++) {
+		char name[160];
+		snprintf(name, sizeof(name), "gpukmm_%s", c[i].name);
+		size_t l = strlen(name);
+		bool total = l > 6 && strcmp(name + l - 6, "_total") == 0;
+		if (total)
+			gk_metric_counter_var(name, c[i].help, c[i].value);
+		else
+			gk_metric_gauge_var(name, c[i].help, c[i].value);
+	}
 }
 
 void gk_svc_on_stop(gk_svc *svc, void (*fn)(void *user), void *user)
@@ -421,22 +430,18 @@ static void send_heartbeat(gk_svc *svc)
 	r.service = (char *)svc->name;
 	r.has_pid = 1;
 	r.pid = (int32_t)getpid();
-	Gpukmm__Counter cs[64], *cp[64];
-	size_t n = svc->n_counters < 64 ? svc->n_counters : 64;
-	for (size_t i = 0; i < n; i++) {
-		cs[i] = (Gpukmm__Counter)GPUKMM__COUNTER__INIT;
-		cs[i].name = (char *)svc->counters[i].name;
-		cs[i].help = (char *)svc->counters[i].help;
-		cs[i].has_value = 1;
-		cs[i].value = svc->counters[i].value ? *svc->counters[i].value : 0;
-		cp[i] = &cs[i];
+	Gpukmm__MetricSet *ms = gk_metrics_snapshot(gk_metrics_default());
+	if (ms) {
+		r.metrics = ms->families;
+		r.n_metrics = ms->n_families;
 	}
-	r.n_counters = n;
-	r.counters = cp;
 	gk_err e;
 	int timeout = svc->heartbeat_ms < CONTROL_TIMEOUT_MS ? svc->heartbeat_ms : CONTROL_TIMEOUT_MS;
-	if (gk_ipc_call_async(svc->control, &gpukmm__control__descriptor, "Heartbeat", &r.base, timeout,
-			      on_hb_done, svc, &e) != 0) {
+	int rc = gk_ipc_call_async(svc->control, &gpukmm__control__descriptor, "Heartbeat", &r.base, timeout,
+				   on_hb_done, svc, &e);
+	if (ms)
+		gpukmm__metric_set__free_unpacked(ms, NULL);
+	if (rc != 0) {
 		GK_WARN("Control.Heartbeat: %s", e.msg);
 		return;
 	}

@@ -7,6 +7,7 @@
 #include "echo.h"
 #include "gpukmm/ipc.h"
 #include "gpukmm/log.h"
+#include "gpukmm/metrics.h"
 #include "gpukmm/svc.h"
 
 struct app {
@@ -53,13 +54,11 @@ int main(int argc, char **argv)
 		gk_svc_fini(&a.svc);
 		return 2;
 	}
-	const gk_svc_counter counters[] = {
-		{ "echo_calls", "calls handled", &a.echo.calls },
-		{ "echo_counter", "value of the Add counter", &a.echo.counter },
-		{ "ipc_bad_frames", "undecodable requests dropped", &a.bad_frames },
-		{ "ipc_deduped", "resent mutating calls answered from the cache", &a.deduped },
-	};
-	gk_svc_set_counters(&a.svc, counters, sizeof(counters) / sizeof(counters[0]));
+	gk_metric_counter_var("gpukmm_echo_calls_total", "Echo calls handled.", &a.echo.calls);
+	gk_metric_gauge_var("gpukmm_echo_counter", "Value of the Add counter.", &a.echo.counter);
+	gk_metric_counter_var("gpukmm_echo_ipc_bad_frames_total", "Undecodable requests dropped.", &a.bad_frames);
+	gk_metric_counter_var("gpukmm_echo_ipc_deduped_total", "Resent mutating calls answered from the cache.",
+			      &a.deduped);
 	if (gk_ipc_server_open(&a.server, a.svc.addr.listen, NULL, &err) != 0 ||
 	    gk_ipc_server_add(a.server, &a.echo.service.base, &a.echo, gk_echo_mutating, &err) != 0 ||
 	    gk_loop_add_fd(a.svc.loop, gk_ipc_server_fd(a.server), EPOLLIN, on_server, &a, &err) != 0) {

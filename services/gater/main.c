@@ -21,6 +21,7 @@
 #include "gpukmm/ipc.h"
 #include "gpukmm/log.h"
 #include "gpukmm/loop.h"
+#include "gpukmm/metrics.h"
 #include "gpukmm/policy.h"
 #include "gpukmm/svc.h"
 #include "gpukmm/workqueue.h"
@@ -133,6 +134,7 @@ static void send_report(gt *g, const char *policy, const gk_gater_result *res)
 
 static void run_pass(gt *g, const char *key)
 {
+	uint64_t t0 = gk_metric_now_us();
 	gk_gater_result res;
 	gk_err e;
 	if (gk_gater_pass(g->view, key, &g->ops, &res, &g->pst, &e) != GK_OK)
@@ -155,6 +157,7 @@ static void run_pass(gt *g, const char *key)
 	} else {
 		gk_wq_forget(g->q, key);
 	}
+	gk_metric_reconcile(t0, res.failed ? "error" : "success");
 	gk_gater_result_free(&res);
 }
 
@@ -257,22 +260,23 @@ int main(int argc, char **argv)
 	const gk_wsub_stats *bs = gk_wsub_stats_get(g->bus);
 
 	const gk_gater_kops_stats *ks = gk_gater_kops_stats_get(g->kops);
-	const gk_svc_counter counters[] = {
-		{ "gater_passes_total", "gating passes", &g->pst.passes },
-		{ "gater_writes_total", "DaemonSet patches sent", &ks->writes },
-		{ "gater_conflicts_total", "409 conflicts (re-read and retried)", &ks->conflicts },
-		{ "gater_write_errors_total", "failed DaemonSet writes / re-reads (retried with backoff)", &ks->errors },
-		{ "gater_writes_inflight", "DaemonSets with an API call in flight or a re-read due", &ks->inflight },
-		{ "gater_failed_passes_total", "passes that failed (retried with backoff)", &g->pst.failures },
-		{ "gater_snapshots_total", "view rebuilds from watcher snapshots", &bs->snapshots },
-		{ "gater_bus_gaps_total", "bus sequence gaps", &bs->gaps },
-		{ "gater_events_received_total", "bus events received", &bs->events },
-		{ "gater_reports_ok_total", "status reports accepted", &g->reports_ok },
-		{ "gater_reports_failed_total", "status reports failed", &g->reports_failed },
-		{ "gater_queue_depth", "keys ready or waiting", &g->qs.depth },
-		{ "gater_queue_refused_total", "keys refused by the bounded queue", &g->queue_refused },
-	};
-	gk_svc_set_counters(&g->svc, counters, sizeof(counters) / sizeof(counters[0]));
+	gk_metric_counter_var("gpukmm_gater_passes_total", "Gating passes.", &g->pst.passes);
+	gk_metric_counter_var("gpukmm_gater_writes_total", "DaemonSet patches sent.", &ks->writes);
+	gk_metric_counter_var("gpukmm_gater_conflicts_total", "409 conflicts (re-read and retried).", &ks->conflicts);
+	gk_metric_counter_var("gpukmm_gater_write_errors_total",
+			      "Failed DaemonSet writes / re-reads (retried with backoff).", &ks->errors);
+	gk_metric_gauge_var("gpukmm_gater_writes_inflight", "DaemonSets with an API call in flight or a re-read due.",
+			    &ks->inflight);
+	gk_metric_counter_var("gpukmm_gater_failed_passes_total", "Passes that failed (retried with backoff).",
+			      &g->pst.failures);
+	gk_metric_counter_var("gpukmm_gater_snapshots_total", "View rebuilds from watcher snapshots.", &bs->snapshots);
+	gk_metric_counter_var("gpukmm_gater_bus_gaps_total", "Bus sequence gaps.", &bs->gaps);
+	gk_metric_counter_var("gpukmm_gater_events_received_total", "Bus events received.", &bs->events);
+	gk_metric_counter_var("gpukmm_gater_reports_ok_total", "Status reports accepted.", &g->reports_ok);
+	gk_metric_counter_var("gpukmm_gater_reports_failed_total", "Status reports failed.", &g->reports_failed);
+	gk_metric_gauge_var("gpukmm_gater_queue_depth", "Keys ready or waiting.", &g->qs.depth);
+	gk_metric_counter_var("gpukmm_gater_queue_refused_total", "Keys refused by the bounded queue.",
+			      &g->queue_refused);
 
 	GK_INFO("started: namespace %s", g->svc.ns);
 	rc = gk_loop_run(g->svc.loop);

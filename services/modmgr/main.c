@@ -22,6 +22,7 @@
 #include "gpukmm/kube.h"
 #include "gpukmm/log.h"
 #include "gpukmm/loop.h"
+#include "gpukmm/metrics.h"
 #include "gpukmm/svc.h"
 #include "gpukmm/workqueue.h"
 #include "gpukmm/wqsched.h"
@@ -47,6 +48,7 @@ typedef struct inflight {
 	struct mm *m;
 	gk_mm_run *run;          /* NULL = free slot */
 	gk_mm_plan *plan;
+	uint64_t t0;             /* the pass's start (gk_metric_now_us) */
 	char key[GK_MM_NAME_MAX];
 } inflight;
 
@@ -176,8 +178,9 @@ static void emit(mm *m, const gk_mm_plan *p, const gk_mm_event *ev)
 /* ---- passes ----------------------------------------------------------------- */
 
 /* A pass ended: events, report, requeue; the key is released. */
-static void pass_done(mm *m, const char *key, gk_mm_plan *p)
+static void pass_done(mm *m, const char *key, gk_mm_plan *p, uint64_t t0)
 {
+	gk_metric_reconcile(t0, p->failed ? "error" : p->requeue_after_ms > 0 ? "requeue" : "success");
 	if (p->idle) {
 		GK_DEBUG("ClusterPolicy %s: not the leader, nothing written", key);
 	} else {
@@ -209,7 +212,7 @@ static void on_pass_end(void *user, gk_mm_plan *plan)
 	mm *m = f->m;
 	f->run = NULL;
 	m->n_fly--;
-	pass_done(m, f->key, plan);
+	pass_done(m, f->key, plan, f->t0);
 	gk_wq_sched_kick(&m->qs);
 }
 
@@ -227,11 +230,12 @@ static void run_pass(mm *m, const char *key)
 		return;
 	}
 	f->m = m;
+	f->t0 = gk_metric_now_us();
 	snprintf(f->key, sizeof(f->key), "%s", key);
 	gk_mm_run *run = NULL;
 	gk_mm_pass_start(m->view, key, &m->ops, p, &m->pst, on_pass_end, f, &run);
 	if (!run) {
-		pass_done(m, key, p);
+		pass_done(m, key, p, f->t0);
 		return;
 	}
 	f->run = run;
@@ -352,25 +356,27 @@ int main(int argc, char **argv)
 		goto fail;
 	const gk_wsub_stats *bs = gk_wsub_stats_get(m->bus);
 
-	const gk_svc_counter counters[] = {
-		{ "modmgr_passes_total", "reconcile passes", &m->pst.passes },
-		{ "modmgr_module_creates_total", "Module creates", &m->pst.creates },
-		{ "modmgr_module_patches_total", "Module patches", &m->pst.patches },
-		{ "modmgr_module_deletes_total", "Module deletes", &m->pst.deletes },
-		{ "modmgr_finalizer_writes_total", "ClusterPolicy finalizer writes", &m->pst.finalizer_writes },
-		{ "modmgr_conflicts_total", "409 conflicts (re-read and retried)", &m->pst.conflicts },
-		{ "modmgr_failed_passes_total", "passes that failed (retried with backoff)", &m->pst.failures },
-		{ "modmgr_snapshots_total", "view rebuilds from watcher snapshots", &bs->snapshots },
-		{ "modmgr_bus_gaps_total", "bus sequence gaps", &bs->gaps },
-		{ "modmgr_events_received_total", "bus events received", &bs->events },
-		{ "modmgr_reports_ok_total", "status reports accepted", &m->reports_ok },
-		{ "modmgr_reports_failed_total", "status reports failed", &m->reports_failed },
-		{ "modmgr_k8s_events_written_total", "Kubernetes Events created or bumped", &m->events_written },
-		{ "modmgr_k8s_events_failed_total", "Kubernetes Event writes that failed", &m->events_failed },
-		{ "modmgr_queue_depth", "keys ready or waiting", &m->qs.depth },
-		{ "modmgr_passes_inflight", "passes waiting for an API call", &m->n_fly },
-	};
-	gk_svc_set_counters(&m->svc, counters, sizeof(counters) / sizeof(counters[0]));
+	gk_metric_counter_var("gpukmm_modmgr_passes_total", "Reconcile passes.", &m->pst.passes);
+	gk_metric_counter_var("gpukmm_modmgr_module_creates_total", "Module creates.", &m->pst.creates);
+	gk_metric_counter_var("gpukmm_modmgr_module_patches_total", "Module patches.", &m->pst.patches);
+	gk_metric_counter_var("gpukmm_modmgr_module_deletes_total", "Module deletes.", &m->pst.deletes);
+	gk_metric_counter_var("gpukmm_modmgr_finalizer_writes_total", "ClusterPolicy finalizer writes.",
+			      &m->pst.finalizer_writes);
+	gk_metric_counter_var("gpukmm_modmgr_conflicts_total", "409 conflicts (re-read and retried).",
+			      &m->pst.conflicts);
+	gk_metric_counter_var("gpukmm_modmgr_failed_passes_total", "Passes that failed (retried with backoff).",
+			      &m->pst.failures);
+	gk_metric_counter_var("gpukmm_modmgr_snapshots_total", "View rebuilds from watcher snapshots.", &bs->snapshots);
+	gk_metric_counter_var("gpukmm_modmgr_bus_gaps_total", "Bus sequence gaps.", &bs->gaps);
+	gk_metric_counter_var("gpukmm_modmgr_events_received_total", "Bus events received.", &bs->events);
+	gk_metric_counter_var("gpukmm_modmgr_reports_ok_total", "Status reports accepted.", &m->reports_ok);
+	gk_metric_counter_var("gpukmm_modmgr_reports_failed_total", "Status reports failed.", &m->reports_failed);
+	gk_metric_counter_var("gpukmm_modmgr_k8s_events_written_total", "Kubernetes Events created or bumped.",
+			      &m->events_written);
+	gk_metric_counter_var("gpukmm_modmgr_k8s_events_failed_total", "Kubernetes Event writes that failed.",
+			      &m->events_failed);
+	gk_metric_gauge_var("gpukmm_modmgr_queue_depth", "Keys ready or waiting.", &m->qs.depth);
+	gk_metric_gauge_var("gpukmm_modmgr_passes_inflight", "Passes waiting for an API call.", &m->n_fly);
 
 	GK_INFO("started: namespace %s, service account %s", m->svc.ns, m->sa);
 	rc = gk_loop_run(m->svc.loop);

@@ -14,6 +14,7 @@
 
 #include "gpukmm/ipc.h"
 #include "gpukmm/log.h"
+#include "gpukmm/metrics.h"
 #include "gpukmm/probe.h"
 #include "gpukmm/svc.h"
 #include "reporter.h"
@@ -144,6 +145,33 @@ static void start_send(struct app *a)
 		after_send(a, err.code ? err.code : GK_INTERNAL, err.msg);
 }
 
+/* What the node has and runs, for the node dashboard and alerts. */
+static void node_metrics(const Gpukmm__NodeReport *r)
+{
+	static gk_metric *gpus, *mod;
+	if (!gpus) {
+		gpus = gk_metric_gauge("gpukmm_node_gpus",
+				       "Intel GPUs of this node: physical functions (pf) and SR-IOV virtual functions (vf).",
+				       "function");
+		mod = gk_metric_gauge("gpukmm_node_module_loaded",
+				      "1 when the node's GPU kernel module is loaded, with its source: oot "
+				      "(out-of-tree), in-tree, builtin or unknown (none: not loaded).",
+				      "module,source");
+	}
+	size_t vfs = 0;
+	for (size_t i = 0; i < r->n_gpus; i++)
+		vfs += r->gpus[i]->is_vf;
+	gk_metric_set(gpus, (double)(r->n_gpus - vfs), GK_LV("pf"));
+	gk_metric_set(gpus, (double)vfs, GK_LV("vf"));
+	static const char *const src[] = { "unknown", "none", "in-tree", "oot", "builtin" };
+	const Gpukmm__KernelModuleInfo *m = r->module;
+	int s = m && m->has_source && m->source >= 0 && m->source < 5 ? (int)m->source : 0;
+	const char *name = r->module_name ? r->module_name : "";
+	bool loaded = m && m->loaded;
+	gk_metric_remove_matching(mod, "module", name);
+	gk_metric_set(mod, loaded, GK_LV(name, loaded ? src[s] : "none"));
+}
+
 static void do_probe(struct app *a)
 {
 	Gpukmm__NodeReport *r = NULL;
@@ -154,6 +182,7 @@ static void do_probe(struct app *a)
 		return;
 	}
 	a->problems = r->n_problems;
+	node_metrics(r);
 	gk_pwatch_arm(&a->watch, a->po.root ? a->po.root : "/", a->po.module ? a->po.module : "xe", r);
 	if (gk_reporter_offer(&a->rep, r) == GK_REP_SEND)
 		start_send(a);
@@ -222,17 +251,16 @@ int main(int argc, char **argv)
 	a.rnd = (((uint64_t)getpid() * 0x9e3779b97f4a7c15ull) ^ (uint64_t)time(NULL)) | 1;
 	gk_reporter_init(&a.rep, a.retry_min_ms, a.retry_max_ms);
 
-	const gk_svc_counter counters[] = {
-		{ "prober_probes", "probes run", &a.rep.probes },
-		{ "prober_reports_sent", "reports statusd acknowledged", &a.rep.sent },
-		{ "prober_report_failures", "failed sends (retried)", &a.rep.failed },
-		{ "prober_reports_unchanged", "probes with nothing new to send", &a.rep.unchanged },
-		{ "prober_reports_replaced", "reports superseded before they were sent", &a.rep.replaced },
-		{ "prober_probe_failures", "probes that could not run", &a.probe_failures },
-		{ "prober_problems", "unreadable inputs in the last report", &a.problems },
-		{ "prober_inotify_events", "inotify events seen", &a.inotify_events },
-	};
-	gk_svc_set_counters(&a.svc, counters, sizeof counters / sizeof counters[0]);
+	gk_metric_counter_var("gpukmm_prober_probes_total", "Probes run.", &a.rep.probes);
+	gk_metric_counter_var("gpukmm_prober_reports_sent_total", "Reports statusd acknowledged.", &a.rep.sent);
+	gk_metric_counter_var("gpukmm_prober_report_failures_total", "Failed sends (retried).", &a.rep.failed);
+	gk_metric_counter_var("gpukmm_prober_reports_unchanged_total", "Probes with nothing new to send.",
+			      &a.rep.unchanged);
+	gk_metric_counter_var("gpukmm_prober_reports_replaced_total", "Reports superseded before they were sent.",
+			      &a.rep.replaced);
+	gk_metric_counter_var("gpukmm_prober_probe_failures_total", "Probes that could not run.", &a.probe_failures);
+	gk_metric_gauge_var("gpukmm_prober_problems", "Unreadable inputs in the last report.", &a.problems);
+	gk_metric_counter_var("gpukmm_prober_inotify_events_total", "Inotify events seen.", &a.inotify_events);
 
 	if (a.svc.addr.statusd) {
 		if (gk_ipc_client_open(&a.statusd, a.svc.addr.statusd, NULL, &err) != 0 ||

@@ -14,6 +14,7 @@
 #include "gpukmm/ipc.h"
 #include "gpukmm/log.h"
 #include "merge.h"
+#include "metrics.h"
 #include "nodes.h"
 
 #define RETRY_MS 1000    /* after an API error, and after GK_KUBE_CONFLICT_ATTEMPTS 409s in a row */
@@ -100,6 +101,7 @@ static void drop(gk_sd_ctrl *c, entry *e)
 	for (int k = 0; k < 2; k++)
 		if (e->rep[k])
 			gpukmm__status_report__free_unpacked(e->rep[k], NULL);
+	gk_sd_metrics_forget(e->name);
 	*e = c->e[--c->n];
 }
 
@@ -179,6 +181,7 @@ static bool after_get(gk_sd_ctrl *c, entry *e, cJSON *obj)
 {
 	if (!leading(c)) {
 		c->st.not_leader++;
+		gk_sd_metrics_forget(e->name);
 		finish(c, e, true, 0);
 		return false;
 	}
@@ -200,6 +203,8 @@ static bool after_get(gk_sd_ctrl *c, entry *e, cJSON *obj)
 			    .now = now, .nodes = nodes };
 	bool oom = false;
 	cJSON *want = gk_sd_merge(cur, &in, &oom);
+	if (want || cur)
+		gk_sd_metrics_policy(e->name, want ? want : cur, nodes);
 	cJSON *patch = want ? gk_sd_status_patch(cur, want, &oom) : NULL;
 	cJSON_Delete(want);
 	if (oom) {
@@ -294,6 +299,7 @@ static void on_timer(gk_loop *l, gk_timer_id id, void *user)
 			continue; /* a dirty one in flight is run again when its chain ends */
 		if (!leader) {
 			/* gaining leadership marks everything dirty again */
+			gk_sd_metrics_forget(e->name);
 			e->dirty = false;
 			c->st.not_leader++;
 			c->st.passes++;

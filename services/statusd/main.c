@@ -23,8 +23,9 @@
  * RBAC (controller): clusterpolicies get, clusterpolicies/status patch;
  * nodereportrequests list/watch/delete (operator namespace), tokenreviews
  * create, nodes get/patch (deploy/rbac/controller-rbac.yaml).
- * RBAC (node): nodereportrequests create in the operator namespace, nothing
- * else: a node's credentials cannot write any Node (deploy/rbac/node-rbac.yaml). */
+ * RBAC (node): nodereportrequests create in the operator namespace, and the
+ * /metrics access reviews: a node's credentials cannot write any Node
+ * (deploy/rbac/node-rbac.yaml). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,8 @@
 #include "gpukmm/ipc.h"
 #include "gpukmm/kube.h"
 #include "gpukmm/log.h"
+#include "gpukmm/metrics.h"
+#include "gpukmm/review.h"
 #include "gpukmm/svc.h"
 #include "gpukmm/wsub.h"
 #include "rpc.pb-c.h"
@@ -57,6 +60,8 @@ typedef struct app {
 	const char *node_sa;
 	gk_sd_nodew *nodew;
 	gk_sd_nrrw *nrrw;
+	gk_kube_mux *rmux;      /* the supervisor's /metrics access reviews (gpukmm/review.h) */
+	gk_review *review;
 } app;
 
 static void sd_report(Gpukmm__Status_Service *svc, const Gpukmm__StatusReport *in, Gpukmm__Empty_Closure closure,
@@ -188,10 +193,8 @@ int main(int argc, char **argv)
 		  opt_str, &a.node_sa },
 		{ 0 },
 	};
-	/* heartbeats read these until gk_svc_fini */
-	static gk_svc_counter counters[20];
-	size_t n_counters = 0;
-#define COUNTER(n, h, p) (counters[n_counters++] = (gk_svc_counter){ (n), (h), (p) })
+#define COUNTER(n, h, p) gk_metric_counter_var("gpukmm_" n "_total", h, p)
+#define GAUGE(n, h, p) gk_metric_gauge_var("gpukmm_" n, h, p)
 	int rc = gk_svc_init(&a.svc, "statusd", argc, argv, extra, &err);
 	if (rc)
 		return rc;
@@ -242,29 +245,30 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		const gk_sd_nrrw_stats *ns = gk_sd_nrrw_stats_get(a.nrrw);
-		COUNTER("statusd_node_requests", "NodeReportRequest events seen", &ns->seen);
-		COUNTER("statusd_node_requests_applied", "NodeReportRequests applied (Node written or right already)",
+		COUNTER("statusd_node_requests", "NodeReportRequest events seen.", &ns->seen);
+		COUNTER("statusd_node_requests_applied", "NodeReportRequests applied (Node written or right already).",
 			&ns->applied);
-		COUNTER("statusd_node_writes", "Node writes (gpukmm.io labels, node report)", &ns->node_writes);
-		COUNTER("statusd_node_requests_refused", "NodeReportRequests refused (wrong identity, node or report)",
+		COUNTER("statusd_node_writes", "Node writes (gpukmm.io labels, node report).", &ns->node_writes);
+		COUNTER("statusd_node_requests_refused",
+			"NodeReportRequests refused (not the node's own identity, another node, a bad report).",
 			&ns->refused);
-		COUNTER("statusd_node_request_errors", "failed calls on NodeReportRequests (retried)", &ns->errors);
-		COUNTER("statusd_node_requests_pending", "NodeReportRequests waiting", &ns->pending);
+		COUNTER("statusd_node_request_errors", "Failed calls on NodeReportRequests (retried).", &ns->errors);
+		GAUGE("statusd_node_requests_pending", "NodeReportRequests waiting.", &ns->pending);
 		const gk_sd_stats *st = gk_sd_ctrl_stats(a.ctrl);
 		static const gk_wsub_stats none;
 		const gk_wsub_stats *ws = a.watch ? gk_wsub_stats_get(a.watch) : &none;
-		COUNTER("statusd_reports", "reports accepted", &st->reports);
-		COUNTER("statusd_passes", "policy status evaluations finished (written, unchanged or skipped)",
+		COUNTER("statusd_reports", "Reports accepted.", &st->reports);
+		COUNTER("statusd_passes", "Policy status evaluations finished (written, unchanged or skipped).",
 			&st->passes);
-		COUNTER("statusd_writes", "status writes", &st->writes);
-		COUNTER("statusd_unchanged", "evaluations that found the status right (no write)", &st->unchanged);
-		COUNTER("statusd_not_leader", "evaluations skipped: another instance leads", &st->not_leader);
-		COUNTER("statusd_conflicts", "writes that met a 409 and were recomputed", &st->write_conflicts);
-		COUNTER("statusd_write_errors", "failed reads/writes (retried)", &st->write_errors);
-		COUNTER("statusd_snapshots", "view rebuilds from watcher snapshots", &ws->snapshots);
-		COUNTER("statusd_bus_gaps", "bus sequence gaps", &ws->gaps);
-		COUNTER("statusd_events", "bus events received", &ws->events);
-		COUNTER("statusd_pending", "policies waiting for an evaluation (0: idle)", &st->pending);
+		COUNTER("statusd_writes", "Status writes.", &st->writes);
+		COUNTER("statusd_unchanged", "Evaluations that found the status right (no write).", &st->unchanged);
+		COUNTER("statusd_not_leader", "Evaluations skipped: another instance leads.", &st->not_leader);
+		COUNTER("statusd_conflicts", "Writes that met a 409 and were recomputed.", &st->write_conflicts);
+		COUNTER("statusd_write_errors", "Failed reads/writes (retried).", &st->write_errors);
+		COUNTER("statusd_snapshots", "View rebuilds from watcher snapshots.", &ws->snapshots);
+		COUNTER("statusd_bus_gaps", "Bus sequence gaps.", &ws->gaps);
+		COUNTER("statusd_events", "Bus events received.", &ws->events);
+		GAUGE("statusd_pending", "Policies waiting for an evaluation (0: idle).", &st->pending);
 	} else {
 		const char *env = getenv("GPUKMM_REPORT_TOKEN_FILE");
 		if (!a.report_token_file)
@@ -276,18 +280,22 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		const gk_sd_nodew_stats *st = gk_sd_nodew_stats_get(a.nodew);
-		COUNTER("statusd_reports", "node reports accepted", &st->reports);
-		COUNTER("statusd_passes", "node reports handed in (or found handed in already)", &st->passes);
-		COUNTER("statusd_writes", "NodeReportRequests created", &st->writes);
-		COUNTER("statusd_conflicts", "creates that met the previous request still pending (409)",
-			&st->conflicts);
-		COUNTER("statusd_write_errors", "failed creates or unreadable token (retried)", &st->errors);
-		COUNTER("statusd_pending", "a node report waiting to be handed in (0: idle)", &st->pending);
-		COUNTER("statusd_report_summarized", "1 while the report is over the annotation budget (summarized)",
+		COUNTER("statusd_reports", "Node reports accepted.", &st->reports);
+		COUNTER("statusd_passes", "Node reports handed in (or found handed in already).", &st->passes);
+		COUNTER("statusd_writes", "NodeReportRequests created.", &st->writes);
+		COUNTER("statusd_conflicts", "Creates that met the previous request still pending (409).", &st->conflicts);
+		COUNTER("statusd_write_errors", "Failed creates or an unreadable report token (retried).", &st->errors);
+		GAUGE("statusd_pending", "A node report waiting to be handed in (0: idle).", &st->pending);
+		GAUGE("statusd_report_summarized", "1 while the node report is over the annotation budget (summarized).",
 			&st->summarized);
 	}
-	gk_svc_set_counters(&a.svc, counters, n_counters);
+	if (gk_kube_mux_new(&a.rmux, a.kc, &err) || gk_kube_mux_attach(a.rmux, a.svc.loop, &err) ||
+	    gk_review_new(&a.review, a.rmux, &err)) {
+		GK_ERROR("%s", err.msg);
+		goto out;
+	}
 	if (gk_ipc_server_open(&a.server, listen, NULL, &err) || gk_ipc_server_add(a.server, &a.service.base, &a, NULL, &err) ||
+	    gk_ipc_server_add(a.server, gk_review_service(a.review), &a, NULL, &err) ||
 	    gk_loop_add_fd(a.svc.loop, gk_ipc_server_fd(a.server), EPOLLIN, on_server, &a, &err)) {
 		GK_ERROR("%s", err.msg);
 		goto out;
@@ -299,6 +307,8 @@ int main(int argc, char **argv)
 	gk_loop_del_fd(a.svc.loop, gk_ipc_server_fd(a.server));
 out:
 	gk_ipc_server_close(a.server);
+	gk_review_free(a.review);
+	gk_kube_mux_free(a.rmux);
 	gk_sd_nodew_free(a.nodew);
 	gk_sd_nrrw_free(a.nrrw);
 	gk_wsub_close(a.watch);

@@ -16,6 +16,7 @@
 
 #define GK_SD_NODE_NAME_MAX 254
 #define GK_SD_MAX_PROBLEMS 10            /* problem nodes listed in status.nodes.problems */
+#define GK_SD_MAX_REASONS 16             /* distinct problem reasons counted */
 #define GK_SD_NODE_LABELS_MAX 256         /* labels kept per node */
 #define GK_SD_NODE_LABEL_BYTES 32768      /* their total size */
 #define GK_SD_NODE_REPORT_MAX (256 * 1024) /* larger annotations are not parsed */
@@ -77,6 +78,11 @@ typedef struct gk_sd_problem {
 typedef struct gk_sd_nodes {
 	uint32_t selected, gpu_nodes, oot_loaded, in_tree_loaded, not_loaded, unknown;
 	uint32_t problem_nodes;  /* all problem nodes (problems[] lists the first few) */
+	struct {
+		const char *reason;  /* static */
+		uint32_t nodes;
+	} by_reason[GK_SD_MAX_REASONS]; /* problem nodes per reason (metrics) */
+	size_t n_reasons;
 	gk_sd_problem problems[GK_SD_MAX_PROBLEMS];
 	size_t n_problems;
 	/* GPU nodes where the module is not what the policy wants (ModuleLoaded) */

@@ -205,7 +205,8 @@ int gk_sd_view_apply(gk_sd_view *v, const char *topic, const Gpukmm__Event *ev, 
 		if (leader != v->leader) {
 			v->leader = leader;
 			GK_INFO("%s", leader ? "leader now: status writes resume" : "not the leader: no status writes");
-			if (leader && v->dirty)
+			/* gaining: write everything; losing: drop the policy metrics */
+			if (v->dirty)
 				v->dirty(v->user, NULL);
 		}
 		return GK_OK;

@@ -16,6 +16,7 @@
 #include "gpukmm/ipc.h"
 #include "gpukmm/kube.h"
 #include "gpukmm/log.h"
+#include "gpukmm/metrics.h"
 #include "gpukmm/svc.h"
 #include "watcher.h"
 
@@ -170,21 +171,17 @@ int main(int argc, char **argv)
 		goto fail;
 	a.w.on_ready = on_ready;
 	a.w.on_ready_user = &a;
-	static const char *const size_names[WT_N] = {
-		"cache_clusterpolicies", "cache_modules", "cache_nodes",
-		"cache_resourceclaims", "cache_daemonsets", "cache_gpu_pods"};
-	gk_svc_counter counters[8 + WT_N] = {
-		{"watch_events", "object events applied", &a.w.c_events},
-		{"watch_published", "events published on the bus", &a.w.c_published},
-		{"watch_relists", "completed lists (initial and after 410)", &a.w.c_relists},
-		{"watch_errors", "API errors (each retried with backoff)", &a.w.c_errors},
-		{"watch_convert_errors", "objects whose JSON did not convert", &a.w.c_convert_errors},
-		{"leader", "1 while this instance is the leader", &a.w.c_leader},
-	};
-	size_t nc = 6;
+	gk_metric_counter_var("gpukmm_watcher_events_total", "Object events applied to the cache.", &a.w.c_events);
+	gk_metric_counter_var("gpukmm_watcher_published_total", "Events published on the bus.", &a.w.c_published);
+	gk_metric_counter_var("gpukmm_watcher_errors_total", "API errors (each retried with backoff).", &a.w.c_errors);
+	gk_metric_counter_var("gpukmm_watcher_convert_errors_total", "Objects whose JSON did not convert (ignored).",
+			      &a.w.c_convert_errors);
+	gk_metric_gauge_var("gpukmm_leader", "1 while this instance holds the leader Lease (always 1 without "
+			    "leader election).", &a.w.c_leader);
+	gk_metric *cached = gk_metric_gauge("gpukmm_watcher_cache_objects", "Objects in the watcher's cache, by kind "
+					    "(pod: only pods that request a GPU).", "kind");
 	for (int i = 0; i < WT_N; i++)
-		counters[nc++] = (gk_svc_counter){size_names[i], "objects cached", &a.w.c_size[i]};
-	gk_svc_set_counters(&a.svc, counters, nc);
+		gk_metric_bind(cached, &a.w.c_size[i], GK_LV(wr_topic_names[i]));
 	gk_svc_on_stop(&a.svc, on_stop, &a);
 	if (a.srv)
 		GK_INFO("serving gpukmm.Watcher on %s", gk_ipc_server_url(a.srv));

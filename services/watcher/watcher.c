@@ -180,7 +180,6 @@ static void on_synced(void *user)
 {
 	wr_src *s = user;
 	s->synced = true;
-	s->w->c_relists++;
 	check_ready(s->w);
 	/* a list's JSON (pages of up to 500 objects) is parsed and freed at once:
 	 * hand those pages back, only the typed cache stays */
@@ -712,6 +711,7 @@ int wr_init(wr *w, const wr_opts *o, gk_loop *loop, gk_kube_client *kc, gk_kube_
 		w->disc_slot[i] = (struct wr_disc_slot){w, i};
 	if (!w->o.leader_elect) {
 		w->ls.leader = true;
+		w->c_leader = 1;
 		snprintf(w->holder, sizeof w->holder, "%s", w->identity);
 	}
 	int rc = gk_kube_mux_new(&w->mux, kc, err);

@@ -67,7 +67,7 @@ struct wr {
 	wl_lease lease_cur;          /* as read before the write */
 	int64_t lease_write_ms;      /* when the write started */
 	/* counters (heartbeats) */
-	uint64_t c_events, c_relists, c_errors, c_convert_errors, c_published;
+	uint64_t c_events, c_errors, c_convert_errors, c_published;
 	uint64_t c_size[WT_N];
 	uint64_t c_leader;
 };

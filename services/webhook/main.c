@@ -14,22 +14,20 @@
 
 #include "gpukmm/ipc.h"
 #include "gpukmm/log.h"
+#include "gpukmm/metrics.h"
 #include "gpukmm/svc.h"
 #include "server.h"
-#include "tlsfiles.h"
 
 #define DEFAULT_LISTEN ":9443"
 
 struct app {
 	gk_svc svc;
 	gk_wh_server srv;
-	const char *cert_path, *key_path, *port_file, *service_account;
+	gk_tls_files certs;                /* the files served, and the last refused (gpukmm/https.h) */
+	const char *port_file, *service_account;
 	int insecure_http;
 	long reload_ms;
-	gk_wh_fileid cert_id, key_id;      /* the files served */
-	bool refused;                      /* the files below were refused for bad_msg */
-	gk_wh_fileid bad_cert, bad_key;
-	char bad_msg[512];
+	uint64_t cert_not_after;           /* of the certificate served, unix seconds */
 };
 
 static int64_t now_ms(void)
@@ -73,51 +71,47 @@ static int opt_size(void *user, const char *arg)
 /* The files on disk are not served: say why once per version and reason
  * (they are read again at every check until they change or become usable, e.g.
  * a key written after its certificate, a certificate not valid yet). */
-static void refuse(struct app *a, const gk_wh_fileid *c, const gk_wh_fileid *k, const char *msg)
+static void refuse(struct app *a, const char *msg)
 {
-	if (a->refused && gk_wh_fileid_eq(c, &a->bad_cert) && gk_wh_fileid_eq(k, &a->bad_key) &&
-	    strcmp(msg, a->bad_msg) == 0)
+	if (!gk_tls_files_refuse(&a->certs, msg))
 		return;
 	GK_WARN("new certificate files not usable yet, the previous certificate is still served: %s", msg);
 	__atomic_fetch_add(&a->srv.c.cert_refused, 1, __ATOMIC_RELAXED);
-	a->refused = true;
-	a->bad_cert = *c;
-	a->bad_key = *k;
-	snprintf(a->bad_msg, sizeof(a->bad_msg), "%s", msg);
 	char note[600];
 	snprintf(note, sizeof(note), "certificate files not served (the previous certificate is): %s", msg);
 	gk_wh_set_note(&a->srv, note);
+}
+
+static void note_expiry(struct app *a, const char *cert)
+{
+	int64_t t = gk_tls_not_after(cert);
+	a->cert_not_after = t > 0 ? (uint64_t)t : 0;
 }
 
 static void check_certs(gk_loop *l, gk_timer_id id, void *user)
 {
 	struct app *a = user;
 	__atomic_fetch_add(&a->srv.c.cert_checks, 1, __ATOMIC_RELAXED);
-	gk_wh_fileid c, k;
-	gk_wh_fileid_get(a->cert_path, &c);
-	gk_wh_fileid_get(a->key_path, &k);
-	if (!gk_wh_fileid_eq(&c, &a->cert_id) || !gk_wh_fileid_eq(&k, &a->key_id)) {
-		char *cert, *key, msg[512] = "";
-		if (gk_wh_load_pair(a->cert_path, a->key_path, &cert, &key, msg, sizeof(msg)) == 0) {
-			gk_err err;
-			if (gk_wh_cert_current(cert, a->cert_path, time(NULL), msg, sizeof(msg)) != 0) {
-				/* msg says why: an expired certificate would fail every handshake */
-			} else if (gk_wh_swap(&a->srv, cert, key, now_ms(), &err) == 0) {
-				GK_INFO("serving the new certificate from %s", a->cert_path);
-				a->cert_id = c;
-				a->key_id = k;
-				a->refused = false;
-				gk_wh_set_note(&a->srv, NULL);
-			} else {
-				snprintf(msg, sizeof(msg), "%s", err.msg);
-			}
-			free(cert);
-			gk_wh_free_secret(key);
+	char *cert = NULL, *key = NULL, msg[512] = "";
+	int r = gk_tls_files_check(&a->certs, &cert, &key, msg, sizeof(msg));
+	if (r > 0) {
+		gk_err err;
+		if (gk_tls_cert_current(cert, a->certs.cert_path, time(NULL), msg, sizeof(msg)) != 0) {
+			/* msg says why: an expired certificate would fail every handshake */
+		} else if (gk_httpd_swap(&a->srv.http, cert, key, now_ms(), &err) == 0) {
+			GK_INFO("serving the new certificate from %s", a->certs.cert_path);
+			gk_tls_files_served(&a->certs);
+			note_expiry(a, cert);
+			gk_wh_set_note(&a->srv, NULL);
+		} else {
+			snprintf(msg, sizeof(msg), "%s", err.msg);
 		}
-		if (msg[0])
-			refuse(a, &c, &k, msg);
+		free(cert);
+		gk_tls_free_secret(key);
 	}
-	gk_wh_reap(&a->srv, now_ms());
+	if (r != 0 && msg[0])
+		refuse(a, msg);
+	gk_httpd_reap(&a->srv.http, now_ms());
 	gk_loop_timer(l, a->reload_ms, check_certs, a);
 }
 
@@ -137,11 +131,11 @@ static int write_port_file(const char *path, int port)
 int main(int argc, char **argv)
 {
 	static struct app a = { .reload_ms = 2000,
-				.srv = { .listen_fd = -1, .d_fd = -1, .old_fd = -1, .max_body = 3u << 20, .note_mu = PTHREAD_MUTEX_INITIALIZER } };
+				.srv = { .http = GK_HTTPD_INIT, .max_body = 3u << 20, .note_mu = PTHREAD_MUTEX_INITIALIZER } };
 	gk_err err;
 	const gk_svc_opt extra[] = {
-		{ "tls-cert", 1, "serving certificate (PEM), re-read when it changes", opt_str, &a.cert_path },
-		{ "tls-key", 1, "private key of the serving certificate (PEM)", opt_str, &a.key_path },
+		{ "tls-cert", 1, "serving certificate (PEM), re-read when it changes", opt_str, &a.certs.cert_path },
+		{ "tls-key", 1, "private key of the serving certificate (PEM)", opt_str, &a.certs.key_path },
 		{ "insecure-http", 0, "plain HTTP instead of HTTPS: for tests only", opt_flag, &a.insecure_http },
 		{ "max-body-bytes", 1, "largest AdmissionReview accepted (default 3145728)", opt_size, &a.srv.max_body },
 		{ "cert-check-ms", 1, "how often the certificate files are checked (default 2000)", opt_long, &a.reload_ms },
@@ -156,67 +150,71 @@ int main(int argc, char **argv)
 	const char *listen = a.svc.addr.listen;
 	if (!listen || strncmp(listen, "ipc://", 6) == 0)
 		listen = DEFAULT_LISTEN; /* the runtime-dir default is an RPC socket; we serve HTTPS */
-	a.srv.tls = !a.insecure_http;
+	gk_wh_setup(&a.srv);
+	a.srv.http.tls = !a.insecure_http;
 	a.srv.popts.namespace_ = a.svc.ns;
 	a.srv.popts.service_account = a.service_account;
 	char *cert = NULL, *key = NULL;
-	if (a.srv.tls) {
+	if (a.srv.http.tls) {
 		char msg[512];
-		if (!a.cert_path || !a.key_path) {
+		if (!a.certs.cert_path || !a.certs.key_path) {
 			GK_ERROR("--tls-cert and --tls-key are required (or --insecure-http, for tests only)");
 			gk_svc_fini(&a.svc);
 			return 2;
 		}
-		gk_wh_fileid_get(a.cert_path, &a.cert_id);
-		gk_wh_fileid_get(a.key_path, &a.key_id);
-		if (gk_wh_load_pair(a.cert_path, a.key_path, &cert, &key, msg, sizeof(msg)) != 0) {
+		if (gk_tls_files_load(&a.certs, &cert, &key, msg, sizeof(msg)) != 0) {
 			GK_ERROR("%s", msg);
 			gk_svc_fini(&a.svc);
 			return 1;
 		}
+		note_expiry(&a, cert);
 		/* served all the same: nothing better is at hand, and a good one is
 		 * picked up when it comes */
-		if (gk_wh_cert_current(cert, a.cert_path, time(NULL), msg, sizeof(msg)) != 0)
+		if (gk_tls_cert_current(cert, a.certs.cert_path, time(NULL), msg, sizeof(msg)) != 0)
 			GK_WARN("%s: the API server will refuse it", msg);
 	} else {
 		GK_WARN("*** --insecure-http: serving AdmissionReviews WITHOUT TLS. The API server requires HTTPS; "
 			"use this only in tests. ***");
 	}
-	const gk_svc_counter counters[] = {
-		{ "webhook_requests", "admission requests received", &a.srv.c.requests },
-		{ "webhook_allowed", "admission requests allowed", &a.srv.c.allowed },
-		{ "webhook_denied", "admission requests denied", &a.srv.c.denied },
-		{ "webhook_errors", "requests answered with an HTTP error", &a.srv.c.errors },
-		{ "webhook_cert_reloads", "serving certificate reloads", &a.srv.c.reloads },
-		{ "webhook_cert_checks", "times the certificate files were checked", &a.srv.c.cert_checks },
-		{ "webhook_cert_refused",
-		  "certificate files refused (expired, mismatched, unreadable, refused by the TLS library), each version once",
-		  &a.srv.c.cert_refused },
-		{ "webhook_cert_stale", "1 while the certificate files are refused and the previous certificate serves",
-		  &a.srv.c.cert_stale },
-	};
-	gk_svc_set_counters(&a.svc, counters, sizeof(counters) / sizeof(counters[0]));
-	if (gk_wh_listen(&a.srv, listen, &err) != 0 || gk_wh_start(&a.srv, cert, key, &err) != 0) {
+	/* (admissions by webhook and result, with their latency: server.c) */
+	if (a.srv.http.tls) {
+		gk_metric_counter_var("gpukmm_webhook_cert_reloads_total", "Serving certificate reloads.",
+				      &a.srv.http.reloads);
+		gk_metric_counter_var("gpukmm_webhook_cert_checks_total", "Times the certificate files were checked.",
+				      &a.srv.c.cert_checks);
+		gk_metric_counter_var("gpukmm_webhook_cert_refused_total",
+				      "Certificate files refused (expired, mismatched, unreadable, refused by the TLS "
+				      "library), each version and reason once.",
+				      &a.srv.c.cert_refused);
+		gk_metric_gauge_var("gpukmm_webhook_cert_stale",
+				    "1 while the certificate files are refused and the previous certificate serves.",
+				    &a.srv.c.cert_stale);
+		gk_metric_gauge_var("gpukmm_webhook_cert_expiry_timestamp_seconds",
+				    "notAfter of the serving certificate, unix seconds.", &a.cert_not_after);
+	}
+	if (gk_httpd_listen(&a.srv.http, listen, "--listen", &err) != 0 ||
+	    gk_httpd_start(&a.srv.http, cert, key, &err) != 0) {
 		GK_ERROR("%s", err.msg);
 		free(cert);
-		gk_wh_free_secret(key);
-		gk_wh_stop(&a.srv);
+		gk_tls_free_secret(key);
+		gk_httpd_stop(&a.srv.http);
 		gk_svc_fini(&a.svc);
 		return 1;
 	}
 	free(cert);
-	gk_wh_free_secret(key);
-	if (a.port_file && write_port_file(a.port_file, a.srv.port) != 0)
+	gk_tls_free_secret(key);
+	if (a.port_file && write_port_file(a.port_file, a.srv.http.port) != 0)
 		GK_WARN("cannot write --port-file %s", a.port_file);
-	GK_INFO("serving admission reviews on %s (port %d, %s)", listen, a.srv.port, a.srv.tls ? "https" : "http");
-	if (a.srv.tls)
+	GK_INFO("serving admission reviews on %s (port %d, %s)", listen, a.srv.http.port,
+		a.srv.http.tls ? "https" : "http");
+	if (a.srv.http.tls)
 		gk_loop_timer(a.svc.loop, a.reload_ms, check_certs, &a);
 	gk_svc_ready(&a.svc);
 	rc = gk_loop_run(a.svc.loop);
 	GK_INFO("stopping: %llu requests, %llu allowed, %llu denied, %llu errors",
 		(unsigned long long)a.srv.c.requests, (unsigned long long)a.srv.c.allowed,
 		(unsigned long long)a.srv.c.denied, (unsigned long long)a.srv.c.errors);
-	gk_wh_stop(&a.srv);
+	gk_httpd_stop(&a.srv.http);
 	gk_svc_fini(&a.svc);
 	gk_ipc_fini();
 	return rc;

@@ -2,74 +2,31 @@
  * is admission.c; this file only routes, caps and counts. */
 #include "server.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <microhttpd.h>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "admission.h"
 #include "gpukmm/log.h"
+#include "gpukmm/metrics.h"
 
 #define DRAIN_MS 10000
+
+static gk_metric *admissions, *latency;
 
 static void count(uint64_t *c)
 {
 	__atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
 }
 
-int gk_wh_listen(gk_wh_server *s, const char *addr, gk_err *err)
+/* One AdmissionReview answered (t0 = its first byte, 0 = unknown). */
+static void admitted(bool mutate, const char *result, uint64_t t0)
 {
-	char host[256] = "", port[16] = "";
-	const char *colon = strrchr(addr, ':');
-	if (!colon || strlen(colon + 1) == 0 || strlen(colon + 1) >= sizeof(port) ||
-	    (size_t)(colon - addr) >= sizeof(host))
-		return gk_err_set(err, GK_INVALID_ARGUMENT, "--listen %s: want ADDR:PORT", addr);
-	memcpy(host, addr, (size_t)(colon - addr));
-	host[colon - addr] = 0;
-	snprintf(port, sizeof(port), "%s", colon + 1);
-	if (host[0] == '[') {
-		size_t n = strlen(host);
-		if (n < 2 || host[n - 1] != ']')
-			return gk_err_set(err, GK_INVALID_ARGUMENT, "--listen %s: bad IPv6 address", addr);
-		memmove(host, host + 1, n - 2);
-		host[n - 2] = 0;
-	}
-	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV }, *res = NULL;
-	int gai = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
-	if (gai)
-		return gk_err_set(err, GK_INVALID_ARGUMENT, "--listen %s: %s", addr, gai_strerror(gai));
-	int fd = -1, e = 0;
-	for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
-		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-		if (fd < 0) {
-			e = errno;
-			continue;
-		}
-		int one = 1;
-		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 128) != 0) {
-			e = errno;
-			close(fd);
-			fd = -1;
-		}
-	}
-	freeaddrinfo(res);
-	if (fd < 0)
-		return gk_err_set(err, GK_UNAVAILABLE, "--listen %s: %s", addr, strerror(e));
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	getsockname(fd, (struct sockaddr *)&ss, &sl);
-	s->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-						 : ((struct sockaddr_in *)&ss)->sin_port);
-	s->listen_fd = fd;
-	return 0;
+	const char *wh = mutate ? "mutating" : "validating";
+	gk_metric_add(admissions, 1, GK_LV(wh, result));
+	if (t0)
+		gk_metric_observe(latency, gk_metric_since(t0), GK_LV(wh));
 }
 
 /* An oversized body is read and dropped up to this much before the 413 goes
@@ -79,6 +36,7 @@ int gk_wh_listen(gk_wh_server *s, const char *addr, gk_err *err)
 #define DRAIN_MAX (4u << 20)
 
 typedef struct req {
+	uint64_t t0;
 	char *buf;
 	size_t len;
 	size_t dropped;
@@ -122,11 +80,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		count(&s->c.requests);
 		if (strcmp(method, "POST") != 0) {
 			count(&s->c.errors);
+			admitted(mutate, "error", 0);
 			return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "method not allowed: use POST\n");
 		}
 		const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
 		if (!gk_webhook_json_content_type(ct)) {
 			count(&s->c.errors);
+			admitted(mutate, "error", 0);
 			return reply(c, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, "text/plain",
 				     "unsupported content type: an AdmissionReview must be application/json\n");
 		}
@@ -134,10 +94,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
 		if (declared > s->max_body + (unsigned long long)DRAIN_MAX) {
 			count(&s->c.errors);
+			admitted(mutate, "error", 0);
 			return reply(c, MHD_HTTP_CONTENT_TOO_LARGE, "text/plain", "request body too large\n");
 		}
 		if (!(q = calloc(1, sizeof(*q))))
 			return MHD_NO;
+		q->t0 = gk_metric_now_us();
 		q->too_large = declared > s->max_body; /* read and dropped, then answered */
 		*con_cls = q;
 		return MHD_YES;
@@ -162,6 +124,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	}
 	if (q->too_large) {
 		count(&s->c.errors);
+		admitted(mutate, "error", q->t0);
 		return reply(c, MHD_HTTP_CONTENT_TOO_LARGE, "text/plain", "request body too large\n");
 	}
 	gk_webhook_result res;
@@ -172,6 +135,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	case GK_WEBHOOK_DENIED: count(&s->c.denied); break;
 	default: count(&s->c.errors); break;
 	}
+	admitted(mutate,
+		 res.outcome == GK_WEBHOOK_ALLOWED ? "allowed" : res.outcome == GK_WEBHOOK_DENIED ? "denied" : "error",
+		 q->t0);
 	enum MHD_Result ret = res.body ? reply(c, (unsigned)res.http_status, res.content_type, res.body)
 				       : reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain", "internal error\n");
 	if (res.outcome == GK_WEBHOOK_BAD)
@@ -190,74 +156,20 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MH
 	}
 }
 
-/* A daemon on its own duplicate of the listening socket: libmicrohttpd closes
- * the socket it was given when it fails to start (e.g. a certificate GnuTLS
- * refuses), and that must not be ours. *fd_out is the duplicate (the daemon's
- * until it is quiesced; then ours to close after MHD_stop_daemon). */
-static struct MHD_Daemon *start(gk_wh_server *s, const char *cert, const char *key, int *fd_out)
+void gk_wh_setup(gk_wh_server *s)
 {
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC;
-	int fd = fcntl(s->listen_fd, F_DUPFD_CLOEXEC, 0);
-	if (fd < 0)
-		return NULL;
-	struct MHD_Daemon *d;
-	if (s->tls)
-		d = MHD_start_daemon(flags | MHD_USE_TLS, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd,
-				     MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_CONNECTION_LIMIT, 256u,
-				     MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_HTTPS_MEM_CERT, cert,
-				     MHD_OPTION_HTTPS_MEM_KEY, key, MHD_OPTION_HTTPS_PRIORITIES,
-				     "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2", MHD_OPTION_END);
-	else
-		d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd,
-				     MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_CONNECTION_LIMIT, 256u,
-				     MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
-	*fd_out = d ? fd : -1; /* on failure libmicrohttpd closed it */
-	return d;
-}
-
-/* Stop a daemon: quiesced first (it then leaves its socket to us), so that
- * stopping never closes a socket another daemon may still use. */
-static void stop(struct MHD_Daemon **d, int *fd)
-{
-	if (!*d)
-		return;
-	MHD_quiesce_daemon(*d); /* MHD_INVALID_SOCKET when it already was */
-	MHD_stop_daemon(*d);
-	*d = NULL;
-	if (*fd >= 0)
-		close(*fd);
-	*fd = -1;
-}
-
-int gk_wh_start(gk_wh_server *s, const char *cert, const char *key, gk_err *err)
-{
-	if (!(s->d = start(s, cert, key, &s->d_fd)))
-		return gk_err_set(err, GK_INTERNAL, "cannot start the HTTP%s server", s->tls ? "S" : "");
-	return 0;
-}
-
-int gk_wh_swap(gk_wh_server *s, const char *cert, const char *key, int64_t now_ms, gk_err *err)
-{
-	/* the new daemon first: while both run, either may accept a connection;
-	 * if the TLS library refuses the pair, nothing changed */
-	int nfd;
-	struct MHD_Daemon *nd = start(s, cert, key, &nfd);
-	if (!nd)
-		return gk_err_set(err, GK_INVALID_ARGUMENT,
-				  "the TLS library refused the certificate or key (an unsupported key type or curve?)");
-	if (MHD_quiesce_daemon(s->d) == MHD_INVALID_SOCKET) {
-		/* cannot happen (ITC is on, s->d was never quiesced): keep the old one */
-		stop(&nd, &nfd);
-		return gk_err_set(err, GK_INTERNAL, "cannot hand over the listening socket");
+	s->http.o = (gk_httpd_opts){ .handler = on_request, .cls = s, .completed = on_done, .conn_limit = 256,
+				     .timeout_s = 30, .drain_ms = DRAIN_MS };
+	if (!admissions) {
+		admissions = gk_metric_counter("gpukmm_webhook_admissions_total",
+					       "AdmissionReviews answered, by webhook (mutating, validating) and "
+					       "result: allowed, denied, or error (the review could not be answered: "
+					       "malformed, wrong method or content type, too large, internal).",
+					       "webhook,result");
+		latency = gk_metric_histogram("gpukmm_webhook_admission_duration_seconds",
+					      "Time from an AdmissionReview's first byte to its answer, by webhook.",
+					      "webhook", GK_METRIC_LATENCY_BUCKETS, GK_METRIC_N_LATENCY_BUCKETS);
 	}
-	stop(&s->old, &s->old_fd); /* a second reload while one drains: finish the oldest now */
-	s->old = s->d;
-	s->old_fd = s->d_fd;
-	s->d = nd;
-	s->d_fd = nfd;
-	s->old_deadline_ms = now_ms + DRAIN_MS;
-	count(&s->c.reloads);
-	return 0;
 }
 
 void gk_wh_set_note(gk_wh_server *s, const char *note)
@@ -268,21 +180,3 @@ void gk_wh_set_note(gk_wh_server *s, const char *note)
 	__atomic_store_n(&s->c.cert_stale, note && *note ? 1 : 0, __ATOMIC_RELAXED);
 }
 
-void gk_wh_reap(gk_wh_server *s, int64_t now_ms)
-{
-	if (!s->old)
-		return;
-	const union MHD_DaemonInfo *i = MHD_get_daemon_info(s->old, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
-	if ((i && i->num_connections == 0) || now_ms >= s->old_deadline_ms)
-		stop(&s->old, &s->old_fd);
-}
-
-void gk_wh_stop(gk_wh_server *s)
-{
-	stop(&s->d, &s->d_fd);
-	stop(&s->old, &s->old_fd);
-	if (s->listen_fd >= 0) {
-		close(s->listen_fd);
-		s->listen_fd = -1;
-	}
-}

@@ -1,5 +1,5 @@
 /* fake_control — a stand-in for the supervisor's Control service in tests:
- * answers Ready, keeps the counters of each process's latest Heartbeat and
+ * answers Ready, keeps the metrics of each process's latest Heartbeat and
  * serves them through List, so a test can wait on a service's own counters
  * (`gpukmmctl ipc call URL gpukmm.Control.List`) instead of sleeping. */
 #include <stdio.h>
@@ -76,8 +76,8 @@ static void fc_list(Gpukmm__Control_Service *svc, const Gpukmm__Empty *in, Gpukm
 		info[i].state = "ready";
 		info[i].has_ready = 1;
 		info[i].ready = 1;
-		info[i].counters = f->last[i]->counters;
-		info[i].n_counters = f->last[i]->n_counters;
+		info[i].metrics = f->last[i]->metrics;
+		info[i].n_metrics = f->last[i]->n_metrics;
 		ip[i] = &info[i];
 	}
 	t.has_ready = 1;

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "gpukmm/ipc.h"
+#include "gpukmm/metrics.h"
 #include "gpukmm/log.h"
 #include "gpukmm/svc.h"
 
@@ -209,9 +210,8 @@ int main(int argc, char **argv)
 		trace(&a, "exit");
 		_exit(3);
 	}
-	const gk_svc_counter counters[] = { { "testsvc_ticks", "a test counter", &a.ticks } };
 	a.ticks = 42;
-	gk_svc_set_counters(&a.svc, counters, 1);
+	gk_metric_counter_var("gpukmm_testsvc_ticks_total", "A test counter.", &a.ticks);
 	if (strcmp(a.mode, "never-ready") != 0 && strcmp(a.mode, "late-ready") != 0) {
 		trace(&a, "ready");
 		gk_svc_ready(&a.svc);

@@ -19,6 +19,7 @@ set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
 . tests/lib/nodeprofile.sh
 . tests/lib/controller.sh
+. tests/lib/metrics.sh
 NS=intel-gpu-base-operator
 LONG=${CHAOS_LONG:-}
 DUR=${CHAOS_SECONDS:-$([ -n "$LONG" ] && echo 300 || echo 15)}
@@ -308,14 +309,15 @@ NPOL=$(kraw GET /apis/intel.com/v1alpha1/clusterpolicies | jq '.items | length')
 fresh_done() {
 	"$GPUKMM_BIN/gpukmmctl" status --runtime-dir "$D/run-F" --json --timeout-ms 2000 2>/dev/null | jq -e \
 		--argjson p "$NPOL" --argjson gater "$([ -n "$CHAOS_GATER" ] && echo 1 || echo 0)" '
-		[.services[]? | {(.name): (([.counters[]? | {(.name): (.value | tonumber)}] | add // {}) + {up: ((.uptime_ms // .uptimeMs // 0) | tonumber)})}] | add
+		'"$METRICS_FLAT"'
+		[.services[]? | {(.name): ((.metrics | flat) + {up: ((.uptime_ms // .uptimeMs // 0) | tonumber)})}] | add
 		| (.modmgr.modmgr_passes_total // 0) >= $p
 		and ($gater == 0 or (.gater.gater_passes_total // 0) >= $p)
 		and (.statusd.statusd_reports // 0) >= $p * (1 + $gater)
 		and .statusd.up > 2500 and .statusd.statusd_pending == 0' >/dev/null
 }
 wait_until 60 fresh_done && ok "the fresh controller's services report their first passes done and statusd idle" ||
-	nok "the fresh controller's first passes (counters: $("$GPUKMM_BIN/gpukmmctl" status --runtime-dir "$D/run-F" --json 2>/dev/null | jq -c '[.services[]? | {(.name): [.counters[]? | "\(.name)=\(.value)"]}]'))"
+	nok "the fresh controller's first passes (counters: $("$GPUKMM_BIN/gpukmmctl" status --runtime-dir "$D/run-F" --json 2>/dev/null | jq -c "$METRICS_FLAT"' [.services[]? | {(.name): (.metrics | flat)}]'))"
 w1=$(kraw GET /kubesim/stats | jq -c '.writesByResource')
 if [ "$(jq -c "$own" <<<"$w0")" = "$(jq -c "$own" <<<"$w1")" ]; then
 	ok "the fresh controller finds nothing to write (modules, clusterpolicies + status, daemonsets, nodes)"

@@ -263,7 +263,17 @@ def pod_checks(variant, objs):
                     ok(c["livenessProbe"]["httpGet"]["path"] == "/healthz"
                        and c["readinessProbe"]["httpGet"]["path"] == "/readyz",
                        f"{name}/{c['name']}: /healthz and /readyz probes")
-                    ok(any(a.startswith("--http-listen=") for a in c["args"]), f"{name}/{c['name']}: serves /metrics")
+                    ok(any(a.startswith("--http-listen=") for a in c["args"]), f"{name}/{c['name']}: serves the probes")
+                    ok(not any(a.startswith("--metrics-insecure") for a in c["args"]),
+                       f"{name}/{c['name']}: no unauthenticated /metrics")
+                # /metrics where a credentialed service can review the scrapers' tokens
+                for c in spec["containers"]:
+                    reviews = "statusd" in services_of(c)
+                    ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+                    ok(any(a.startswith("--metrics-listen=") for a in c["args"]) == reviews
+                       and (ports.get("metrics") == 8443) == reviews,
+                       f"{name}/{c['name']}: /metrics (HTTPS, port metrics 8443) {'served' if reviews else 'not served: no reviewer there'}",
+                       ports)
                 ran = sorted(x for c in spec["containers"] for x in services_of(c))
                 ok(ran == sorted(PROFILES["controller"]), f"{name}: every controller service runs once", ran)
         else:
@@ -291,6 +301,45 @@ def pod_checks(variant, objs):
                 ok(("report-token" in mounts) == ("statusd" in svcs), f"{cn}: the report token only where statusd runs")
                 ok(not ("prober" in svcs and mounts & {"api-token", "report-token"}),
                    f"{cn}: the prober (the parser of host input) never shares a container with a token")
+                # /metrics where statusd runs: it reviews the scrapers' tokens
+                reviews = "statusd" in svcs
+                ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+                ok(any(a.startswith("--metrics-listen=") for a in c["args"]) == reviews
+                   and (ports.get("metrics") == 8443) == reviews,
+                   f"{cn}: /metrics (HTTPS, port metrics 8443) {'served' if reviews else 'not served: no reviewer there'}",
+                   ports)
+
+
+def monitoring_checks(objs):
+    """deploy/monitored: the Prometheus Operator objects of deploy/prometheus."""
+    kinds = {}
+    for o in objs:
+        kinds.setdefault(o["kind"], []).append(o)
+    svcs = {o["metadata"]["name"]: o for o in kinds.get("Service", [])}
+    for comp in ("controller", "node"):
+        sm = [o for o in kinds.get("ServiceMonitor", []) if o["metadata"]["name"] == f"gpukmm-{comp}"]
+        ok(len(sm) == 1, f"monitored: ServiceMonitor gpukmm-{comp}")
+        if not sm:
+            continue
+        ep = sm[0]["spec"]["endpoints"][0]
+        ok(ep.get("scheme") == "https" and ep.get("bearerTokenFile"), f"monitored: gpukmm-{comp} scraped over "
+           "HTTPS with the Prometheus ServiceAccount's token", ep)
+        svc = svcs.get(f"gpukmm-{comp}-metrics")
+        sel = sm[0]["spec"]["selector"]["matchLabels"]
+        ok(svc is not None and all(svc["metadata"]["labels"].get(k) == v for k, v in sel.items())
+           and any(p["name"] == ep["port"] and p["port"] == 8443 for p in svc["spec"]["ports"]),
+           f"monitored: gpukmm-{comp}'s Service matches its ServiceMonitor (port {ep['port']} = 8443)")
+    rules = kinds.get("PrometheusRule", [])
+    ok(len(rules) == 1 and len(rules[0]["spec"]["groups"]) >= 2, "monitored: PrometheusRule gpukmm")
+    cm = [o for o in kinds.get("ConfigMap", []) if o["metadata"]["name"] == "gpukmm-grafana-dashboard"]
+    ok(len(cm) == 1 and cm[0]["metadata"].get("labels", {}).get("grafana_dashboard") == "1"
+       and json.loads(cm[0]["data"]["grafana-dashboard.json"])["panels"],
+       "monitored: the Grafana dashboard as a ConfigMap for Grafana's sidecar")
+    reader = [o for o in kinds.get("ClusterRole", []) if o["metadata"]["name"] == "gpukmm-metrics-reader"]
+    ok(len(reader) == 1 and reader[0]["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+       "monitored: scrapers need only get on /metrics (gpukmm-metrics-reader)")
+    b = [o for o in kinds.get("ClusterRoleBinding", []) if o["roleRef"]["name"] == "gpukmm-metrics-reader"]
+    ok(len(b) == 1, "monitored: gpukmm-metrics-reader bound to the Prometheus ServiceAccount")
 
 
 def config_checks():
@@ -380,6 +429,8 @@ def main():
         pod_checks(v, objs)
         if v == "default":
             rbac_checks(objs)
+        if v == "monitored":
+            monitoring_checks(objs)
         if v == "openshift":
             scc = [o for o in objs if o["kind"] == "SecurityContextConstraints"]
             ok(len(scc) == 1 and scc[0]["allowedCapabilities"] == ["SYS_MODULE"],

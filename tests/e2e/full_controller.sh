@@ -55,12 +55,8 @@ export -f kc as_ctrl
 export KUBECTL KUBESIM_URL KUBESIM_DIR D
 
 # ---- a test CA and the webhook's serving certificate ---------------------------------
-openssl req -x509 -newkey rsa:2048 -nodes -keyout "$D/ca.key" -out "$D/ca.crt" -days 1 -subj /CN=test-ca 2>/dev/null &&
-	openssl req -newkey rsa:2048 -nodes -keyout "$D/tls.key" -out "$D/tls.csr" -subj /CN=gpukmm-webhook-service 2>/dev/null &&
-	printf 'subjectAltName=DNS:gpukmm-webhook-service.%s.svc,IP:127.0.0.1\n' "$NS" >"$D/ext" &&
-	openssl x509 -req -in "$D/tls.csr" -CA "$D/ca.crt" -CAkey "$D/ca.key" -CAcreateserial -out "$D/tls.crt" \
-		-days 1 -extfile "$D/ext" 2>/dev/null && chmod 600 "$D/tls.key" ||
-	{ echo "not ok - openssl test CA"; exit 1; }
+. tests/lib/shipped.sh
+shipped_ca || { echo "not ok - openssl test CA"; exit 1; }
 
 # ---- the cluster: namespace, CRDs, RBAC, nodes, KMM -----------------------------------
 kc apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml -f deploy/crd/gpukmm.io_nodereportrequests.yaml \
@@ -94,21 +90,6 @@ mk_ds() {
 for d in device-plugin gpu-dra xpu-manager; do mk_ds "$CP-$d"; done
 
 # ---- the controller pod, as shipped (only paths and ports differ) ----------------------
-shipped_args() { # CONTAINER: its args, paths and ports made local
-	python3 - "$D" "$1" <<'EOF'
-import sys, yaml
-d, name = sys.argv[1], sys.argv[2]
-o = next(x for x in yaml.safe_load_all(open("deploy/controller/deployment.yaml")) if x)
-c = next(c for c in o["spec"]["template"]["spec"]["containers"] if c["name"] == name)
-for a in c["args"]:
-    k = a.split("=", 1)[0]
-    a = {"--webhook-tls-cert": f"{k}={d}/tls.crt", "--webhook-tls-key": f"{k}={d}/tls.key",
-         "--webhook-listen": f"{k}=127.0.0.1:0", "--runtime-dir": f"{k}={d}/run-{name}",
-         "--http-listen": f"{k}=127.0.0.1:0", "--log-format": None}.get(k, a)
-    if a:
-        print(a)
-EOF
-}
 mapfile -t ARGS < <(shipped_args gpukmm)
 mapfile -t WARGS < <(shipped_args webhook)
 echo "# container gpukmm: gpukmm ${ARGS[*]}"
@@ -177,11 +158,13 @@ check "printer columns: DP 2/2, DRA 2/2, XPU 2/2" ds_cols
 check "status: no errors, observedGeneration = generation" bash -c \
 	"kc get clusterpolicy $CP -o json | jq -e '(.status.errors // []) == [] and .status.observedGeneration == .metadata.generation'"
 
-HPORT=$(grep -o 'http: listening on 127.0.0.1:[0-9]*' "$D/gpukmm.log" | head -1 | grep -o '[0-9]*$')
-curl -sf "http://127.0.0.1:$HPORT/metrics" >"$D/metrics" 2>/dev/null
+# /metrics of the API container: HTTPS, the cluster admin's token reviewed by its
+# statusd (TokenReview + SubjectAccessReview under the shipped RBAC)
+MPORT=$(grep -o 'metrics: listening on 127.0.0.1:[0-9]*' "$D/gpukmm.log" | head -1 | grep -o '[0-9]*$')
+curl -sfk --oauth2-bearer "$KUBESIM_ADMIN_TOKEN" "https://127.0.0.1:$MPORT/metrics" >"$D/metrics" 2>/dev/null
 metric() { awk -v m="$1" '$1 ~ "^"m"({|$)" {print $2; exit}' "$D/metrics"; }
-check "/metrics: the gater's heartbeat counters (passes > 0, 3 writes, 0 conflicts)" bash -c \
-	"[ \"$(metric gpukmm_svc_gater_passes_total)\" -gt 0 ] && [ \"$(metric gpukmm_svc_gater_writes_total)\" = 3 ] && [ \"$(metric gpukmm_svc_gater_conflicts_total)\" = 0 ]"
+check "/metrics (https, token reviewed): the gater's counters (passes > 0, 3 writes, 0 conflicts)" bash -c \
+	"[ \"$(metric gpukmm_gater_passes_total)\" -gt 0 ] && [ \"$(metric gpukmm_gater_writes_total)\" = 3 ] && [ \"$(metric gpukmm_gater_conflicts_total)\" = 0 ]"
 
 # ---- the shipped RBAC was enough, and it is all there is ----------------------------------
 kubesim_rbac_verdict "$NS" || FAILED=1

@@ -108,7 +108,7 @@ t_ready=$(cond Ready lastTransitionTime)
 mknode d 6.8.0-45-generic
 annotate d "$REP_SB"
 check "d: Secure Boot on and module unsigned" wait_for sb 10 \
-	st_has '(.nodes.problems[] | select(.node=="d")) == {"node":"d","reason":"SecureBootUnsigned","message":"Secure Boot on and module unsigned"}'
+	st_has '(.nodes.problems[] | select(.node=="d")) == {"node":"d","reason":"SecureBootUnsigned","message":"Secure Boot on and module unsigned: set spec.kernelModule.sign so that KMM signs it"}'
 # c: a gpukmm.io/v1alpha1 report, summarized (too many GPUs for the annotation's budget)
 WHY="the full report is 90000 bytes, over the budget of 16384 even with the VFs summarized: only the counts (200 GPUs, 0 VFs), the module verdict and the node facts are kept"
 annotate c "$(jq -nc --arg why "$WHY" '{apiVersion:"gpukmm.io/v1alpha1",kind:"NodeReport",nodeName:"c",kernelVersion:"6.8.0-45-generic",
@@ -151,7 +151,7 @@ kraw PUT /kubesim/faults '{"seed":11,"rules":[{"verb":"patch","resource":"cluste
 check "409 storm: status converges (only d left)" wait_for storm 30 \
 	st_has '.nodes.problemNodes == 1 and .nodes.ootLoaded == 3 and .nodes.problems[0].node == "d"'
 kraw PUT /kubesim/faults '{"rules":[]}' >/dev/null
-check "Ready False for d only" st_has '(.conditions[] | select(.type=="Ready") | .reason == "SecureBootUnsigned" and .message == "module loaded on 2 of 2 nodes; node d: Secure Boot on and module unsigned")'
+check "Ready False for d only" st_has '(.conditions[] | select(.type=="Ready") | .reason == "SecureBootUnsigned" and .message == "module loaded on 2 of 2 nodes; node d: Secure Boot on and module unsigned: set spec.kernelModule.sign so that KMM signs it")'
 
 # ---- policy selector narrows the nodes -------------------------------------------------------------
 cp_patch '{"spec":{"nodeSelector":{"pool":"gpu"}}}'

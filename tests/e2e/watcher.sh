@@ -71,13 +71,11 @@ done
 CONTROL="ipc://$T/control.sock"
 "$GPUKMM_TBIN/fake_control" --listen "$CONTROL" >>"$T/control.log" 2>&1 &
 CONTROL_PID=$!
-counters() { # PID -> {"name":value,...} of its latest heartbeat
-	"$CTL" ipc call "$CONTROL" gpukmm.Control.List '{}' --timeout-ms 2000 2>/dev/null |
-		jq -c --argjson pid "$1" '[.services[]? | select(.pid == $pid) | .counters[]? | {(.name): (.value | tonumber)}] | add // {}'
-}
+. tests/lib/metrics.sh
+counters() { ctl_metrics "$CONTROL" "$1"; } # PID -> {"name":value,...} of its latest heartbeat
 heartbeat_after_sync() { # the counters of a synced watcher of the 3 nodes
-	counters "$1" | jq -e '.cache_nodes == 3 and .watch_events >= 3 and .watch_relists >= 3 and
-		.watch_published >= 3 and .watch_errors == 0 and .watch_convert_errors == 0 and has("leader")' >/dev/null
+	counters "$1" | jq -e '.["watcher_cache_objects{node}"] == 3 and .watcher_events >= 3 and .watch_relists >= 3 and
+		.watcher_published >= 3 and .watcher_errors == 0 and .watcher_convert_errors == 0 and has("leader")' >/dev/null
 }
 
 start_watcher w1 --control "$CONTROL" --heartbeat-ms 200

@@ -290,8 +290,8 @@ static bool sh_state_cond(void *a)
 	if (i) {
 		q->last = *i;
 		q->last.name = q->last.state = NULL;
-		q->last.counters = NULL;
-		q->last.n_counters = 0;
+		q->last.metrics = NULL;
+		q->last.n_metrics = 0;
 	}
 	if (t)
 		gk_ipc_free(&t->base);
@@ -455,18 +455,24 @@ static inline int sh_http_get(int port, const char *path, char **body)
 }
 
 /* The HTTP port the supervisor logged ("listening on 127.0.0.1:PORT"). */
-static inline int sh_http_port(const sh_sup *s)
+/* The port of "<what>: listening on 127.0.0.1:PORT" in the supervisor's output. */
+static inline int sh_listen_port(const sh_sup *s, const char *what)
 {
-	if (!sh_wait_out(s, "listening on 127.0.0.1:", 5000))
+	char pat[64];
+	snprintf(pat, sizeof(pat), "%s: listening on 127.0.0.1:", what);
+	if (!sh_wait_out(s, pat, 5000))
 		return -1;
 	char *t = sh_slurp(s->out);
 	int port = -1;
-	char *p = strstr(t, "listening on 127.0.0.1:");
+	char *p = strstr(t, pat);
 	if (p)
-		sscanf(p + strlen("listening on 127.0.0.1:"), "%d", &port);
+		sscanf(p + strlen(pat), "%d", &port);
 	free(t);
 	return port;
 }
+/* --http-listen 127.0.0.1:0 (probes) and --metrics-listen 127.0.0.1:0. */
+static inline int sh_http_port(const sh_sup *s) { return sh_listen_port(s, "http"); }
+static inline int sh_metrics_port(const sh_sup *s) { return sh_listen_port(s, "metrics"); }
 
 /* Value of one sample in Prometheus text ("name{labels}" exactly as written); NAN if absent. */
 static inline double sh_metric(const char *text, const char *series)

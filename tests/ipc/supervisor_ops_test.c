@@ -64,9 +64,10 @@ Test(supervisor_ops, http_endpoints_metrics_and_ctl_status)
 	static sh_sup s;
 	sh_start(&s, "{\"services\":[" SVC("a", "ready", "") ",\"heartbeat\":{\"interval_ms\":50,\"timeout_ms\":2000}},"
 		     SVC("late", "late-ready", ",\"--after-ms\",\"1500\"") "}]}",
-		 false, NULL, "--http-listen", "127.0.0.1:0", NULL);
-	int port = sh_http_port(&s);
+		 false, NULL, "--http-listen", "127.0.0.1:0", "--metrics-insecure", "--metrics-listen", "127.0.0.1:0", NULL);
+	int port = sh_http_port(&s), mport = sh_metrics_port(&s);
 	cr_assert_gt(port, 0);
+	cr_assert_gt(mport, 0);
 	char *body;
 	cr_assert_eq(sh_http_get(port, "/healthz", &body), 200);
 	free(body);
@@ -81,10 +82,17 @@ Test(supervisor_ops, http_endpoints_metrics_and_ctl_status)
 	free(body);
 	cr_assert_eq(sh_http_get(port, "/nope", &body), 404);
 	free(body);
-	/* heartbeat counters reach /metrics */
-	metric_q q = { port, "gpukmm_svc_testsvc_ticks{service=\"a\"}", 42 };
+	/* /metrics is not on the probe port (no authentication there) */
+	cr_assert_eq(sh_http_get(port, "/metrics", &body), 404);
+	free(body);
+	cr_assert_eq(sh_http_get(mport, "/healthz", &body), 404);
+	free(body);
+	/* heartbeat metrics reach /metrics, typed */
+	metric_q q = { mport, "gpukmm_testsvc_ticks_total{service=\"a\"}", 42 };
 	cr_assert(sh_wait(metric_cond, &q, 5000), "heartbeat counter missing from /metrics");
-	cr_assert_eq(sh_http_get(port, "/metrics", &body), 200);
+	cr_assert_eq(sh_http_get(mport, "/metrics", &body), 200);
+	cr_assert(strstr(body, "# TYPE gpukmm_testsvc_ticks_total counter\n"), "%s", body);
+	cr_assert(strstr(body, "# TYPE gpukmm_build_info gauge\n"), "%s", body);
 	cr_assert_eq(sh_metric(body, "gpukmm_ready"), 1);
 	cr_assert_eq(sh_metric(body, "gpukmm_service_up{service=\"a\"}"), 1);
 	cr_assert_eq(sh_metric(body, "gpukmm_service_ready{service=\"late\"}"), 1);
@@ -366,10 +374,24 @@ Test(supervisor_ops, bad_configuration_exits_2_and_starts_nothing)
 	cr_assert_eq(run_capture(argv4, &out), 2, "%s", out);
 	cr_assert(strstr(out, "--frobnicate"), "%s", out);
 	free(out);
+	/* secure /metrics needs a credentialed reviewer in the table; a cert needs its key */
+	sh_write_file(cfg, "{\"services\":[{\"name\":\"a\",\"binary\":\"/bin/true\"}]}");
+	char *argv8[] = { (char *)sh_bin("gpukmm"), "--config", cfg, "--runtime-dir", s.rundir, "--metrics-listen",
+			  "127.0.0.1:0", NULL };
+	cr_assert_eq(run_capture(argv8, &out), 2, "%s", out);
+	cr_assert(strstr(out, "--metrics-reviewer") && strstr(out, "--metrics-insecure"), "%s", out);
+	free(out);
+	char *argv9[] = { (char *)sh_bin("gpukmm"), "--config", cfg, "--runtime-dir", s.rundir, "--metrics-insecure",
+			  "--metrics-tls-cert", cfg, NULL };
+	cr_assert_eq(run_capture(argv9, &out), 2, "%s", out);
+	cr_assert(strstr(out, "--metrics-tls-key"), "%s", out);
+	free(out);
+	cr_assert_neq(access(s.rundir, F_OK), 0, "nothing started, not even the runtime dir");
 	/* --help documents everything */
 	char *argv5[] = { (char *)sh_bin("gpukmm"), "--help", NULL };
 	cr_assert_eq(run_capture(argv5, &out), 0);
-	const char *must[] = { "--profile", "--config", "--runtime-dir", "--http-listen", "--token-file",
+	const char *must[] = { "--profile", "--config", "--runtime-dir", "--http-listen", "--metrics-listen",
+			       "--metrics-insecure", "--metrics-tls-cert", "--metrics-reviewer", "--token-file",
 			       "--kubeconfig", "--log-format", "intensity", "backoff", "heartbeat", "credentials",
 			       "WATCHDOG", "Exit status" };
 	for (size_t i = 0; i < sizeof(must) / sizeof(must[0]); i++)

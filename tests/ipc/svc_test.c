@@ -1,6 +1,6 @@
 /* lib/svc: flags and environment, SIGTERM handling, and gpukmm-echo talking to
  * a fake supervisor Control service: Ready (also when the supervisor comes up
- * late), heartbeats with counters, stop_requested. */
+ * late), heartbeats with the metrics registry, stop_requested. */
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -39,10 +39,10 @@ static void ctl_heartbeat(Gpukmm__Control_Service *s, const Gpukmm__HeartbeatReq
 	Gpukmm__HeartbeatReply r = GPUKMM__HEARTBEAT_REPLY__INIT;
 	pthread_mutex_lock(&f->mu);
 	f->heartbeats++;
-	f->hb_counters = (int)in->n_counters;
-	for (size_t i = 0; i < in->n_counters; i++)
-		if (!strcmp(in->counters[i]->name, "echo_calls"))
-			f->echo_calls = in->counters[i]->value;
+	f->hb_counters = (int)in->n_metrics;
+	for (size_t i = 0; i < in->n_metrics; i++)
+		if (!strcmp(in->metrics[i]->name, "gpukmm_echo_calls_total") && in->metrics[i]->n_samples == 1)
+			f->echo_calls = (uint64_t)in->metrics[i]->samples[0]->value;
 	r.has_stop_requested = 1;
 	r.stop_requested = f->stop;
 	pthread_mutex_unlock(&f->mu);
@@ -108,7 +108,7 @@ Test(svc, echo_reports_ready_heartbeats_and_obeys_stop, .timeout = 30)
 	cr_assert_str_eq(F.ready_name, "echo");
 	WAIT_FOR(get(&F.heartbeats) >= 3, 10000);
 	cr_assert_geq(get(&F.heartbeats), 3);
-	cr_assert_eq(get(&F.hb_counters), 4);
+	cr_assert_eq(get(&F.hb_counters), 4 + 1, "echo's 4 families and gpukmm_metrics_series_dropped_total");
 	pthread_mutex_lock(&F.mu);
 	F.stop = 1;
 	pthread_mutex_unlock(&F.mu);

@@ -15,6 +15,8 @@
 #                               "oot-avail" = GPU, OoT xe installed, not loaded;
 #                               "oot-idle" = OoT xe loaded; tests/fixtures/mk-probe-fixture.sh)
 #                               and starts the node supervisor: NP_PID[NODE]
+#   np_flavor NODE sb           before np_start: a Secure Boot node (roots "sb-avail",
+#                               "sb-idle": Secure Boot on, lockdown integrity)
 #   np_kernel NODE KERNEL       the node boots another kernel (its root follows; the
 #                               Node's status.nodeInfo is the caller's business)
 #   np_follow_start             the stand-in for KMM's worker pods: a loop that points
@@ -25,7 +27,8 @@
 #   np_stop NODE / np_stop_all  SIGTERM (SIGKILL after 15 s); NP_RC = the supervisor's
 #                               exit code (0: it and its services stopped cleanly)
 #   np_nodes                    the nodes started so far
-# NP_LOG_LEVEL (default warn), NP_INTERVAL_MS (prober interval, default 1000).
+# NP_LOG_LEVEL (default warn), NP_INTERVAL_MS (prober interval, default 1000),
+# NP_SUP_ARGS (more arguments of the node supervisor, e.g. --metrics-listen 127.0.0.1:0).
 
 . "${GPUKMM_SRC:-.}/tests/lib/kubesim.sh"
 . "$GPUKMM_SRC/tests/lib/proc.sh"
@@ -41,9 +44,15 @@ np_init() { # DIR KUBECONFIG [NS]
 # of it (ServiceAccount gpukmm-node) for the audience gpukmm.io/node-report.
 np_report_token() { kubesim_pod_token "$NP_NS" gpukmm-node "$1" "gpukmm-node-$1" gpukmm.io/node-report "$2"; }
 
-np_fixtures() { # KERNEL: the two roots of that kernel, built once
-	local s
-	for s in oot-avail oot-idle; do
+np_flavor() { # NODE FLAVOR (oot | sb)
+	mkdir -p "$NP_DIR/$1"
+	echo "$2" >"$NP_DIR/$1/flavor"
+}
+np_flavor_of() { cat "$NP_DIR/$1/flavor" 2>/dev/null || echo oot; }
+
+np_fixtures() { # KERNEL [FLAVOR]: the two roots of that kernel, built once
+	local s f=${2:-oot}
+	for s in "$f-avail" "$f-idle"; do
 		[ -d "$NP_DIR/fx/$1/$s" ] && continue
 		GK_FIXTURE_KVER=$1 "$GPUKMM_SRC/tests/fixtures/mk-probe-fixture.sh" "$s" "$NP_DIR/fx/$1/$s" \
 			>>"$NP_DIR/fixtures.log" 2>&1 || return 1
@@ -51,12 +60,12 @@ np_fixtures() { # KERNEL: the two roots of that kernel, built once
 }
 
 np_kernel() { # NODE KERNEL
-	np_fixtures "$2" || return 1
+	np_fixtures "$2" "$(np_flavor_of "$1")" || return 1
 	mkdir -p "$NP_DIR/$1"
 	echo "$2" >"$NP_DIR/$1/kernel"
 	ln -sfn "$NP_DIR/fx/$2/$(np_state "$1")" "$NP_DIR/$1/root"
 }
-np_state() { cat "$NP_DIR/$1/state" 2>/dev/null || echo oot-avail; }
+np_state() { cat "$NP_DIR/$1/state" 2>/dev/null || echo "$(np_flavor_of "$1")-avail"; }
 
 np_start() { # NODE [KERNEL]: KERNEL defaults to the node's last one
 	local n=$1 kv=${2:-$(cat "$NP_DIR/$1/kernel" 2>/dev/null)}
@@ -70,9 +79,10 @@ np_start() { # NODE [KERNEL]: KERNEL defaults to the node's last one
    "--namespace", "$NP_NS", "--report-token-file", "$NP_DIR/$n/report-token"]}
 ]}
 J
+	# shellcheck disable=SC2086
 	NODE_NAME=$n GPUKMM_LOG_LEVEL=${NP_LOG_LEVEL:-warn} "$GPUKMM_BIN/gpukmm" --profile node \
 		--config "$NP_DIR/$n/node.json" --runtime-dir "$NP_DIR/$n/run" --kubeconfig "$NP_KUBECONFIG" \
-		>>"$NP_DIR/node-$n.log" 2>&1 &
+		${NP_SUP_ARGS:-} >>"$NP_DIR/node-$n.log" 2>&1 &
 	NP_PID[$n]=$!
 }
 
@@ -102,7 +112,8 @@ np_stop_all() { # prints "ok"/"not ok" per node supervisor when NP_CHECK=1
 }
 
 # One GET of all Nodes per round; a node's root is switched only when its state
-# changes (the prober sees the new tree on its next interval).
+# changes (the prober sees the new tree on its next interval). Flavor "sb": the
+# roots of a Secure Boot node.
 np_follow_start() {
 	(
 		trap 'exit 0' TERM
@@ -112,8 +123,8 @@ np_follow_start() {
 					startswith("kmm.node.kubernetes.io/") and endswith(".ready")))"' 2>/dev/null |
 				while read -r n loaded; do
 					[ -f "$NP_DIR/$n/kernel" ] || continue
-					want=oot-avail
-					[ "$loaded" = true ] && want=oot-idle
+					want=$(np_flavor_of "$n")-avail
+					[ "$loaded" = true ] && want=$(np_flavor_of "$n")-idle
 					[ "$(np_state "$n")" = "$want" ] && continue
 					echo "$want" >"$NP_DIR/$n/state"
 					ln -sfn "$NP_DIR/fx/$(cat "$NP_DIR/$n/kernel")/$want" "$NP_DIR/$n/root"

@@ -20,6 +20,7 @@
 #   stops_at_once WHAT CMD...    CMD stops a process (returns its exit code): checks exit 0, under 2 s
 
 . "${GPUKMM_SRC:-.}/tests/lib/modmgr.sh"
+. "$GPUKMM_SRC/tests/lib/metrics.sh"
 SD_CONTROL_PID= SD_PID= NSD_PID=
 sd_control_start() {
 	SD_CONTROL="ipc://$MM_DIR/control.sock"
@@ -41,10 +42,7 @@ sd_teardown() {
 	sd_control_stop
 	mm_teardown
 }
-sd_counters() { # PID -> {"name":value,...} of its latest heartbeat
-	"$GPUKMM_BIN/gpukmmctl" ipc call "$SD_CONTROL" gpukmm.Control.List '{}' --timeout-ms 2000 2>/dev/null |
-		jq -c --argjson pid "$1" '[.services[]? | select(.pid == $pid) | .counters[]? | {(.name): (.value | tonumber)}] | add // {}'
-}
+sd_counters() { ctl_metrics "$SD_CONTROL" "$1"; } # PID -> {"name":value,...} of its latest heartbeat (tests/lib/metrics.sh)
 sd_counter() { sd_counters "$1" | jq -r --arg n "$2" '.[$n] // 0'; }
 _sd_idle_check() { sd_counters "$1" | jq -e --arg n "$2" --argjson v "$3" '(.[$n] // 0) > $v and .statusd_pending == 0' >/dev/null; }
 sd_idle_after() { wait_for "statusd $2 > $3 and idle" "${4:-10}" _sd_idle_check "$1" "$2" "$3"; }

@@ -156,3 +156,18 @@ Test(content_type, json_only)
 	cr_assert(!gk_webhook_json_content_type(NULL));
 	cr_assert(!gk_webhook_json_content_type(""));
 }
+
+Test(validate, sign_and_parameters_refused_with_their_fields)
+{
+	cJSON *j = run(GK_WEBHOOK_VALIDATE, REVIEW("CREATE", CP("{\"resourceRegistration\":\"dp\",\"kernelModule\":{\"parameters\":"
+			"[\"max_vfs=1 2\"],\"sign\":{\"keySecret\":{\"name\":\"k\"},\"certSecret\":{\"name\":\"c\"},\"unsignedImage\":"
+			"\"r.io/u:1\",\"filesToSign\":[\"/etc/xe.ko\"]},\"kernelMappings\":[{\"regexp\":\"^.+$\",\"containerImage\":"
+			"\"r.io/xe:1\"}]}}")), 200, GK_WEBHOOK_DENIED);
+	cJSON *st = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "response"), "status");
+	cr_assert_str_eq(cJSON_GetObjectItem(st, "message")->valuestring,
+			 "kernelModule.parameters[0] \"max_vfs=1 2\": the value contains whitespace; a value is letters, digits "
+			 "and . _ , : + / @ % = - only (no whitespace, quotes or shell metacharacters)\n"
+			 "kernelModule.sign.filesToSign[0] \"/etc/xe.ko\" must be under KMM's dirName \"/opt/\" (the module "
+			 "image's tree KMM signs and loads from), e.g. \"/opt/lib/modules/${KERNEL_FULL_VERSION}/xe.ko\"");
+	cJSON_Delete(j);
+}

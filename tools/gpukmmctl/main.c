@@ -11,6 +11,7 @@ int gkctl_probe(int argc, char **argv);
 int gkctl_status(int argc, char **argv);
 
 static const gkctl_cmd commands[] = {
+	{ "images", "every image a ClusterPolicy makes the cluster pull, per node kernel (air-gap mirrors)", gkctl_images },
 	{ "ipc", "call an RPC, subscribe to or publish on a bus (JSON)", gkctl_ipc },
 	{ "probe", "node report: Intel GPUs, the GPU kernel module, Secure Boot, unload verdict", gkctl_probe },
 	{ "render", "print the KMM Module a ClusterPolicy file would produce", gkctl_render },

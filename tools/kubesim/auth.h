@@ -74,9 +74,6 @@ cJSON *ks_auth_body(const ks_req *r, ks_resp *out);
 /* A 403 decided outside the authorizer (admission): kept with the others. Takes mu. */
 void ks_authz_note_denial(ks_server *s, const char *denial);
 
-/* tokenreview.c: POST /apis/authentication.k8s.io/v1/tokenreviews. */
-void ks_token_review(ks_server *s, const ks_req *r, ks_resp *out);
-
 /* authzapi.c: a user as the review APIs' userInfo / user (username, uid, groups,
  * extra); a new object, NULL on OOM. */
 cJSON *ks_user_info_json(const ks_user *u);

@@ -515,6 +515,10 @@ void ks_handle(ks_server *s, const ks_req *r, ks_resp *out)
 			ks_resp_status(out, 404, "NotFound", NULL, NULL, NULL, NULL, "404 page not found");
 		return;
 	}
+	if (ks_review_route(s, r, &rt, out)) {
+		count(s, "create", rt.resource);
+		return;
+	}
 	if (rt.kind == KS_ROUTE_GV || rt.kind == KS_ROUTE_GROUP) {
 		count(s, "discovery", "");
 		discovery(s, r, &rt, out);

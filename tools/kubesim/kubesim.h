@@ -22,6 +22,7 @@
 
 #include <cJSON.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
 
@@ -267,6 +268,9 @@ int ks_auth_serve(ks_server *s, const ks_req *r, const struct ks_route *rt, cons
  * ClusterRoles and bindings every cluster has. */
 int ks_auth_init(ks_server *s, const char *token_auth_file, const char *state_dir, gk_err *err);
 void ks_auth_free(ks_server *s);
+
+/* review.c: TokenReview. true when r was one (out filled). */
+bool ks_review_route(ks_server *s, const ks_req *r, const struct ks_route *rt, ks_resp *out);
 
 /* handler.c: everything except the socket. */
 void ks_handle(ks_server *s, const ks_req *r, ks_resp *out);

@@ -72,7 +72,9 @@ static void usage(FILE *f)
 		   "      authorize every request as the API server's RBAC authorizer does, by the\n"
 		   "      stored Roles, ClusterRoles and bindings (the bootstrap roles are created);\n"
 		   "      ServiceAccount tokens come from TokenRequest (kubectl create token); a\n"
-		   "      request without a token is system:anonymous. GET /kubesim/rbac: decisions\n");
+		   "      request without a token is system:anonymous. GET /kubesim/rbac: decisions\n"
+		   "  (TokenReview answers for these tokens: the admin's, --token-auth-file's and\n"
+		   "  ServiceAccount tokens; SubjectAccessReview is the RBAC authorizer's)\n");
 }
 
 static char *read_file(const char *path, size_t max, gk_err *err)
