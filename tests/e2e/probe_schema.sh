@@ -40,8 +40,9 @@ for f in sys.argv[2:]:
 PY
 }
 
-scenarios=$(sed -n 's/^\([a-z0-9-]*\)) # .*/\1/p' "$GPUKMM_SRC/tests/fixtures/mk-probe-fixture.sh")
-[ "$(wc -w <<<"$scenarios")" -ge 10 ] && ok "scenarios read from mk-probe-fixture.sh: $(echo $scenarios)" ||
+# (the case labels of the script: "name) # ..." or "a | b) # ...")
+scenarios=$(sed -n 's/^\([a-z0-9| -]*\)) # .*/\1/p' "$GPUKMM_SRC/tests/fixtures/mk-probe-fixture.sh" | tr '|' '\n' | tr -d ' ')
+[ "$(wc -w <<<"$scenarios")" -ge 12 ] && ok "scenarios read from mk-probe-fixture.sh: $(echo $scenarios)" ||
 	nok "scenarios read from mk-probe-fixture.sh ($scenarios)"
 files=()
 for s in $scenarios; do
