@@ -301,13 +301,18 @@ def pod_checks(variant, objs):
                 ok(("report-token" in mounts) == ("statusd" in svcs), f"{cn}: the report token only where statusd runs")
                 ok(not ("prober" in svcs and mounts & {"api-token", "report-token"}),
                    f"{cn}: the prober (the parser of host input) never shares a container with a token")
-                # /metrics where statusd runs: it reviews the scrapers' tokens
-                reviews = "statusd" in svcs
+                # /metrics of both, HTTPS, reviewed by the report container's statusd
                 ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
-                ok(any(a.startswith("--metrics-listen=") for a in c["args"]) == reviews
-                   and (ports.get("metrics") == 8443) == reviews,
-                   f"{cn}: /metrics (HTTPS, port metrics 8443) {'served' if reviews else 'not served: no reviewer there'}",
-                   ports)
+                want = ("metrics", 8443) if "statusd" in svcs else ("prober-metrics", 8444)
+                ok(any(a.startswith("--metrics-listen=") for a in c["args"]) and ports.get(want[0]) == want[1]
+                   and "--metrics-insecure" not in c["args"], f"{cn}: /metrics over HTTPS, port {want[0]} {want[1]}", ports)
+                if "statusd" not in svcs:
+                    sock = next((a.split("=", 1)[1] for a in c["args"] if a.startswith("--metrics-reviewer=")), "")
+                    env = {e["name"]: e.get("value") for e in c.get("env", [])}
+                    ok(sock.startswith("ipc://") and env.get("GPUKMM_STATUSD") == sock,
+                       f"{cn}: reports to and has tokens reviewed by the report container's statusd ({sock})")
+                    ro = {m["name"]: m.get("readOnly") for m in c.get("volumeMounts", [])}
+                    ok(ro.get("run") is True, f"{cn}: the report container's runtime directory mounted read-only")
 
 
 def monitoring_checks(objs):
