@@ -336,6 +336,26 @@ int gk_sd_nodes_summarize(const Gpukmm__ClusterPolicy *cp, const gk_sd_node *con
 	return GK_OK;
 }
 
+/* key: [{node, reason (with_reason), message}...]; nothing when n is 0. false on OOM. */
+static bool node_list(cJSON *o, const char *key, const gk_sd_problem *l, size_t n, bool with_reason)
+{
+	cJSON *a = n ? cJSON_AddArrayToObject(o, key) : NULL;
+	if (n && !a)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		cJSON *p = cJSON_CreateObject();
+		if (!p || !cJSON_AddItemToArray(a, p)) {
+			cJSON_Delete(p);
+			return false;
+		}
+		if (!cJSON_AddStringToObject(p, "node", l[i].node) ||
+		    (with_reason && !cJSON_AddStringToObject(p, "reason", l[i].reason)) ||
+		    !cJSON_AddStringToObject(p, "message", l[i].message))
+			return false;
+	}
+	return true;
+}
+
 cJSON *gk_sd_nodes_json(const gk_sd_nodes *s)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -346,41 +366,12 @@ cJSON *gk_sd_nodes_json(const gk_sd_nodes *s)
 	    !cJSON_AddNumberToObject(o, "inTreeLoaded", s->in_tree_loaded) ||
 	    !cJSON_AddNumberToObject(o, "notLoaded", s->not_loaded) ||
 	    !cJSON_AddNumberToObject(o, "unknown", s->unknown) ||
-	    !cJSON_AddNumberToObject(o, "problemNodes", s->problem_nodes))
-		goto fail;
-	if (s->summarized_nodes && !cJSON_AddNumberToObject(o, "summarizedNodes", s->summarized_nodes))
-		goto fail;
-	if (s->n_summarized) {
-		cJSON *a = cJSON_AddArrayToObject(o, "summarized");
-		if (!a)
-			goto fail;
-		for (size_t i = 0; i < s->n_summarized; i++) {
-			cJSON *p = cJSON_CreateObject();
-			if (!p)
-				goto fail;
-			cJSON_AddItemToArray(a, p);
-			if (!cJSON_AddStringToObject(p, "node", s->summarized[i].node) ||
-			    !cJSON_AddStringToObject(p, "message", s->summarized[i].message))
-				goto fail;
-		}
-	}
-	if (s->n_problems) {
-		cJSON *a = cJSON_AddArrayToObject(o, "problems");
-		if (!a)
-			goto fail;
-		for (size_t i = 0; i < s->n_problems; i++) {
-			cJSON *p = cJSON_CreateObject();
-			if (!p)
-				goto fail;
-			cJSON_AddItemToArray(a, p);
-			if (!cJSON_AddStringToObject(p, "node", s->problems[i].node) ||
-			    !cJSON_AddStringToObject(p, "reason", s->problems[i].reason) ||
-			    !cJSON_AddStringToObject(p, "message", s->problems[i].message))
-				goto fail;
-		}
+	    !cJSON_AddNumberToObject(o, "problemNodes", s->problem_nodes) ||
+	    (s->summarized_nodes && !cJSON_AddNumberToObject(o, "summarizedNodes", s->summarized_nodes)) ||
+	    !node_list(o, "summarized", s->summarized, s->n_summarized, false) ||
+	    !node_list(o, "problems", s->problems, s->n_problems, true)) {
+		cJSON_Delete(o);
+		return NULL;
 	}
 	return o;
-fail:
-	cJSON_Delete(o);
-	return NULL;
 }
