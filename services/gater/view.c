@@ -19,6 +19,7 @@ struct gk_gtv {
 	bool synced, kmm, leader;
 	gk_wsub_unconf uc;       /* what the watcher cannot vouch for */
 	char why[GK_ERR_MSG_MAX];
+	uint64_t term;  /* Leadership.term, stamped on status reports */
 	uint64_t ignored;
 };
 
@@ -127,8 +128,7 @@ int gk_gtv_load_snapshot(gk_gtv *v, const Gpukmm__SnapshotReply *s, gk_err *err)
 	}
 	v->kmm = s->discovery && s->discovery->has_kmm && s->discovery->kmm;
 	gk_wsub_unconf_load(&v->uc, s->discovery);
-	/* no leadership information = no election configured: we lead */
-	v->leader = !s->leadership || !s->leadership->has_leader || s->leadership->leader;
+	gk_wsub_lead_update(&v->leader, &v->term, s->leadership);
 	v->synced = s->has_synced && s->synced;
 	mark_all(v);
 	return rc;
@@ -184,11 +184,8 @@ int gk_gtv_apply(gk_gtv *v, const char *topic, const Gpukmm__Event *ev, gk_err *
 		return GK_OK;
 	}
 	case GPUKMM__EVENT__OBJECT_LEADERSHIP: {
-		bool leader = !ev->leadership->has_leader || ev->leadership->leader;
-		if (leader != v->leader) {
-			v->leader = leader;
+		if (gk_wsub_lead_update(&v->leader, &v->term, ev->leadership))
 			mark_all(v);
-		}
 		return GK_OK;
 	}
 	default:
@@ -275,7 +272,7 @@ void gk_gtv_touch_ds(gk_gtv *v, const char *ns, const char *name)
 void gk_gtv_state_get(const gk_gtv *v, gk_gtv_state *out)
 {
 	*out = (gk_gtv_state){
-		.synced = v->synced, .kmm = v->kmm, .leader = v->leader,
+		.synced = v->synced, .kmm = v->kmm, .leader = v->leader, .term = v->term,
 		.policies = v->policies.n, .daemonsets = v->daemonsets.n, .ignored = v->ignored,
 		.unconfirmed = gk_wsub_unconf_bits(&v->uc),
 	};

@@ -68,7 +68,7 @@ mknode() { # NAME KERNEL
 	kraw PATCH "/api/v1/nodes/$1/status" "{\"status\":{\"nodeInfo\":{\"kernelVersion\":\"$2\"}}}" application/merge-patch+json >/dev/null
 }
 KERNELS=(6.8.0-45-generic 5.14.0-427.13.1.el9_4.x86_64 6.8.0-50-generic)
-np_init "$D" "$D/node-kubeconfig"
+np_init "$D" "$D/node-kubeconfig" "$NS"
 addnode() { # NAME KERNEL: the Node and its node profile
 	mknode "$1" "$2"
 	np_start "$1" "$2" || nok "node profile of $1 starts"

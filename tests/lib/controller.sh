@@ -11,7 +11,7 @@
 #   ctrl_ready NAME             running and every service Ready (gpukmmctl status)
 #   ctrl_stop NAME              SIGTERM, SIGKILL after 30 s; STOP_RC = its exit code
 #   holder / leader / has_leader   the Lease's holderIdentity / the NAME holding it
-#   ctrl_cluster                the operator namespace, the ClusterPolicy and KMM CRDs (established),
+#   ctrl_cluster                the operator namespace, the ClusterPolicy, NodeReportRequest and KMM CRDs (established),
 #                               the shipped RBAC and the kubeconfigs (kubesim_kubeconfigs $D $NS),
 #                               the namespace "user" ($D/setup.log); 1 when the RBAC part failed
 #   sup_child_pids DIR...       the services' pids of the supervisors with those runtime dirs
@@ -55,8 +55,9 @@ leader() { # the controller whose current identity holds the Lease (empty: none)
 has_leader() { [ -n "$(leader)" ]; }
 ctrl_cluster() {
 	k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml \
-		-f tests/fixtures/kmm/modules.kmm.sigs.x-k8s.io.crd.yaml >"$D/setup.log" 2>&1
-	k wait --for condition=established --timeout=10s crd/clusterpolicies.intel.com crd/modules.kmm.sigs.x-k8s.io >>"$D/setup.log" 2>&1
+		-f deploy/crd/gpukmm.io_nodereportrequests.yaml -f tests/fixtures/kmm/modules.kmm.sigs.x-k8s.io.crd.yaml >"$D/setup.log" 2>&1
+	k wait --for condition=established --timeout=10s crd/clusterpolicies.intel.com crd/nodereportrequests.gpukmm.io \
+		crd/modules.kmm.sigs.x-k8s.io >>"$D/setup.log" 2>&1
 	kubesim_kubeconfigs "$D" "$NS" || return 1
 	kraw POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"user"}}' >/dev/null
 }
