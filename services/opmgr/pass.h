@@ -21,6 +21,13 @@
  *                 owner references let the garbage collector, which checks the
  *                 owner's uid with the API server, remove what is left.
  *
+ * Fail closed (ARCHITECTURE.md §4): the DRA guard blocks while the watcher
+ * cannot vouch for the claims; in the teardown an object missing from the view
+ * is gone only when the watcher can vouch for the operands (else the
+ * finalizers wait: "deletion of ClusterPolicy … waits: … could not be confirmed
+ * gone"); no operand of a live policy is removed on a copy of the policy the
+ * watcher cannot vouch for (unreadable, or its kind in a gap).
+ *
  * Deletes are by uid precondition of the object seen; patches carry its
  * resourceVersion. Writes go through an ops table (kops.c; fakes in tests),
  * one call in flight per object; a call's end marks the policy dirty again.

@@ -1,7 +1,8 @@
 /* gpukmm-opmgr — the operand manager's view: ClusterPolicies, the operand
  * objects (watcher topic "operand", by kind/namespace/name), the DaemonSets
  * of the operator namespace (their status counts), whether a ResourceClaim
- * holds a GPU (the DRA teardown guard), discovery and leadership. Rebuilt
+ * holds a GPU (the DRA teardown guard), discovery and leadership, and what
+ * the watcher cannot vouch for of the claims, operands and policies. Rebuilt
  * from watcher snapshots, kept current by bus events; pure data.
  *
  * Dirty keys: a policy event → that policy; an operand or DaemonSet event →
@@ -38,6 +39,12 @@ uint64_t gk_opv_term(const gk_opv *v);
 bool gk_opv_synced(const gk_opv *v);
 const gk_opv_disc *gk_opv_discovery(const gk_opv *v);
 bool gk_opv_claims_allocated(const gk_opv *v);
+/* Why the watcher cannot vouch for (ARCHITECTURE.md §4), NULL = it can: the claims
+ * (as a set); the operand `resource` ns/name (its kind, or that object unreadable);
+ * the ClusterPolicy `name` (unreadable, or its kind). */
+const char *gk_opv_claims_unconfirmed(const gk_opv *v);
+const char *gk_opv_operand_unconfirmed(const gk_opv *v, const char *resource, const char *ns, const char *name);
+const char *gk_opv_policy_unconfirmed(const gk_opv *v, const char *name);
 const Gpukmm__ClusterPolicy *gk_opv_policy(const gk_opv *v, const char *name);
 /* ns NULL or "" = cluster-scoped */
 const Gpukmm__Object *gk_opv_obj(const gk_opv *v, const char *kind, const char *ns, const char *name);
