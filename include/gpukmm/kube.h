@@ -148,6 +148,10 @@ typedef struct gk_kube_status {
 
 /* Map HTTP status (+ reason) to a gk_code. 2xx → GK_OK. */
 int gk_kube_code_of(long http, const char *reason);
+/* The safety rule (ARCHITECTURE.md §4): a 404 confirms that object `name` is gone only
+ * when its Status names it (details.name); a 404 of the path (an API not served, a
+ * proxy) does not. */
+bool gk_kube_gone(int code, const gk_kube_status *st, const char *name);
 /* Fill st->reason/message from a Status JSON body (tolerates non-Status bodies). */
 void gk_kube_status_decode(gk_kube_status *st, const char *body, size_t len);
 /* Fill from a parsed Status object (e.g. a watch ERROR event's object); returns

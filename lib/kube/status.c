@@ -45,6 +45,11 @@ bool gk_kube_retryable(int code)
 	return false;
 }
 
+bool gk_kube_gone(int code, const gk_kube_status *st, const char *name)
+{
+	return code == GK_NOT_FOUND && st && name && strcmp(st->details_name, name) == 0;
+}
+
 static void copy_str(char *dst, size_t cap, const cJSON *v)
 {
 	if (cJSON_IsString(v) && v->valuestring)

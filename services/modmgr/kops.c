@@ -50,7 +50,7 @@ static void op_done(void *user, int rc, cJSON *out, const gk_kube_status *st, co
 	char why[GK_ERR_MSG_MAX];
 	ProtobufCMessage *obj = NULL;
 	gk_err e = { 0 };
-	if (rc == GK_NOT_FOUND && !x->policy && (!st || strcmp(st->details_name, x->name) != 0)) {
+	if (rc == GK_NOT_FOUND && !x->policy && !gk_kube_gone(rc, st, x->name)) {
 		/* the safety rule: only a NotFound naming the Module says it is
 		 * gone; a 404 of the path (the API not served, a proxy) does not */
 		snprintf(why, sizeof(why), "the API answered 404 without naming KMM Module %.253s: not a confirmed absence (%.180s)",

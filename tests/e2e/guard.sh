@@ -73,11 +73,14 @@ check "deletion blocked by the allocated claim (status says so)" wait_for blocke
 	mm_report_has '.errors | index("allocated GPU ResourceClaims blocking modules.kmm.sigs.x-k8s.io/gpu-gpu deletion")'
 
 # ---- discovery blips: KMM, resource.k8s.io ----
-for gv in kmm.sigs.x-k8s.io/v1beta1 resource.k8s.io/v1; do
-	a0=$(wlog "$gv answered absent")
+for gt in kmm.sigs.x-k8s.io/v1beta1:module resource.k8s.io/v1:resourceclaim; do
+	gv=${gt%:*} topic=${gt#*:}
+	a0=$(wlog "$gv answered absent") c0=$(wlog "$topic state confirmed again")
 	faults "{\"rules\":[{\"verb\":\"discovery\",\"path\":\"/apis/$gv\",\"code\":404,\"times\":4}]}"
 	check "$gv discovery: four 404s" wait_for "$gv blip" 10 eval '[ "$(wlog "$gv answered absent")" -gt "$a0" ]'
-	sleep 3 # (the blip lasts ~2 s: the sampler watches through it)
+	# (the blip lasts ~2 s: the sampler watches through it, until the watcher vouches again)
+	check "…the $topic state confirmed again after it" wait_for "$gv confirmed" 15 \
+		eval '[ "$(wlog "$topic state confirmed again")" -gt "$c0" ]'
 	check "…nothing deleted, the finalizer kept" no_violation
 done
 check "the status said why while KMM was unconfirmed" report_seen \
@@ -85,8 +88,8 @@ check "the status said why while KMM was unconfirmed" report_seen \
 
 # ---- lists that lie (a forced relist answered 200 with something that is not a list;
 # every shape is in kube_watch_test: two per kind here, each failure backs the
-# watch off further, 0.8 s doubling) ----
-for res in modules resourceclaims clusterpolicies; do
+# watch off further, 0.8 s doubling; the claims' lie is the section after the next) ----
+for res in modules clusterpolicies; do
 	for body in '{}' '{"kind":"List","items":['; do
 		b0=$(wlog "$res.*list failed")
 		faults "{\"rules\":[{\"verb\":\"watch\",\"resource\":\"$res\",\"code\":410},{\"verb\":\"list\",\"resource\":\"$res\",\"code\":200,\"body\":$(jq -Rn --arg b "$body" '$b')}]}"
@@ -117,10 +120,9 @@ faults '{"rules":[{"verb":"watch","resource":"resourceclaims","code":410},{"verb
 b0=$(wlog "resourceclaims.*list failed")
 check "the claims' list lies" wait_for "claims lie" 40 eval '[ "$(wlog "resourceclaims.*list failed")" -gt "$b0" ]'
 kraw DELETE /apis/resource.k8s.io/v1/namespaces/apps/resourceclaims/c1 >/dev/null
-sleep 3
-check "claim freed, but the claims cannot be confirmed: nothing deleted" no_violation
-check "…the status says the deletion waits for the claims" wait_for "claims unconfirmed" 15 \
-	report_seen "deletion waits: GPU ResourceClaims could not be confirmed"
+check "claim freed while the claims' list lies: the status says the deletion waits for the claims" \
+	wait_for "claims unconfirmed" 15 report_seen "deletion waits: GPU ResourceClaims could not be confirmed"
+check "…nothing deleted" no_violation
 
 # ---- the truth again, and twelve 409s on the finalizer patch: done in seconds ----
 touch "$MM_DIR/sampler.stop"
@@ -128,7 +130,10 @@ wait "$SAMPLER" 2>/dev/null
 check "the sampler read the objects ($(wc -l <"$MM_DIR/samples") good samples) and saw no violation during the faults" \
 	eval '[ "$(wc -l <"$MM_DIR/samples")" -ge 40 ] && no_violation'
 [ -s "$VIOL" ] && sed 's/^/#   /' "$VIOL" | head -5
+c0=$(wlog "resourceclaim state confirmed again")
 faults '{"rules":[{"verb":"patch","resource":"clusterpolicies","code":409,"times":12}]}'
+# (the claims' relist comes after the watch's backoff, 0.8 s doubling over the failures)
+check "the claims are read again" wait_for "claims confirmed" 40 eval '[ "$(wlog "resourceclaim state confirmed again")" -gt "$c0" ]'
 t0=$SECONDS
 check "the Module is deleted once the claims are confirmed free" wait_for "module gone" 20 module_gone
 t1=$SECONDS

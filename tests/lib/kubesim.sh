@@ -210,20 +210,22 @@ kubesim_need_kubectl() {
 
 # kubectl against kubesim; extra global flags via KUBECTL_FLAGS (e.g. a token).
 k() {
-	KUBECONFIG=/dev/null "$KUBECTL" --server "$KUBESIM_URL" --cache-dir "$KUBESIM_DIR/kcache" \
+	KUBECONFIG=/dev/null "$KUBECTL" --server "${KUBESIM_URL:?kubesim not running}" \
+		--cache-dir "${KUBESIM_DIR:?kubesim not running}/kcache" \
 		${KUBESIM_CA:+--certificate-authority "$KUBESIM_CA"} ${KUBESIM_ADMIN_TOKEN:+--token "$KUBESIM_ADMIN_TOKEN"} \
 		${KUBECTL_FLAGS:-} "$@"
 }
 
 # kraw METHOD PATH [BODY [CONTENT-TYPE]]: raw request, prints the body; the HTTP code
-# goes to $KRAW_CODE_FILE (default $KUBESIM_DIR/code) and is echoed by kraw_code.
+# goes to $KUBESIM_DIR/code and is echoed by kraw_code. Both (and k) fail loudly when
+# kubesim is not running (no KUBESIM_DIR: a path at the filesystem root otherwise).
 kraw() {
 	local method=$1 path=$2 body=${3:-} ctype=${4:-application/json}
 	local args=(-sS -X "$method" -o - -w '%{stderr}%{http_code}' ${KRAW_FLAGS:-})
 	[ -n "$body" ] && args+=(-H "Content-Type: $ctype" --data-binary "$body")
-	kcurl "${args[@]}" "$KUBESIM_URL$path" 2>"$KUBESIM_DIR/code"
+	kcurl "${args[@]}" "${KUBESIM_URL:?kubesim not running}$path" 2>"${KUBESIM_DIR:?kubesim not running}/code"
 }
-kraw_code() { cat "$KUBESIM_DIR/code"; }
+kraw_code() { cat "${KUBESIM_DIR:?kubesim not running}/code"; }
 
 # kubesim_settled [RV]: kubesim's controllers have handled every change up to RV
 # (default: the server's resourceVersion now) and have no write pending; for
