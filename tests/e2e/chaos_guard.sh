@@ -1,16 +1,17 @@
 #!/bin/bash
 # Chaos aimed at the guard (ARCHITECTURE.md §4, issue #15): two leader-elected
-# controllers (`gpukmm --profile controller`: watcher, modmgr, gater, statusd) against
-# kubesim. Policy gpu-a (dra) has GPU ResourceClaims allocated, gpu-b (dp) has pods
-# requesting gpu.intel.com/i915 running; both policies are deleted, so only the guard
-# keeps their Modules. Policy gpu-c lives on with its device plugin gated. Then, for
+# controllers (`gpukmm --profile controller`: watcher, modmgr, gater, opmgr, statusd)
+# against kubesim. Policy gpu-a (dra) has GPU ResourceClaims allocated, gpu-b (dp) has
+# pods requesting gpu.intel.com/i915 running; both policies are deleted, so only the
+# guard keeps their Modules (and gpu-a's DRA driver, opmgr's). Policy gpu-c lives on with its device plugin gated. Then, for
 # CHAOS_GUARD_SECONDS, the API fails and lies (kubesim's fault vocabulary: discovery
 # 404 blips and lying 200s, lists answered {}, null, a Status or truncated JSON after
 # forced relists, 5xx/403 on lists and watches, cut watches, 410s, 409s on the
 # finalizer patches, latency, refused connections) while services and supervisors
 # are killed -9 and the leader is killed. A sampler reads the API every 0.2 s (GETs,
 # which no fault touches) the whole time: the three Modules' UIDs never change, no
-# finalizer goes, gpu-c's device plugin stays gated. Then the faults stop, the claims
+# finalizer goes, gpu-a's DRA driver DaemonSet is neither deleted nor replaced, gpu-c's
+# device plugin stays gated. Then the faults stop, the claims
 # and the pods are released, and the two deletions must complete.
 #   make check: a short run (CHAOS_GUARD_SECONDS, default 20)
 #   make chaos: CHAOS_LONG=1, 300 s; CHAOS_SEED=N repeats a run; CHAOS_KEEP=1 keeps the logs
@@ -77,8 +78,11 @@ c_gated() { kraw GET "/apis/apps/v1/namespaces/$NS/daemonsets/gpu-c-device-plugi
 check "three Modules created" wait_until 30 have_modules
 check "three finalizers taken" wait_until 20 have_finalizers
 check "gpu-c's device plugin gated" wait_until 20 c_gated
+DRAP="/apis/apps/v1/namespaces/$NS/daemonsets/gpu-a-gpu-dra"
+check "gpu-a's DRA driver deployed (opmgr)" wait_until 30 eval '[ "$(kraw GET "$DRAP" | jq -r .kind)" = DaemonSet ]'
 declare -A UID0=()
 for p in gpu-a gpu-b gpu-c; do UID0[$p]=$(kraw GET "$(mpath $p)" | jq -r .metadata.uid); done
+DRA_UID=$(kraw GET "$DRAP" | jq -r .metadata.uid)
 for i in 1 2 3; do claim_alloc user "claim-$i"; pod_new "pod-$i"; done
 # both watchers have seen them before the deletions (they publish in the order they saw)
 all_seen() {
@@ -96,28 +100,34 @@ blocked() { # POLICY WHAT: its status says the deletion is blocked by WHAT
 }
 check "gpu-a's deletion is blocked by the claims (status)" wait_until 30 blocked gpu-a "allocated GPU ResourceClaims blocking"
 check "gpu-b's deletion is blocked by the GPU pods (status)" wait_until 30 blocked gpu-b "pods requesting gpu.intel.com resources blocking"
+check "gpu-a's DRA driver stays: opmgr's guard (status)" wait_until 30 blocked gpu-a "blocking the removal of the DRA driver gpu-a-gpu-dra"
 
 # ---- the sampler --------------------------------------------------------------------
 VIOL="$D/violations"
 : >"$VIOL"
-# one curl for the seven objects, one jq to judge them: a sample every ~0.2 s
+# one curl for the eight objects, one jq to judge them: a sample every ~0.2 s
 URLS=()
 for p in gpu-a gpu-b gpu-c; do URLS+=("$KUBESIM_URL$(mpath $p)" "$KUBESIM_URL$(cpath $p)"); done
-URLS+=("$KUBESIM_URL/apis/apps/v1/namespaces/$NS/daemonsets/gpu-c-device-plugin")
+URLS+=("$KUBESIM_URL/apis/apps/v1/namespaces/$NS/daemonsets/gpu-c-device-plugin" "$KUBESIM_URL$DRAP")
 JUDGE='
 	def uid($m; $want; $n): if $m.kind == "Module" then (if $m.metadata.uid == $want then empty else "\($n)-gpu replaced: uid \($m.metadata.uid)" end)
 		elif $m.reason == "NotFound" then "\($n)-gpu deleted" else empty end;
 	def fin($c; $n): if $c.kind == "ClusterPolicy" then
 			(if (($c.metadata.finalizers // []) | index("gpukmm.io/module-protection")) != null then empty else "\($n): finalizer gone" end)
 		elif $c.reason == "NotFound" then "\($n) gone" else empty end;
-	if length != 7 then empty else "sample",
+	def dra($d): if $d.kind == "DaemonSet" then
+			(if $d.metadata.uid != $dra then "gpu-a-gpu-dra replaced: uid \($d.metadata.uid)"
+			 elif $d.metadata.deletionTimestamp then "gpu-a-gpu-dra being deleted" else empty end)
+		elif $d.reason == "NotFound" then "gpu-a-gpu-dra deleted" else empty end;
+	if length != 8 then empty else "sample",
 	uid(.[0]; $a; "gpu-a"), fin(.[1]; "gpu-a"), uid(.[2]; $b; "gpu-b"), fin(.[3]; "gpu-b"), uid(.[4]; $c; "gpu-c"), fin(.[5]; "gpu-c"),
-	(if .[6].kind == "DaemonSet" and (.[6].spec.template.spec.nodeSelector[$k] != "") then "gpu-c-device-plugin ungated" else empty end)
+	(if .[6].kind == "DaemonSet" and (.[6].spec.template.spec.nodeSelector[$k] != "") then "gpu-c-device-plugin ungated" else empty end),
+	dra(.[7])
 	end'
 (
 	while [ ! -e "$D/sampler.stop" ]; do
 		kcurl -s --max-time 2 -w '\n' "${URLS[@]}" 2>/dev/null |
-			jq -rs --arg a "${UID0[gpu-a]}" --arg b "${UID0[gpu-b]}" --arg c "${UID0[gpu-c]}" --arg k "$KEY" "$JUDGE" 2>/dev/null |
+			jq -rs --arg a "${UID0[gpu-a]}" --arg b "${UID0[gpu-b]}" --arg c "${UID0[gpu-c]}" --arg k "$KEY" --arg dra "$DRA_UID" "$JUDGE" 2>/dev/null |
 			sed "s/^/$(date +%T.%N) /" >"$D/sample"
 		grep -v ' sample$' "$D/sample" >>"$VIOL"
 		grep -q ' sample$' "$D/sample" && echo x >>"$D/samples"
@@ -191,7 +201,7 @@ touch "$D/sampler.stop"
 wait "$SAMPLER" 2>/dev/null
 SAMPLER=
 NS_SAMPLES=$(wc -l <"$D/samples")
-check "the sampler read all seven objects ($NS_SAMPLES times, at least once a second) and never saw a Module replaced, a finalizer gone or gpu-c ungated (seed $SEED)" \
+check "the sampler read all eight objects ($NS_SAMPLES times, at least once a second) and never saw a Module or gpu-a's DRA driver replaced or deleted, a finalizer gone or gpu-c ungated (seed $SEED)" \
 	eval '[ "$NS_SAMPLES" -ge "$DUR" ] && [ ! -s "$VIOL" ]'
 [ -s "$VIOL" ] && sed 's/^/#   /' "$VIOL" | head -10
 
@@ -201,7 +211,8 @@ for i in 1 2 3; do
 	kraw DELETE "/api/v1/namespaces/user/pods/pod-$i" >/dev/null
 done
 gone() { [ "$(kraw GET "$1" | jq -r .kind)" != "$2" ]; }
-check "claims freed: gpu-a's Module deleted and gpu-a gone" wait_until 60 eval 'gone "$(mpath gpu-a)" Module && gone "$(cpath gpu-a)" ClusterPolicy'
+check "claims freed: gpu-a's Module and DRA driver deleted and gpu-a gone" wait_until 60 \
+	eval 'gone "$(mpath gpu-a)" Module && gone "$DRAP" DaemonSet && gone "$(cpath gpu-a)" ClusterPolicy'
 check "pods gone: gpu-b's Module deleted and gpu-b gone" wait_until 60 eval 'gone "$(mpath gpu-b)" Module && gone "$(cpath gpu-b)" ClusterPolicy'
 check "gpu-c untouched: same Module, finalizer, device plugin gated" eval \
 	'[ "$(kraw GET "$(mpath gpu-c)" | jq -r .metadata.uid)" = "${UID0[gpu-c]}" ] && c_final && c_gated'
