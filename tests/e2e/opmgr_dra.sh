@@ -8,7 +8,7 @@
 # made meanwhile is invisible: an absence that is not confirmed) keeps the DRA
 # driver and says why; once the claims are read again the allocated claim keeps
 # it (upstream's guard, the error says so) until the claim goes; dp -> dra
-# again; the policy deleted: nothing left behind.
+# again; the policy deleted through twelve 409s on its finalizer patch: nothing left behind.
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
 . tests/lib/opmgr.sh
@@ -95,10 +95,16 @@ check "claim released: the DRA driver and everything it had go" wait_for "dra go
 kraw PATCH $CPP '{"spec":{"resourceRegistration":"dra"}}' application/merge-patch+json >/dev/null
 check "back to dra: the DRA driver again, the device plugin goes" wait_for "dra back" 30 bash -c "
 	$(declare -f kcurl kraw obj obj_jq obj_gone ds_gone ds_is); DSP=$DSP; ds_is gpu-gpu-dra .metadata.uid && ds_gone gpu-device-plugin"
+# the finalizer patch meets twelve 409s (issue #15 item 6): retried on the conflict spacing,
+# each said, not on the failure backoff
+faults '{"rules":[{"verb":"patch","resource":"clusterpolicies","code":409,"times":12}]}'
 k delete clusterpolicy gpu --wait=false >/dev/null 2>&1
 check "policy deleted: nothing left" wait_for "all gone" 30 bash -c "
 	$(declare -f kcurl kraw obj obj_jq obj_gone ds_gone); DSP=$DSP; obj_gone $CPP && ds_gone gpu-gpu-dra && ds_gone gpu-xpu-manager &&
 	obj_gone $RP/deviceclasses/gpu-vfio.intel.com && obj_gone $RBP/clusterrolebindings/gpu-gpu-dra && obj_gone $NSP/serviceaccounts/gpu-gpu-dra"
+check "…through twelve 409s on its finalizer patch, each logged" \
+	eval '[ "$(op_counter "conflict (409) writing its finalizers")" -ge 12 ]'
+faults '{}'
 op_stop TERM
 check "opmgr exits 0 on SIGTERM" test $? = 0
 exit $MM_FAILED
