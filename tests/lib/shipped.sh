@@ -4,10 +4,14 @@
 # Sources nothing: needs tests/lib/kubesim.sh and proc.sh, $D (a private temp dir) and $NS.
 #
 #   shipped_ca                   $D/ca.crt and the webhook serving pair $D/tls.{crt,key}
-#                                (SANs: the webhook Service's DNS name, 127.0.0.1)
-#   shipped_args CONTAINER       that container's args, one per line: the webhook pair from
-#                                $D, every listener on 127.0.0.1:0, runtime dir
-#                                $D/run-CONTAINER, text logs
+#                                (SANs: the webhook Service's DNS name, 127.0.0.1), also put
+#                                where the webhook reads it ($D/webhook-certs: certd's
+#                                directory, which certd leaves alone while the cluster has no
+#                                Secret gpukmm-webhook-cert)
+#   shipped_args CONTAINER       that container's args, one per line: the webhook's
+#                                certificate directory $D/webhook-certs (the pod's emptyDir),
+#                                every listener on 127.0.0.1:0, runtime dir $D/run-CONTAINER,
+#                                text logs
 #   shipped_cluster              namespace + CRDs (ClusterPolicy, KMM Module), the shipped RBAC
 #                                and the ServiceAccounts' kubeconfigs in $D (kubesim_kubeconfigs),
 #                                nodes gpu-1 (6.8.0-45-generic) and gpu-2 (RHEL 9 kernel) with a
@@ -21,7 +25,8 @@ shipped_ca() {
 		openssl req -newkey rsa:2048 -nodes -keyout "$D/tls.key" -out "$D/tls.csr" -subj /CN=gpukmm-webhook-service 2>/dev/null &&
 		printf 'subjectAltName=DNS:gpukmm-webhook-service.%s.svc,IP:127.0.0.1\n' "$NS" >"$D/ext" &&
 		openssl x509 -req -in "$D/tls.csr" -CA "$D/ca.crt" -CAkey "$D/ca.key" -CAcreateserial -out "$D/tls.crt" \
-			-days 1 -extfile "$D/ext" 2>/dev/null && chmod 600 "$D/tls.key"
+			-days 1 -extfile "$D/ext" 2>/dev/null && chmod 600 "$D/tls.key" &&
+		mkdir -p "$D/webhook-certs" && cp -p "$D/tls.crt" "$D/tls.key" "$D/webhook-certs/"
 }
 
 shipped_args() { # CONTAINER
@@ -33,7 +38,7 @@ c = next(c for c in o["spec"]["template"]["spec"]["containers"] if c["name"] == 
 for a in c["args"]:
     k = a.split("=", 1)[0]
     a = {"--webhook-tls-cert": f"{k}={d}/tls.crt", "--webhook-tls-key": f"{k}={d}/tls.key",
-         "--webhook-listen": f"{k}=127.0.0.1:0", "--runtime-dir": f"{k}={d}/run-{name}",
+         "--webhook-cert-dir": f"{k}={d}/webhook-certs", "--webhook-listen": f"{k}=127.0.0.1:0", "--runtime-dir": f"{k}={d}/run-{name}",
          "--http-listen": f"{k}=127.0.0.1:0", "--metrics-listen": f"{k}=127.0.0.1:0",
          "--log-format": None}.get(k, a)
     if a:
