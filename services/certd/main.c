@@ -65,7 +65,7 @@ typedef struct certd {
 	cd_plan plan;
 	char said[400];              /* the last state logged (said once) */
 	/* metrics */
-	uint64_t secret_writes, bundle_writes, made, rotations, files_written, errors, conflicts, not_after;
+	uint64_t reads, secret_writes, bundle_writes, made, rotations, files_written, errors, conflicts, not_after;
 } certd;
 
 static int64_t now_s(void)
@@ -344,6 +344,7 @@ static void on_secret(void *user, int code, cJSON *out, const gk_kube_status *st
 		return;
 	}
 	d->failures = 0;
+	d->reads++;
 	gk_svc_ready(&d->svc); /* once: the API answers us */
 	for (size_t i = 0; i < N_CONFS; i++)
 		cd_conf_obj_free(&d->conf[i]);
@@ -506,6 +507,7 @@ int main(int argc, char **argv)
 	const gk_wsub_view wv = { .user = d, .reset = view_reset, .apply = view_apply };
 	if (gk_wsub_open(&d->bus, d->svc.loop, d->svc.addr.events, d->svc.addr.watcher, &wo, &wv, &err))
 		goto fail;
+	gk_metric_counter_var("gpukmm_certd_secret_reads_total", "Reads of the certificate Secret.", &d->reads);
 	gk_metric_counter_var("gpukmm_certd_secret_writes_total", "Writes of the certificate Secret.",
 			      &d->secret_writes);
 	gk_metric_counter_var("gpukmm_certd_cabundle_writes_total", "caBundle writes of the webhook configurations.",

@@ -82,7 +82,9 @@ int cd_secret_read(cd_secret_obj *o, const cJSON *obj, gk_err *err)
 	rv_of(obj, o->rv, sizeof(o->rv));
 	const cJSON *ann = sub(sub(obj, "metadata"), "annotations");
 	const char *m = str(ann, CD_MANAGED_BY);
-	o->s.ours = m && strcmp(m, CD_MANAGER) == 0;
+	/* ours: our annotation, and not cert-manager's Secret (which keeps the
+	 * annotations of the Secret it took over) */
+	o->s.ours = m && strcmp(m, CD_MANAGER) == 0 && !str(ann, CD_CM_CERT);
 	const char *t;
 	if ((t = str(ann, CD_PUBLISHED)) && gk_kube_time_parse(t) > 0)
 		o->s.published = gk_kube_time_parse(t);

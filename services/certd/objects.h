@@ -15,6 +15,7 @@
 #define CD_MANAGER "gpukmm-certd"
 #define CD_PUBLISHED "gpukmm.io/ca-published"
 #define CD_SWITCHED "gpukmm.io/switched"
+#define CD_CM_CERT "cert-manager.io/certificate-name"  /* on the Secrets cert-manager issues */
 #define CD_CM_INJECT "cert-manager.io/inject-ca-from"
 #define CD_CM_INJECT_SECRET "cert-manager.io/inject-ca-from-secret"
 

@@ -243,6 +243,50 @@ check "the new CA was in the caBundle (2 CAs) while the old certificate still se
 check "the leader counted one rotation" 10 eval \
 	"[ \$((\$(certd_metric a certd_rotations) + \$(certd_metric b certd_rotations))) = 1 ]"
 
+# ---- a certificate that is not certd's: served, never written, nor its caBundle -----------------------
+writes_of() { echo $(($(certd_metric a certd_secret_writes) + $(certd_metric b certd_secret_writes) +
+	$(certd_metric a certd_cabundle_writes) + $(certd_metric b certd_cabundle_writes))); }
+reads_of() { certd_metric "$1" certd_secret_reads; }
+left_alone() { # NAME CERT-FILE: both replicas serve it, certd has read the Secret 3 times since and wrote nothing
+	local w0=$(writes_of) ra=$(reads_of a) rb=$(reads_of b) crt
+	crt=$(cat "$2")
+	check "$1: both replicas serve it" 30 eval "serves ${PORT[a]} \"\$crt\" && serves ${PORT[b]} \"\$crt\""
+	check "$1: certd read the Secret again and again and wrote neither it nor a caBundle" 30 eval \
+		"[ \$(reads_of a) -ge $((ra + 3)) ] && [ \$(reads_of b) -ge $((rb + 3)) ] && [ \$(writes_of) = $w0 ]"
+}
+# (both valid 30 days: due for renewal by the running certd's 99 days, were they its own)
+# deploy/webhook/gen-certs.sh: a CA of the admin's own
+kubesim_admin_kubeconfig "$D/admin-kubeconfig"
+if KUBECONFIG=$D/admin-kubeconfig deploy/webhook/gen-certs.sh --namespace "$NS" --days 30 >"$D/gen-certs.log" 2>&1; then
+	ok "deploy/webhook/gen-certs.sh replaces certd's Secret with the admin's own certificate"
+else
+	notok "deploy/webhook/gen-certs.sh"
+	sed 's/^/#   /' "$D/gen-certs.log"
+fi
+secret_key tls.crt >"$D/own.pem"
+left_alone "gen-certs.sh's certificate" "$D/own.pem"
+check "gen-certs.sh's CA is the caBundle, a policy is admitted with it" 30 eval \
+	"[ \"\$(cab mutating | openssl x509 -noout -subject)\" = 'subject=CN = gpukmm-webhook-ca' ] && admitted gpu-own"
+# cert-manager (deploy/cert-manager): its Secret (type kubernetes.io/tls, its annotations, ca.crt)
+# and its CA injector's annotation on the configurations, which it fills
+deploy/webhook/gen-certs.sh --out-dir "$D/cm" --namespace "$NS" --days 30 >/dev/null
+k -n "$NS" delete secret gpukmm-webhook-cert >>"$D/apply.log" 2>&1
+k -n "$NS" create secret generic gpukmm-webhook-cert --type=kubernetes.io/tls --from-file=tls.crt="$D/cm/tls.crt" \
+	--from-file=tls.key="$D/cm/tls.key" --from-file=ca.crt="$D/cm/ca.crt" >>"$D/apply.log" 2>&1
+k -n "$NS" annotate secret gpukmm-webhook-cert cert-manager.io/certificate-name=gpukmm-webhook-cert \
+	gpukmm.io/managed-by=gpukmm-certd >>"$D/apply.log" 2>&1 # (a Secret certd once owned, taken over)
+CM64=$(base64 -w0 "$D/cm/ca.crt")
+for kind in mutating validating; do
+	k annotate "${kind}webhookconfiguration" "gpukmm-$kind-webhook-configuration" \
+		"cert-manager.io/inject-ca-from=$NS/gpukmm-webhook-cert" >>"$D/apply.log" 2>&1
+	k patch "${kind}webhookconfiguration" "gpukmm-$kind-webhook-configuration" --type=json \
+		-p "[{\"op\":\"add\",\"path\":\"/webhooks/0/clientConfig/caBundle\",\"value\":\"$CM64\"}]" >>"$D/apply.log" 2>&1
+done
+left_alone "cert-manager's certificate" "$D/cm/tls.crt"
+check "cert-manager's Secret and injected caBundle untouched, a policy admitted with them" 30 eval \
+	"[ \"\$(cab validating)\" = \"\$(cat '$D/cm/ca.crt')\" ] && [ \"\$(secret_key tls.crt)\" = \"\$(cat '$D/cm/tls.crt')\" ] &&
+	 admitted gpu-cm"
+
 # ---- the shipped RBAC was enough, and every call was a row of its table -------------------------------
 kubesim_rbac_verdict "$NS" || FAILED=1
 kcurl -s "$KUBESIM_URL/kubesim/rbac" >"$D/rbac.json"

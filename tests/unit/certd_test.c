@@ -349,6 +349,14 @@ Test(certd, a_secret_is_read_with_its_annotations_and_bad_data_is_absent)
 	cr_assert_eq(o.s.switched, 0);
 	cd_secret_obj_free(&o);
 	cJSON_Delete(j);
+	/* cert-manager took the Secret over: its annotation wins */
+	snprintf(buf, sizeof(buf), "{\"metadata\":{\"annotations\":{\"gpukmm.io/managed-by\":\"gpukmm-certd\","
+		 "\"cert-manager.io/certificate-name\":\"c\"}}}");
+	j = cJSON_Parse(buf);
+	cr_assert_eq(cd_secret_read(&o, j, &e), 0);
+	cr_assert(o.s.exists && !o.s.ours);
+	cd_secret_obj_free(&o);
+	cJSON_Delete(j);
 	cr_assert_eq(cd_secret_read(&o, NULL, &e), 0);
 	cr_assert_not(o.s.exists);
 	j = cJSON_Parse("{\"kind\":\"ConfigMap\"}");
