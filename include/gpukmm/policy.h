@@ -34,6 +34,17 @@
 #define GK_POLICY_KMM_MAX_NAME_NS    41  /* KMM: len(Module name) + len(namespace) */
 #define GK_POLICY_LABEL_NAME_MAX     63
 #define GK_POLICY_REQUEUE_DELAY_MS   5000
+/* What the mutating webhook writes into empty fields (upstream's defaults, §2.2 of operands.md). */
+#define GK_POLICY_DEFAULT_DP_IMAGE                                                                  \
+	"docker.io/intel/intel-gpu-plugin:0.36.0@sha256:"                                       \
+	"2db679be62b52ac985169084ca711cab6e6c59fe543ab2ddee58163d6f8d29e0"
+#define GK_POLICY_DEFAULT_DRA_IMAGE                                                                 \
+	"ghcr.io/intel/intel-resource-drivers-for-kubernetes/intel-gpu-resource-driver:v0.11.0@sha256:" \
+	"49f38fcbee4f98d748b537b1a728a12f39e56fd208c86dc3fa32ab2162c21197"
+#define GK_POLICY_DEFAULT_XPU_IMAGE                                                                 \
+	"ghcr.io/intel/xpumanager/xpumd:v2.0.0@sha256:"                                        \
+	"bd6bad4f95274832ce6863c6f7744fc73a610903617d9def2932588138be0b85"
+#define GK_POLICY_DEFAULT_MONITORING "monitoring"
 /* Names and label keys never exceed this (incl. NUL) for valid object names. */
 #define GK_POLICY_KEY_MAX            512
 
@@ -64,10 +75,14 @@ char *gk_policy_report_join(const gk_policy_report *r);
 /* Record one violation (printf-style message). */
 void gk_policy_reportf(gk_policy_report *r, const char *field, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* Record one warning (printf-style; admission passes them to the client). */
+void gk_policy_report_warnf(gk_policy_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- defaulting ----------------------------------------------------------------- */
-/* moduleName = "xe" when kernelModule is set and moduleName is empty. Returns
- * 1 if changed, 0 if not, -1 on OOM. Idempotent. */
+/* The mutating webhook's defaults (upstream §2.2): moduleName = "xe" when
+ * kernelModule is set and moduleName is empty; dp.plugin, dra.image, xpu.image
+ * and xpu.monitoringResource when empty, whatever resourceRegistration says.
+ * Returns 1 if changed, 0 if not, -1 on OOM. Idempotent. */
 int gk_policy_default(Gpukmm__ClusterPolicy *cp);
 /* The mutating webhook's RFC 6902 JSONPatch for the object as submitted: a JSON
  * array, empty when nothing is to be defaulted. NULL on OOM. */
@@ -98,6 +113,86 @@ int gk_policy_check_label_value(const char *s, char *msg, size_t cap);
 int gk_policy_check_qualified_name(const char *s, char *msg, size_t cap);
 /* KMM template placeholders (${...}, $NAME) replaced with "0"; malloc'd. */
 char *gk_policy_substitute_kmm_vars(const char *image);
+
+/* ---- KMM template variables (lib/policy/kmmvars.c) ------------------------------- */
+/* The values KMM substitutes for one node kernel. mod_name/mod_namespace:
+ * the Module's (containerImage only); leave NULL for sign fields, where KMM
+ * does not substitute them (they become ""). */
+typedef struct gk_policy_kmm_vars {
+	char full[256];              /* KERNEL_FULL_VERSION = KERNEL_VERSION */
+	char xyz[256];               /* KERNEL_XYZ */
+	char x[64], y[64], z[64];    /* KERNEL_X, KERNEL_Y, KERNEL_Z */
+	const char *mod_name, *mod_namespace;
+} gk_policy_kmm_vars;
+/* From a node's kernelVersion as KMM does (one trailing "+" trimmed, bytes
+ * outside [A-Za-z0-9._-] -> '_', at least three [.,-] parts). 0, or -1 with
+ * KMM's message ("...expected at least three components...") in msg. */
+int gk_policy_kmm_vars_for_kernel(const char *kernel, gk_policy_kmm_vars *v, char *msg, size_t cap);
+/* envsubst as KMM runs it: $NAME, ${NAME}, ${NAME<op>default} (- = + :- := :+),
+ * $$ = '$'; unknown names are unset (""). malloc'd, or NULL with msg
+ * ("${" without "}", out of memory). */
+char *gk_policy_kmm_expand(const char *tmpl, const gk_policy_kmm_vars *v, char *msg, size_t cap);
+/* 1 when tmpl references a variable KMM does not substitute in that field
+ * (KERNEL_* everywhere, MOD_NAME/MOD_NAMESPACE only when with_mod): its name in
+ * `name`; 0 when none; -1 for "${" without "}". */
+int gk_policy_kmm_unknown_var(const char *tmpl, bool with_mod, char *name, size_t cap);
+/* Does tmpl reference any variable (so its value depends on the node)? */
+bool gk_policy_kmm_has_vars(const char *tmpl);
+
+/* ---- signing and module parameters (lib/policy/sign.c) ------------------------- */
+/* kernelModule.sign.filesToSign when no level lists a file: the module as KMM's
+ * documented kmod image layout holds it, <dirName>/lib/modules/<kernel>/<name>.ko:
+ * "/opt/lib/modules/${KERNEL_FULL_VERSION}/<module_name>.ko". 0 or GK_OUT_OF_RANGE. */
+int gk_policy_sign_default_file(char *buf, size_t cap, const char *module_name);
+/* Is the module image of mapping i signed by KMM (kernelModule.sign or the mapping's own)? */
+bool gk_policy_mapping_signed(const Gpukmm__KernelModuleSpec *km, size_t i);
+/* The unsigned image KMM signs for mapping i: the mapping's sign.unsignedImage,
+ * else kernelModule.sign's; NULL when unsigned, built in-cluster or unset. */
+const char *gk_policy_mapping_unsigned_image(const Gpukmm__KernelModuleSpec *km, size_t i);
+/* lib/policy/validate_kmm.c, called by gk_policy_validate: kernelModule.parameters
+ * (key=value, a module-parameter key, a value without whitespace or shell
+ * metacharacters, no key twice), every KMM signing rule with the field in the
+ * message (both secrets, filesToSign under dirName and safe for KMM's sign
+ * shell, unsignedImage unless built and not the containerImage, the list KMM
+ * needs per level), and template variables KMM would not substitute. */
+void gk_policy_validate_kmm(const Gpukmm__KernelModuleSpec *km, gk_policy_report *r);
+
+/* ---- the images a policy makes a cluster pull (lib/policy/images.c) ------------- */
+enum gk_policy_image_role {
+	GK_POLICY_IMAGE_OPERAND = 1u << 0,  /* device plugin, DRA driver, XPU Manager */
+	GK_POLICY_IMAGE_MODULE = 1u << 1,   /* a kernel mapping's module image, pulled by KMM's loader */
+	GK_POLICY_IMAGE_UNSIGNED = 1u << 2, /* pulled by KMM's sign job, signed, pushed as the module image */
+	GK_POLICY_IMAGE_BUILT = 1u << 3,    /* the module image is built in-cluster and pushed by KMM */
+	GK_POLICY_IMAGE_SIGNED = 1u << 4,   /* the module image is pushed by KMM's sign job */
+};
+typedef struct gk_policy_image {
+	char *image;
+	unsigned roles;          /* enum gk_policy_image_role bits */
+	char **sources;          /* field paths it comes from (deduplicated) */
+	size_t n_sources;
+	char **kernels;          /* node kernels it serves, as KMM normalises them (module images) */
+	size_t n_kernels;
+} gk_policy_image;
+typedef struct gk_policy_unmapped {
+	char *node, *kernel, *reason;
+} gk_policy_unmapped;
+typedef struct gk_policy_images {
+	gk_policy_image *v;      /* sorted by image */
+	size_t n, cap;
+	gk_policy_unmapped *unmapped; /* selected nodes that get no module image */
+	size_t n_unmapped;
+	char **notes;            /* templated images left out for want of nodes, build base images */
+	size_t n_notes;
+} gk_policy_images;
+/* Adds every image policy `cp` (defaulted) makes a cluster pull: the operand
+ * images of what it deploys, and, per node selected by the Module's node
+ * selector (nodes may be NULL: then only module images without KMM variables),
+ * the module image of the kernel mapping KMM would pick, KMM's variables
+ * substituted for that node's kernel, plus the unsigned image KMM signs.
+ * Calls accumulate (several policies). GK_RESOURCE_EXHAUSTED on OOM. */
+int gk_policy_images_add(gk_policy_images *out, const Gpukmm__ClusterPolicy *cp, const gk_policy_opts *o,
+			 Gpukmm__Node *const *nodes, size_t n_nodes, bool have_nodes);
+void gk_policy_images_free(gk_policy_images *l);
 
 /* ---- names and keys --------------------------------------------------------------- */
 /* All write a NUL-terminated string into buf and return 0, or GK_OUT_OF_RANGE if

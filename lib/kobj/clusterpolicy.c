@@ -76,6 +76,29 @@ static void *vec(pc *c, const cJSON *a, size_t sz)
 	return v;
 }
 
+/* sign (kernelModule.sign, kernelMappings[i].sign): the shared reader, then
+ * the keys it does not know */
+static bool parse_sign(pc *c, const cJSON *parent, const char *p, Gpukmm__Sign **out)
+{
+	TRY(gk_kj_sign(parent, "sign", p, out, &c->e));
+	const cJSON *o = gk_kj_child(parent, "sign");
+	if (!*out || !o)
+		return true;
+	char sp[200], kp[260];
+	snprintf(sp, sizeof(sp), "%s.sign", p);
+	if (!unknown_keys(c, o, sp, KNOWN("keySecret", "certSecret", "filesToSign", "unsignedImage",
+					   "unsignedImageRegistryTLS")))
+		return false;
+	static const char *const refs[] = { "keySecret", "certSecret" };
+	for (size_t i = 0; i < 2; i++) {
+		snprintf(kp, sizeof(kp), "%s.%s", sp, refs[i]);
+		if (!unknown_keys(c, gk_kj_child(o, refs[i]), kp, KNOWN("name")))
+			return false;
+	}
+	snprintf(kp, sizeof(kp), "%s.unsignedImageRegistryTLS", sp);
+	return unknown_keys(c, gk_kj_child(o, "unsignedImageRegistryTLS"), kp, KNOWN("insecure", "insecureSkipTLSVerify"));
+}
+
 static bool parse_mapping(pc *c, const cJSON *m, const char *p, Gpukmm__KernelMapping *km)
 {
 	TRY(gk_kj_string(m, "regexp", p, &km->regexp, &c->e));
@@ -83,8 +106,10 @@ static bool parse_mapping(pc *c, const cJSON *m, const char *p, Gpukmm__KernelMa
 	TRY(gk_kj_string_list(m, "inTreeModulesToRemove", p, &km->n_in_tree_modules_to_remove,
 			      &km->in_tree_modules_to_remove, &c->e));
 	TRY(gk_kj_registry_tls(m, "registryTLS", p, &km->registry_tls, &c->e));
+	if (!parse_sign(c, m, p, &km->sign))
+		return false;
 	if (!unknown_keys(c, m, p, KNOWN("regexp", "containerImage", "build", "inTreeModulesToRemove",
-					 "registryTLS")))
+					 "registryTLS", "sign")))
 		return false;
 	const cJSON *b;
 	TRY(gk_kj_object(m, "build", p, &b, &c->e));
@@ -116,8 +141,11 @@ static bool parse_kernel_module(pc *c, const cJSON *o, Gpukmm__KernelModuleSpec 
 			      &k->modules_loading_order, &c->e));
 	TRY(gk_kj_string(o, "firmwarePath", p, &k->firmware_path, &c->e));
 	TRY(gk_kj_registry_tls(o, "registryTLS", p, &k->registry_tls, &c->e));
+	TRY(gk_kj_string_list(o, "parameters", p, &k->n_parameters, &k->parameters, &c->e));
+	if (!parse_sign(c, o, p, &k->sign))
+		return false;
 	if (!unknown_keys(c, o, p, KNOWN("moduleName", "version", "kernelMappings", "modulesLoadingOrder",
-					 "firmwarePath", "registryTLS")))
+					 "firmwarePath", "registryTLS", "parameters", "sign")))
 		return false;
 	const cJSON *a;
 	TRY(gk_kj_array(o, "kernelMappings", p, &a, &c->e));

@@ -469,3 +469,79 @@ fail:
 	cJSON_Delete(arr);
 	return NULL;
 }
+
+/* {name} -> *out ("" when the object has no name, as the schema default does) */
+static int name_ref(const cJSON *obj, const char *key, const char *path, char **out, gk_err *err)
+{
+	const cJSON *o;
+	int rc = gk_kj_object(obj, key, path, &o, err);
+	if (rc || !o)
+		return rc;
+	char p[300];
+	snprintf(p, sizeof(p), "%s%s%s", path, *path ? "." : "", key);
+	if ((rc = gk_kj_string(o, "name", p, out, err)))
+		return rc;
+	if (!*out && !(*out = strdup("")))
+		return oom(err);
+	return 0;
+}
+
+int gk_kj_sign(const cJSON *obj, const char *key, const char *path, Gpukmm__Sign **out, gk_err *err)
+{
+	const cJSON *o;
+	int rc = gk_kj_object(obj, key, path, &o, err);
+	if (rc || !o)
+		return rc;
+	char p[300];
+	snprintf(p, sizeof(p), "%s%s%s", path, *path ? "." : "", key);
+	Gpukmm__Sign *s = malloc(sizeof(*s));
+	if (!s)
+		return oom(err);
+	gpukmm__sign__init(s);
+	if ((rc = name_ref(o, "keySecret", p, &s->key_secret, err)) ||
+	    (rc = name_ref(o, "certSecret", p, &s->cert_secret, err)) ||
+	    (rc = gk_kj_string_list(o, "filesToSign", p, &s->n_files_to_sign, &s->files_to_sign, err)) ||
+	    (rc = gk_kj_string(o, "unsignedImage", p, &s->unsigned_image, err)) ||
+	    (rc = gk_kj_registry_tls(o, "unsignedImageRegistryTLS", p, &s->unsigned_image_registry_tls, err))) {
+		protobuf_c_message_free_unpacked(&s->base, NULL);
+		return rc;
+	}
+	if (*out)
+		protobuf_c_message_free_unpacked(&(*out)->base, NULL);
+	*out = s;
+	return 0;
+}
+
+static bool add_name_ref(cJSON *o, const char *key, const char *name)
+{
+	if (!name)
+		return true;
+	cJSON *r = cJSON_AddObjectToObject(o, key);
+	return r && cJSON_AddStringToObject(r, "name", name);
+}
+
+cJSON *gk_kj_sign_to_json(const Gpukmm__Sign *s)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (!o || !s)
+		return o;
+	if (!add_name_ref(o, "keySecret", s->key_secret) || !add_name_ref(o, "certSecret", s->cert_secret) ||
+	    !gk_kj_add_str(o, "unsignedImage", s->unsigned_image))
+		goto fail;
+	if (s->unsigned_image_registry_tls) {
+		cJSON *t = gk_kj_registry_tls_to_json(s->unsigned_image_registry_tls);
+		if (!t)
+			goto fail;
+		cJSON_AddItemToObject(o, "unsignedImageRegistryTLS", t);
+	}
+	if (s->n_files_to_sign) {
+		cJSON *a = gk_kj_strings_to_array(s->files_to_sign, s->n_files_to_sign);
+		if (!a)
+			goto fail;
+		cJSON_AddItemToObject(o, "filesToSign", a);
+	}
+	return o;
+fail:
+	cJSON_Delete(o);
+	return NULL;
+}

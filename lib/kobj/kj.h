@@ -51,6 +51,10 @@ int gk_kj_registry_tls(const cJSON *obj, const char *key, const char *path, Gpuk
 /* [{name, value}] build arguments. */
 int gk_kj_build_args(const cJSON *obj, const char *key, const char *path, size_t *n_out,
 		     Gpukmm__BuildArg ***out, gk_err *err);
+/* KMM's Sign {keySecret{name}, certSecret{name}, filesToSign, unsignedImage,
+ * unsignedImageRegistryTLS} -> *out (NULL when absent); and back. */
+int gk_kj_sign(const cJSON *obj, const char *key, const char *path, Gpukmm__Sign **out, gk_err *err);
+cJSON *gk_kj_sign_to_json(const Gpukmm__Sign *s);
 cJSON *gk_kj_tolerations_to_json(Gpukmm__Toleration *const *t, size_t n);
 cJSON *gk_kj_registry_tls_to_json(const Gpukmm__RegistryTLS *t);
 cJSON *gk_kj_build_args_to_json(Gpukmm__BuildArg *const *a, size_t n);

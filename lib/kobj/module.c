@@ -1,6 +1,7 @@
 /* lib/kobj: KMM Module (kmm.sigs.x-k8s.io/v1beta1) JSON <-> Gpukmm__Module.
  * Only the fields gpukmm renders and compares are read; everything else in a
- * Module (devicePlugin, dra, sign, ...) is ignored here and never written. */
+ * Module (devicePlugin, dra, container-level build, ...) is ignored here and
+ * never written. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,7 @@ static int parse_mapping(const cJSON *m, const char *p, Gpukmm__ModuleKernelMapp
 				      &km->in_tree_modules_to_remove, err));
 	}
 	TRY(gk_kj_registry_tls(m, "registryTLS", p, &km->registry_tls, err));
+	TRY(gk_kj_sign(m, "sign", p, &km->sign, err));
 	const cJSON *b;
 	TRY(gk_kj_object(m, "build", p, &b, err));
 	if (b) {
@@ -80,6 +82,7 @@ static int parse_container(const cJSON *c, Gpukmm__ModuleLoaderContainer *mc, gk
 	TRY(gk_kj_string(c, "imagePullPolicy", p, &mc->image_pull_policy, err));
 	TRY(gk_kj_registry_tls(c, "registryTLS", p, &mc->registry_tls, err));
 	TRY(gk_kj_string(c, "containerImage", p, &mc->container_image, err));
+	TRY(gk_kj_sign(c, "sign", p, &mc->sign, err));
 	const cJSON *a;
 	TRY(gk_kj_array(c, "kernelMappings", p, &a, err));
 	if (!a || cJSON_GetArraySize(a) == 0)
@@ -235,6 +238,8 @@ static cJSON *mapping_to_json(const Gpukmm__ModuleKernelMapping *m)
 		ADD(o, "registryTLS", gk_kj_registry_tls_to_json(m->registry_tls));
 	if (m->build)
 		ADD(o, "build", build_to_json(m->build));
+	if (m->sign)
+		ADD(o, "sign", gk_kj_sign_to_json(m->sign));
 	return o;
 fail:
 	cJSON_Delete(o);
@@ -268,6 +273,8 @@ static cJSON *container_to_json(const Gpukmm__ModuleLoaderContainer *c)
 		    gk_kj_strings_to_array(c->in_tree_modules_to_remove, c->n_in_tree_modules_to_remove));
 	if (c->registry_tls)
 		ADD(o, "registryTLS", gk_kj_registry_tls_to_json(c->registry_tls));
+	if (c->sign)
+		ADD(o, "sign", gk_kj_sign_to_json(c->sign));
 	cJSON *a = cJSON_AddArrayToObject(o, "kernelMappings");
 	if (!a)
 		goto fail;

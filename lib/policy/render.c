@@ -1,5 +1,8 @@
 /* lib/policy: the KMM Module for a ClusterPolicy, as upstream §2 builds it
- * (moduleLoader only; devicePlugin/dra never set), with one deliberate change:
+ * (moduleLoader only; devicePlugin/dra never set), plus gpukmm's additions
+ * kernelModule.parameters (-> modprobe.parameters) and kernelModule.sign /
+ * kernelMappings[].sign (-> container.sign / the mapping's sign, filesToSign
+ * defaulted as lib/policy/sign.c says), with one deliberate change:
  *
  * inTreeModulesToRemove — what a cluster admin needs, and why:
  *  - KMM's loader runs ONE `modprobe -rv a b c` over the effective list, in list
@@ -98,6 +101,24 @@ static void copy_selector(rctx *c, const gk_policy_selector *sel, Gpukmm__KeyVal
 	}
 }
 
+/* KMM's Sign as given; filesToSign = [default_file] when the level lists none
+ * and default_file is set (see lib/policy/sign.c for the default). */
+static void copy_sign(rctx *c, const Gpukmm__Sign *src, const char *default_file, Gpukmm__Sign **dst)
+{
+	NEW(c, *dst, gpukmm__sign__init);
+	Gpukmm__Sign *s = *dst;
+	s->key_secret = dup(c, src->key_secret);
+	s->cert_secret = dup(c, src->cert_secret);
+	if (src->unsigned_image && *src->unsigned_image)
+		s->unsigned_image = dup(c, src->unsigned_image);
+	if (src->unsigned_image_registry_tls)
+		copy_tls(c, src->unsigned_image_registry_tls, &s->unsigned_image_registry_tls);
+	if (src->n_files_to_sign)
+		copy_strings(c, src->files_to_sign, src->n_files_to_sign, &s->files_to_sign, &s->n_files_to_sign);
+	else if (default_file)
+		copy_strings(c, (char **)&default_file, 1, &s->files_to_sign, &s->n_files_to_sign);
+}
+
 static void render_mapping(rctx *c, const Gpukmm__KernelModuleSpec *km, const Gpukmm__KernelMapping *src,
 			   const gk_policy_selector *sel, Gpukmm__ModuleKernelMapping *m)
 {
@@ -125,6 +146,13 @@ static void render_mapping(rctx *c, const Gpukmm__KernelModuleSpec *km, const Gp
 	}
 	if (src->registry_tls)
 		copy_tls(c, src->registry_tls, &m->registry_tls);
+	if (src->sign) {
+		/* the default only when no level lists a file: KMM appends this list to
+		 * the container's, which has the default already */
+		char def[GK_POLICY_KEY_MAX];
+		bool use_default = !km->sign && gk_policy_sign_default_file(def, sizeof(def), km->module_name) == 0;
+		copy_sign(c, src->sign, use_default ? def : NULL, &m->sign);
+	}
 	if (src->build) {
 		const Gpukmm__KernelModuleBuild *b = src->build;
 		NEW(c, m->build, gpukmm__module_build__init);
@@ -232,11 +260,21 @@ static void render(rctx *c, const Gpukmm__ClusterPolicy *cp, const gk_policy_opt
 		mp->firmware_path = dup(c, km->firmware_path);
 	copy_strings(c, km->modules_loading_order, km->n_modules_loading_order, &mp->modules_loading_order,
 		     &mp->n_modules_loading_order);
+	copy_strings(c, km->parameters, km->n_parameters, &mp->parameters, &mp->n_parameters);
 	if (km->version && *km->version)
 		ct->version = dup(c, km->version);
 	copy_strings(c, (char **)&km->module_name, 1, &ct->in_tree_modules_to_remove, &ct->n_in_tree_modules_to_remove);
 	ct->image_pull_policy = dup(c, "IfNotPresent");
 	copy_tls(c, km->registry_tls, &ct->registry_tls);
+	if (km->sign) {
+		char def[GK_POLICY_KEY_MAX];
+		if (gk_policy_sign_default_file(def, sizeof(def), km->module_name)) {
+			c->oom = true; /* a module name longer than any valid one */
+			gk_policy_selector_free(&sel);
+			return;
+		}
+		copy_sign(c, km->sign, def, &ct->sign);
+	}
 	if (km->n_kernel_mappings && (ct->kernel_mappings = zalloc(c, km->n_kernel_mappings, sizeof(void *)))) {
 		for (size_t i = 0; i < km->n_kernel_mappings && !c->oom; i++) {
 			Gpukmm__ModuleKernelMapping *m = malloc(sizeof(*m));

@@ -84,3 +84,23 @@ char *gk_policy_report_join(const gk_policy_report *r)
 	}
 	return s;
 }
+
+void gk_policy_report_warnf(gk_policy_report *r, const char *fmt, ...)
+{
+	if (r->n_warnings >= MAX_VIOLATIONS)
+		return;
+	char **w = realloc(r->warnings, (r->n_warnings + 1) * sizeof(*w));
+	if (!w) {
+		r->oom = true;
+		return;
+	}
+	r->warnings = w;
+	va_list ap;
+	va_start(ap, fmt);
+	int len = vasprintf(&r->warnings[r->n_warnings], fmt, ap);
+	va_end(ap);
+	if (len < 0)
+		r->oom = true;
+	else
+		r->n_warnings++;
+}

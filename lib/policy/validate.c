@@ -12,12 +12,12 @@
 
 #include "gpukmm/kobj.h"
 #include "gpukmm/policy.h"
+#include "internal.h"
 #include "re2shim.h"
 
 #define MSG_MAX 1024
 
-/* Go's %q for the strings we quote. malloc'd. */
-static char *quote(const char *s)
+char *gk_policy_quote(const char *s)
 {
 	if (!s)
 		s = "";
@@ -44,6 +44,7 @@ static char *quote(const char *s)
 	*p = 0;
 	return q;
 }
+#define quote gk_policy_quote
 
 #define Q(var, s) char *var = quote(s); if (!var) { r->oom = true; return; }
 
@@ -422,6 +423,7 @@ static void validate_ours(const Gpukmm__ClusterPolicy *cp, const gk_policy_opts 
 					  "KMM pushes the built module image there and rejects a mapping without one", i);
 		}
 	}
+	gk_policy_validate_kmm(km, r);
 	if (km->version && *km->version) {
 		char msg[MSG_MAX];
 		if (gk_policy_check_label_value(km->version, msg, sizeof(msg))) {

@@ -216,7 +216,9 @@ static void one_node(gk_sd_nodes *s, const gk_sd_node *d, const Gpukmm__KernelMo
 	s->selected++;
 	const char *kernel = d->kernel[0] ? d->kernel : d->report_kernel;
 	/* KMM matches the Node's kernel against the mappings */
-	bool no_mapping = km && kernel[0] && gk_policy_kernel_mapping(km, kernel) < 0;
+	int mapping = km && kernel[0] ? gk_policy_kernel_mapping(km, kernel) : -1;
+	bool no_mapping = km && kernel[0] && mapping < 0;
+	bool signs = mapping >= 0 && gk_policy_mapping_signed(km, (size_t)mapping);
 	if (d->report != GK_SD_REPORT_OK) {
 		s->unknown++;
 		if (no_mapping) /* the node's GPUs are unknown, KMM's view is not */
@@ -277,9 +279,13 @@ static void one_node(gk_sd_nodes *s, const gk_sd_node *d, const Gpukmm__KernelMo
 	else if (in_tree)
 		problem(s, d, "InTreeLoaded", P_LIST | P_ATTENTION | P_BLOCKING,
 			"in-tree %s still loaded although the policy wants OoT", mod);
-	else if (d->secure && m->ko_unsigned)
-		problem(s, d, "SecureBootUnsigned", P_LIST | P_ATTENTION | P_BLOCKING, "%s on and module unsigned",
+	else if (d->secure && m->ko_unsigned && !signs)
+		problem(s, d, "SecureBootUnsigned", P_LIST | P_ATTENTION | P_BLOCKING,
+			"%s on and module unsigned: set spec.kernelModule.sign so that KMM signs it",
 			d->secure_boot ? "Secure Boot" : "kernel lockdown");
+	else if (d->secure && signs)
+		problem(s, d, "NotLoaded", P_LIST | P_BLOCKING,
+			"%s not loaded (signed per spec.kernelModule.sign: the node must trust its certificate)", mod);
 	else
 		problem(s, d, "NotLoaded", P_LIST | P_BLOCKING, "%s not loaded", mod);
 }

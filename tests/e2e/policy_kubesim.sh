@@ -31,7 +31,7 @@ else
 	TABLE=1
 	check "printer columns DP DRA XPU KMM READY REASON AGE" grep -qE 'NAME +DP +DRA +XPU +KMM +READY +REASON +AGE' <<<"$out"
 fi
-check "four policies listed" test "$(k get clusterpolicies -o name | wc -l)" = 4
+check "five policies listed" test "$(k get clusterpolicies -o name | wc -l)" = 5
 
 cat >"$T/norr.yaml" <<'Y'
 apiVersion: intel.com/v1alpha1

@@ -15,56 +15,12 @@
 # Every supervisor must stop cleanly at the end.
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
-. tests/lib/nodeprofile.sh
-. tests/lib/controller.sh
+. tests/lib/scenario.sh
 NS=intel-gpu-base-operator
 CP=gpu-kmm
 KEY="kmm.node.kubernetes.io/$NS.$CP-gpu.ready"
 K_UBU=6.8.0-45-generic K_UBU2=6.8.0-50-generic K_RHEL=5.14.0-427.13.1.el9_4.x86_64 K_NOMAP=6.1.0-99-amd64
-D=$(mktemp -d "${TMPDIR:-/tmp}/gpukmm-scen.XXXXXX") || exit 1
-chmod 700 "$D"
-FAILED=0 FK_PID=
-ok() { echo "ok - $*"; }
-nok() { echo "not ok - $*"; FAILED=1; }
-check() { # NAME TIMEOUT_S CMD...: polls CMD with a deadline; the wait goes to the log
-	local n=$1 t=$2 t0=$SECONDS; shift 2
-	if wait_until "$t" "$@" >/dev/null 2>&1; then ok "$n"; else nok "$n"; fi
-	echo "#   (${SECONDS}s since start, waited $((SECONDS - t0))s)"
-}
-cleanup() {
-	local c
-	for c in "${!SUP[@]}"; do
-		ctrl_stop "$c"
-		[ "$STOP_RC" = 0 ] && ok "controller $c stops cleanly on SIGTERM" || nok "controller $c stops cleanly on SIGTERM (exit $STOP_RC)"
-	done
-	NP_CHECK=1 np_stop_all >"$D/np-stop.out" # (not in a pipe: wait needs our children)
-	cat "$D/np-stop.out"
-	grep -q '^not ok' "$D/np-stop.out" && FAILED=1
-	[ -n "$FK_PID" ] && stop_pid "$FK_PID"
-	kubesim_rbac_verdict "$NS" || FAILED=1
-	kubesim_stop >/dev/null 2>&1
-	san_check "$D"/*.log "$D"/np/*.log || FAILED=1
-	if [ "$FAILED" != 0 ]; then
-		echo "#   policy: $(cpj | jq -c '{g: .metadata.generation, status}' 2>/dev/null | head -c 2500)"
-		log_tails 20 "$D"/*.log "$D"/np/*.log
-	fi
-	rm -rf "$D"
-	exit $FAILED
-}
-trap cleanup EXIT
-
-# under the shipped RBAC: each profile with its ServiceAccount's token, fake-kmm (KMM) as the admin
-KUBESIM_NO_TRAP=1 KUBESIM_RBAC=1 kubesim_start || { nok "kubesim starts"; exit 1; }
-cpj() { kraw GET "/apis/intel.com/v1alpha1/clusterpolicies/$CP"; }
-cp_is() { cpj | jq -e "$1" >/dev/null; }
-node_is() { kraw GET "/api/v1/nodes/$1" | jq -e "$2" >/dev/null; }
-loaded_on() { node_is "$1" ".metadata.labels[\"$KEY\"] != null"; }
-unloaded_on() { node_is "$1" ".metadata.labels[\"$KEY\"] == null"; }
-node() { # NAME KERNEL: a GPU node (NFD label) through kubectl, its kernel in status.nodeInfo
-	printf '{"apiVersion":"v1","kind":"Node","metadata":{"name":"%s","labels":{"kubernetes.io/arch":"amd64","intel.feature.node.kubernetes.io/gpu":"true"}}}' "$1" |
-		k apply -f - >>"$D/kubectl.log" 2>&1
-	k patch node "$1" --subresource=status --type=merge -p "{\"status\":{\"nodeInfo\":{\"kernelVersion\":\"$2\"}}}" >>"$D/kubectl.log" 2>&1
-}
+sc_init scenarios
 ready_is() { # True|False [REASON]
 	cp_is "(.status.conditions[] | select(.type == \"Ready\") | .status == \"$1\" and (\"${2:-}\" == \"\" or .reason == \"${2:-}\"))
 		and .status.observedGeneration == .metadata.generation"

@@ -101,7 +101,7 @@ t_ready=$(cond Ready lastTransitionTime)
 mknode d 6.8.0-45-generic
 annotate d "$REP_SB"
 check "d: Secure Boot on and module unsigned" wait_for sb 10 \
-	st_has '(.nodes.problems[] | select(.node=="d")) == {"node":"d","reason":"SecureBootUnsigned","message":"Secure Boot on and module unsigned"}'
+	st_has '(.nodes.problems[] | select(.node=="d")) == {"node":"d","reason":"SecureBootUnsigned","message":"Secure Boot on and module unsigned: set spec.kernelModule.sign so that KMM signs it"}'
 annotate c "$(jq -c '.node_name="c"' <<<"$REP_OOT")"
 check "c reports: no longer unknown" wait_for c 10 st_has '.nodes.unknown == 0 and ([.nodes.problems[].node] | index("c")) == null'
 check "Ready transition time did not move (still False)" test "$(cond Ready lastTransitionTime)" = "$t_ready"
@@ -138,7 +138,7 @@ kraw PUT /kubesim/faults '{"seed":11,"rules":[{"verb":"patch","resource":"cluste
 check "409 storm: status converges (only d left)" wait_for storm 30 \
 	st_has '.nodes.problemNodes == 1 and .nodes.ootLoaded == 3 and .nodes.problems[0].node == "d"'
 kraw PUT /kubesim/faults '{"rules":[]}' >/dev/null
-check "Ready False for d only" st_has '(.conditions[] | select(.type=="Ready") | .reason == "SecureBootUnsigned" and .message == "module loaded on 2 of 2 nodes; node d: Secure Boot on and module unsigned")'
+check "Ready False for d only" st_has '(.conditions[] | select(.type=="Ready") | .reason == "SecureBootUnsigned" and .message == "module loaded on 2 of 2 nodes; node d: Secure Boot on and module unsigned: set spec.kernelModule.sign so that KMM signs it")'
 
 # ---- policy selector narrows the nodes -------------------------------------------------------------
 cp_patch '{"spec":{"nodeSelector":{"pool":"gpu"}}}'

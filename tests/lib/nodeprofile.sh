@@ -9,6 +9,8 @@
 #                               "oot-avail" = GPU, OoT xe installed, not loaded;
 #                               "oot-idle" = OoT xe loaded; tests/fixtures/mk-probe-fixture.sh)
 #                               and starts the node supervisor: NP_PID[NODE]
+#   np_flavor NODE sb           before np_start: a Secure Boot node (roots "sb-avail",
+#                               "sb-idle": Secure Boot on, lockdown integrity)
 #   np_kernel NODE KERNEL       the node boots another kernel (its root follows; the
 #                               Node's status.nodeInfo is the caller's business)
 #   np_follow_start             the stand-in for KMM's worker pods: a loop that points
@@ -32,9 +34,15 @@ np_init() { # DIR KUBECONFIG
 	mkdir -p "$NP_DIR/fx"
 }
 
-np_fixtures() { # KERNEL: the two roots of that kernel, built once
-	local s
-	for s in oot-avail oot-idle; do
+np_flavor() { # NODE FLAVOR (oot | sb)
+	mkdir -p "$NP_DIR/$1"
+	echo "$2" >"$NP_DIR/$1/flavor"
+}
+np_flavor_of() { cat "$NP_DIR/$1/flavor" 2>/dev/null || echo oot; }
+
+np_fixtures() { # KERNEL [FLAVOR]: the two roots of that kernel, built once
+	local s f=${2:-oot}
+	for s in "$f-avail" "$f-idle"; do
 		[ -d "$NP_DIR/fx/$1/$s" ] && continue
 		GK_FIXTURE_KVER=$1 "$GPUKMM_SRC/tests/fixtures/mk-probe-fixture.sh" "$s" "$NP_DIR/fx/$1/$s" \
 			>>"$NP_DIR/fixtures.log" 2>&1 || return 1
@@ -42,12 +50,12 @@ np_fixtures() { # KERNEL: the two roots of that kernel, built once
 }
 
 np_kernel() { # NODE KERNEL
-	np_fixtures "$2" || return 1
+	np_fixtures "$2" "$(np_flavor_of "$1")" || return 1
 	mkdir -p "$NP_DIR/$1"
 	echo "$2" >"$NP_DIR/$1/kernel"
 	ln -sfn "$NP_DIR/fx/$2/$(np_state "$1")" "$NP_DIR/$1/root"
 }
-np_state() { cat "$NP_DIR/$1/state" 2>/dev/null || echo oot-avail; }
+np_state() { cat "$NP_DIR/$1/state" 2>/dev/null || echo "$(np_flavor_of "$1")-avail"; }
 
 np_start() { # NODE [KERNEL]: KERNEL defaults to the node's last one
 	local n=$1 kv=${2:-$(cat "$NP_DIR/$1/kernel" 2>/dev/null)}
@@ -92,7 +100,8 @@ np_stop_all() { # prints "ok"/"not ok" per node supervisor when NP_CHECK=1
 }
 
 # One GET of all Nodes per round; a node's root is switched only when its state
-# changes (the prober sees the new tree on its next interval).
+# changes (the prober sees the new tree on its next interval). Flavor "sb": the
+# roots of a Secure Boot node.
 np_follow_start() {
 	(
 		trap 'exit 0' TERM
@@ -102,8 +111,8 @@ np_follow_start() {
 					startswith("kmm.node.kubernetes.io/") and endswith(".ready")))"' 2>/dev/null |
 				while read -r n loaded; do
 					[ -f "$NP_DIR/$n/kernel" ] || continue
-					want=oot-avail
-					[ "$loaded" = true ] && want=oot-idle
+					want=$(np_flavor_of "$n")-avail
+					[ "$loaded" = true ] && want=$(np_flavor_of "$n")-idle
 					[ "$(np_state "$n")" = "$want" ] && continue
 					echo "$want" >"$NP_DIR/$n/state"
 					ln -sfn "$NP_DIR/fx/$(cat "$NP_DIR/$n/kernel")/$want" "$NP_DIR/$n/root"

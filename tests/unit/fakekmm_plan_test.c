@@ -346,3 +346,115 @@ Test(model, parse_errors_and_limits)
 	cr_expect_str_eq(k, "kmm.node.kubernetes.io/version-module.y.x");
 	cJSON_Delete(o);
 }
+
+/* ---- signing and Secure Boot --------------------------------------------------------- */
+#define SIGNJ "\"sign\":{\"keySecret\":{\"name\":\"k\"},\"certSecret\":{\"name\":\"c\"},\"unsignedImage\":\"u:1\"," \
+	      "\"filesToSign\":[\"/opt/x.ko\"]}"
+/* Module kmm/gpu with module annotations `ann`, container members `cont`, mapping `map0` members */
+#define SMODJ(ann, cont, map0)                                                                                 \
+	"{\"metadata\":{\"name\":\"gpu\",\"namespace\":\"kmm\",\"annotations\":{" ann "}},\"spec\":{\"selector\":{}," \
+	"\"moduleLoader\":{\"container\":{\"modprobe\":{\"moduleName\":\"xe\"}" cont ",\"kernelMappings\":["        \
+	"{\"regexp\":\"^6\\\\.8\\\\.\",\"containerImage\":\"r.io/${MOD_NAMESPACE}/xe:${KERNEL_FULL_VERSION}\"" map0 "}]}}}}"
+#define SECURE "\"gpukmm.io/node-report\":\"{\\\"secure_boot\\\":\\\"TRI_YES\\\"}\""
+
+Test(sign, signed_image_waits_for_the_sign_job)
+{
+	/* signed at the container level: the image is checked, absent, the node waits (not desired) */
+	fk_pair_plan p = plan_of(SMODJ("", "," SIGNJ, ""), NODEJ("", "", "6.8.0-1+", ""));
+	cr_expect_eq(p.signed_image, 1);
+	cr_expect_eq(p.sign_needed, 1);
+	cr_expect_str_eq(p.image, "r.io/kmm/xe:6.8.0-1");
+	cr_expect_eq(p.op, FK_OP_NONE);
+	cr_expect_eq(p.desired, 0);
+	cr_expect_eq(p.matching, 1);
+	/* NeedsSigning: still waiting */
+	p = plan_of(SMODJ("\"fake-kmm.gpukmm.io/image.6.8.0-1\":\"NeedsSigning r.io/kmm/xe:6.8.0-1\"", "," SIGNJ, ""),
+		    NODEJ("", "", "6.8.0-1", ""));
+	cr_expect_eq(p.sign_needed, 1);
+	cr_expect_eq(p.op, FK_OP_NONE);
+	/* Exists for another image (the policy changed): signed again */
+	p = plan_of(SMODJ("\"fake-kmm.gpukmm.io/image.6.8.0-1\":\"Exists r.io/kmm/xe:old\"", "," SIGNJ, ""),
+		    NODEJ("", "", "6.8.0-1", ""));
+	cr_expect_eq(p.sign_needed, 1);
+	/* Exists: the node loads; mapping-level sign works the same */
+	p = plan_of(SMODJ("\"fake-kmm.gpukmm.io/image.6.8.0-1\":\"Exists r.io/kmm/xe:6.8.0-1\"", "", "," SIGNJ),
+		    NODEJ("", "", "6.8.0-1", ""));
+	cr_expect_eq(p.signed_image, 1);
+	cr_expect_eq(p.sign_needed, 0);
+	cr_expect_eq(p.op, FK_OP_LOAD);
+	cr_expect_eq(p.blocked, 0);
+	cr_expect_eq(p.desired, 1);
+	/* an unsigned mapping never waits */
+	p = plan_of(SMODJ("", "", ""), NODEJ("", "", "6.8.0-1", ""));
+	cr_expect_eq(p.signed_image, 0);
+	cr_expect_eq(p.sign_needed, 0);
+	cr_expect_eq(p.op, FK_OP_LOAD);
+}
+
+Test(sign, secure_boot_node_refuses_an_unsigned_module)
+{
+	fk_pair_plan p = plan_of(SMODJ("", "", ""), NODEJ("", "", "6.8.0-1", SECURE));
+	cr_expect_eq(p.unsigned_refused, 1);
+	cr_expect_eq(p.op, FK_OP_LOAD);
+	cr_expect_eq(p.blocked, 1, "the load fails forever");
+	cr_expect_eq(p.ready, 0);
+	cr_expect_eq(p.desired, 1);
+	cr_expect_eq(p.available, 0);
+	/* lockdown integrity alone enforces signatures too */
+	p = plan_of(SMODJ("", "", ""),
+		    NODEJ("", "", "6.8.0-1", "\"gpukmm.io/node-report\":\"{\\\"secure_boot\\\":\\\"TRI_NO\\\",\\\"lockdown\\\":\\\"integrity\\\"}\""));
+	cr_expect_eq(p.unsigned_refused, 1);
+	/* Secure Boot off, or no/garbled report: loads */
+	p = plan_of(SMODJ("", "", ""), NODEJ("", "", "6.8.0-1", "\"gpukmm.io/node-report\":\"{\\\"secure_boot\\\":\\\"TRI_NO\\\"}\""));
+	cr_expect_eq(p.blocked, 0);
+	p = plan_of(SMODJ("", "", ""), NODEJ("", "", "6.8.0-1", "\"gpukmm.io/node-report\":\"{garbage\""));
+	cr_expect_eq(p.blocked, 0);
+	/* the signed image loads on the Secure Boot node */
+	p = plan_of(SMODJ("\"fake-kmm.gpukmm.io/image.6.8.0-1\":\"Exists r.io/kmm/xe:6.8.0-1\"", "," SIGNJ, ""),
+		    NODEJ("", "", "6.8.0-1", SECURE));
+	cr_expect_eq(p.unsigned_refused, 0);
+	cr_expect_eq(p.blocked, 0);
+	cr_expect_eq(p.op, FK_OP_LOAD);
+	/* an unsigned module loaded before Secure Boot came on stays (nothing reloads it) */
+	p = plan_of(SMODJ("", "", ""), NODEJ("", "", "6.8.0-1", SECURE "," LOADED("6.8.0-1")));
+	cr_expect_eq(p.op, FK_OP_NONE);
+	cr_expect_eq(p.available, 1);
+}
+
+Test(sign, kmm_events)
+{
+	char k[256];
+	fk_dns_safe_kernel(k, sizeof k, "5.14.0-427.13.1.el9_4.x86_64");
+	cr_expect_str_eq(k, "5-14-0-427-13-1-el9-4-x86-64");
+	fk_dns_safe_kernel(k, sizeof k, "-6.8.0_RC+");
+	cr_expect_str_eq(k, "6-8-0-rc");
+	cJSON *mo;
+	fk_module m;
+	mod(SMODJ("", "", ""), &mo, &m);
+	cJSON *ev = fk_sign_event(&m, "6.8.0-45-generic", "SignimageCreated", "2026-07-01T10:00:00Z");
+	char *s = cJSON_PrintUnformatted(ev);
+	cr_expect_str_eq(s, "{\"metadata\":{\"annotations\":{\"kernel-version\":\"6-8-0-45-generic\",\"pod-name\":"
+			    "\"gpu-sign-6-8-0-45-generic\",\"pod-creation-timestamp\":\"2026-07-01 10:00:00 +0000 UTC\"},"
+			    "\"generateName\":\"gpu.\",\"namespace\":\"kmm\"},\"involvedObject\":{\"apiVersion\":"
+			    "\"kmm.sigs.x-k8s.io/v1beta1\",\"kind\":\"ModuleBuildSignConfig\",\"name\":\"gpu\",\"namespace\":\"kmm\"},"
+			    "\"source\":{\"component\":\"kmm\"},\"apiVersion\":\"v1\",\"kind\":\"Event\",\"type\":\"Normal\","
+			    "\"reason\":\"SignimageCreated\",\"message\":\"Signimage created for kernel 6-8-0-45-generic\","
+			    "\"count\":1,\"firstTimestamp\":\"2026-07-01T10:00:00Z\",\"lastTimestamp\":\"2026-07-01T10:00:00Z\","
+			    "\"reportingComponent\":\"kmm\"}");
+	cJSON_free(s);
+	cJSON_Delete(ev);
+	ev = fk_sign_event(&m, "6.8.0-45-generic", "SignimageSucceeded", "2026-07-01T10:00:01Z");
+	cr_expect_str_eq(cJSON_GetObjectItem(ev, "message")->valuestring, "Signimage job succeeded for kernel 6-8-0-45-generic");
+	cr_expect_str_eq(cJSON_GetObjectItem(ev, "type")->valuestring, "Normal");
+	cJSON_Delete(ev);
+	ev = fk_sign_event(&m, "6.8.0-45-generic", "SignimageFailed", "2026-07-01T10:00:01Z");
+	cr_expect_str_eq(cJSON_GetObjectItem(ev, "message")->valuestring, "Signimage job failed for kernel 6-8-0-45-generic");
+	cr_expect_str_eq(cJSON_GetObjectItem(ev, "type")->valuestring, "Warning");
+	cJSON_Delete(ev);
+	char buf[128];
+	fk_image_value(buf, sizeof buf, FK_IMAGE_NEEDS_SIGNING, "r.io/x:1");
+	cr_expect_str_eq(buf, "NeedsSigning r.io/x:1");
+	fk_key_image(buf, "6.8.0~1+");
+	cr_expect_str_eq(buf, "fake-kmm.gpukmm.io/image.6.8.0_1");
+	cJSON_Delete(mo);
+}

@@ -21,9 +21,12 @@
 	"\"pullSecret\":{\"name\":\"regcred\"},\"nodeSelector\":{\"pool\":\"gpu\"},\"tolerations\":[{\"key\":\"k\",\"operator\":\"Exists\"," \
 	"\"effect\":\"NoExecute\",\"tolerationSeconds\":3}],\"logLevel\":2," \
 	"\"kernelModule\":{\"moduleName\":\"xe\",\"version\":\"1.0\",\"firmwarePath\":\"/fw\",\"modulesLoadingOrder\":[\"xe\",\"drm_buddy\"]," \
+	"\"parameters\":[\"force_probe=e20b\",\"max_vfs=7\"],\"sign\":{\"keySecret\":{\"name\":\"k\"},\"certSecret\":{\"name\":\"c\"}," \
+	"\"filesToSign\":[\"/opt/x.ko\"],\"unsignedImage\":\"r.io/xe-u:1\",\"unsignedImageRegistryTLS\":{\"insecure\":true}}," \
 	"\"registryTLS\":{\"insecure\":true,\"insecureSkipTLSVerify\":false},\"kernelMappings\":[{\"regexp\":\"^6$\"," \
 	"\"containerImage\":\"r.io/xe:1\",\"inTreeModulesToRemove\":[\"i915\"],\"registryTLS\":{\"insecure\":true}," \
-	"\"build\":{\"dockerfileConfigMap\":{\"name\":\"df\"},\"buildArgs\":[{\"name\":\"A\",\"value\":\"B\"}],\"secrets\":[{\"name\":\"s\"}]}}]}}," \
+	"\"build\":{\"dockerfileConfigMap\":{\"name\":\"df\"},\"buildArgs\":[{\"name\":\"A\",\"value\":\"B\"}],\"secrets\":[{\"name\":\"s\"}]}," \
+	"\"sign\":{\"keySecret\":{\"name\":\"k2\"},\"certSecret\":{\"name\":\"c2\"}}}]}}," \
 	"\"status\":{\"kmmStatus\":\"1/2\",\"devicePluginStatus\":\"1/1\",\"draStatus\":\"N/A\",\"xpuManagerStatus\":\"0/1\",\"errors\":[\"e1\"]," \
 	"\"observedGeneration\":3,\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\",\"reason\":\"ModuleNotLoaded\",\"message\":\"m\"," \
 	"\"lastTransitionTime\":\"2026-01-01T00:00:00Z\",\"observedGeneration\":3}],\"nodes\":{\"gpuNodes\":2,\"ootLoaded\":1,\"inTreeLoaded\":0," \
@@ -52,6 +55,16 @@ Test(kobj_cp, every_field)
 	cr_assert(k->registry_tls->has_insecure_skip_tls_verify && !k->registry_tls->insecure_skip_tls_verify);
 	cr_assert_str_eq(k->kernel_mappings[0]->build->secrets[0], "s");
 	cr_assert_str_eq(k->kernel_mappings[0]->build->build_args[0]->value, "B");
+	cr_assert_eq(k->n_parameters, 2);
+	cr_assert_str_eq(k->parameters[1], "max_vfs=7");
+	cr_assert_str_eq(k->sign->key_secret, "k");
+	cr_assert_str_eq(k->sign->cert_secret, "c");
+	cr_assert_str_eq(k->sign->files_to_sign[0], "/opt/x.ko");
+	cr_assert_str_eq(k->sign->unsigned_image, "r.io/xe-u:1");
+	cr_assert(k->sign->unsigned_image_registry_tls->insecure);
+	cr_assert_str_eq(k->kernel_mappings[0]->sign->key_secret, "k2");
+	cr_assert_str_eq(k->kernel_mappings[0]->sign->cert_secret, "c2");
+	cr_assert_eq(k->kernel_mappings[0]->sign->n_files_to_sign, 0);
 	cr_assert_eq(cp->status->nodes->not_loaded, 1);
 	cr_assert_str_eq(cp->status->conditions[0]->reason, "ModuleNotLoaded");
 	/* status back to JSON is what came in */
@@ -107,8 +120,11 @@ Test(kobj_module, round_trip_and_types)
 	const char *src = "{\"apiVersion\":\"kmm.sigs.x-k8s.io/v1beta1\",\"kind\":\"Module\",\"metadata\":{\"name\":\"m\",\"namespace\":\"n\"},"
 			  "\"spec\":{\"selector\":{\"a\":\"b\"},\"devicePlugin\":{\"container\":{\"image\":\"x\"}},\"imageRepoSecret\":{},"
 			  "\"moduleLoader\":{\"serviceAccountName\":\"sa\",\"container\":{\"modprobe\":{\"moduleName\":\"xe\",\"dirName\":\"/opt\","
-			  "\"parameters\":[\"a=1\"]},\"containerImage\":\"r.io/x:1\",\"kernelMappings\":[{\"literal\":\"6.8\",\"containerImage\":\"\","
-			  "\"inTreeModulesToRemove\":[]}]}}},\"status\":{\"moduleLoader\":{\"nodesMatchingSelectorNumber\":3,\"desiredNumber\":2}}}";
+			  "\"parameters\":[\"a=1\"]},\"containerImage\":\"r.io/x:1\",\"sign\":{\"keySecret\":{\"name\":\"k\"},"
+			  "\"certSecret\":{\"name\":\"c\"},\"filesToSign\":[\"/opt/a.ko\"]},\"kernelMappings\":[{\"literal\":\"6.8\",\"containerImage\":\"\","
+			  "\"inTreeModulesToRemove\":[],\"sign\":{\"keySecret\":{\"name\":\"k2\"},\"certSecret\":{\"name\":\"c2\"},"
+			  "\"unsignedImage\":\"r.io/u:1\",\"unsignedImageRegistryTLS\":{\"insecureSkipTLSVerify\":true},"
+			  "\"filesToSign\":[\"/opt/b.ko\",\"/opt/c.ko\"]}}]}}},\"status\":{\"moduleLoader\":{\"nodesMatchingSelectorNumber\":3,\"desiredNumber\":2}}}";
 	cJSON *j = cJSON_Parse(src);
 	Gpukmm__Module *m;
 	gk_err e = { 0 };
@@ -122,8 +138,11 @@ Test(kobj_module, round_trip_and_types)
 	char *s = cJSON_PrintUnformatted(back);
 	cr_assert_str_eq(s, "{\"selector\":{\"a\":\"b\"},\"imageRepoSecret\":{\"name\":\"\"},\"moduleLoader\":{\"serviceAccountName\":\"sa\","
 			    "\"container\":{\"modprobe\":{\"moduleName\":\"xe\",\"dirName\":\"/opt\",\"parameters\":[\"a=1\"]},"
-			    "\"containerImage\":\"r.io/x:1\",\"kernelMappings\":[{\"literal\":\"6.8\",\"containerImage\":\"\","
-			    "\"inTreeModulesToRemove\":[]}]}}}");
+			    "\"containerImage\":\"r.io/x:1\",\"sign\":{\"keySecret\":{\"name\":\"k\"},\"certSecret\":{\"name\":\"c\"},"
+			    "\"filesToSign\":[\"/opt/a.ko\"]},\"kernelMappings\":[{\"literal\":\"6.8\",\"containerImage\":\"\","
+			    "\"inTreeModulesToRemove\":[],\"sign\":{\"keySecret\":{\"name\":\"k2\"},\"certSecret\":{\"name\":\"c2\"},"
+			    "\"unsignedImage\":\"r.io/u:1\",\"unsignedImageRegistryTLS\":{\"insecureSkipTLSVerify\":true},"
+			    "\"filesToSign\":[\"/opt/b.ko\",\"/opt/c.ko\"]}}]}}}");
 	cJSON_free(s);
 	cJSON_Delete(back);
 	gk_kobj_free(m);
@@ -136,8 +155,12 @@ Test(kobj_module, round_trip_and_types)
 		  "status.moduleLoader.availableNumber: expected integer, got string" },
 		{ "{\"spec\":{\"moduleLoader\":{\"container\":{\"kernelMappings\":[{\"build\":{\"selector\":{\"a\":1}}}]}}}}",
 		  "spec.moduleLoader.container.kernelMappings[0].build.selector.a: expected string, got number" },
+		{ "{\"spec\":{\"moduleLoader\":{\"container\":{\"sign\":{\"keySecret\":\"k\"}}}}}",
+		  "spec.moduleLoader.container.sign.keySecret: expected object, got string" },
+		{ "{\"spec\":{\"moduleLoader\":{\"container\":{\"kernelMappings\":[{\"sign\":{\"filesToSign\":[1]}}]}}}}",
+		  "spec.moduleLoader.container.kernelMappings[0].sign.filesToSign[0]: expected string, got number" },
 	};
-	for (size_t i = 0; i < 4; i++) {
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		j = cJSON_Parse(bad[i][0]);
 		m = (void *)1;
 		cr_assert_eq(gk_kobj_module_from_json(j, &m, &e), GK_INVALID_ARGUMENT, "%s", bad[i][0]);
@@ -173,8 +196,9 @@ Test(crd, clusterpolicy_crd_accepts_examples_and_every_field)
 	cr_assert_not_null(schema);
 	cr_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(crd, "spec"), "scope")->valuestring, "Cluster");
 	const char *files[] = { "deploy/examples/clusterpolicy-kmm.yaml", "deploy/examples/clusterpolicy-kmm-build.yaml",
-				"deploy/examples/clusterpolicy-intree.yaml", "deploy/examples/clusterpolicy-ordered-upgrade.json" };
-	for (size_t i = 0; i < 4; i++) {
+				"deploy/examples/clusterpolicy-intree.yaml", "deploy/examples/clusterpolicy-ordered-upgrade.json",
+				"deploy/examples/clusterpolicy-kmm-secureboot.yaml" };
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		cJSON *doc = load_file_doc(files[i]);
 		char errs[4096] = "";
 		schema_check(doc, schema, "", errs, sizeof(errs));
@@ -197,6 +221,16 @@ Test(crd, clusterpolicy_crd_accepts_examples_and_every_field)
 	cr_expect(strstr(errs, ".spec.kernelModule.kernelMappings[0].regexp: Required value"), "%s", errs);
 	cr_expect(strstr(errs, ".status.conditions[0].status: Unsupported value \"Maybe\""), "%s", errs);
 	cr_expect(strstr(errs, ".status.conditions[0].reason: Required value"), "%s", errs);
+	cJSON_Delete(bad);
+	/* sign needs both Secrets, named (KMM's CRD requires both references) */
+	bad = cJSON_Parse("{\"apiVersion\":\"intel.com/v1alpha1\",\"kind\":\"ClusterPolicy\",\"metadata\":{},\"spec\":{"
+			  "\"resourceRegistration\":\"dp\",\"kernelModule\":{\"sign\":{\"keySecret\":{}},"
+			  "\"kernelMappings\":[{\"regexp\":\"x\",\"sign\":{\"certSecret\":{\"name\":\"c\"}}}]}}}");
+	errs[0] = 0;
+	schema_check(bad, schema, "", errs, sizeof(errs));
+	cr_expect(strstr(errs, ".spec.kernelModule.sign.certSecret: Required value"), "%s", errs);
+	cr_expect(strstr(errs, ".spec.kernelModule.sign.keySecret.name: Required value"), "%s", errs);
+	cr_expect(strstr(errs, ".spec.kernelModule.kernelMappings[0].sign.keySecret: Required value"), "%s", errs);
 	cJSON_Delete(bad);
 	/* printer columns and the status subresource */
 	cJSON *v0 = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(crd, "spec"), "versions"), 0);

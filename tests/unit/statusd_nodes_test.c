@@ -22,6 +22,13 @@ static Gpukmm__ClusterPolicy *policy(const char *json)
 #define OOT_POLICY                                                                                                 \
 	"{\"metadata\":{\"name\":\"gpu\"},\"spec\":{\"kernel_module\":{\"module_name\":\"xe\",\"kernel_mappings\":" \
 	"[{\"regexp\":\"^6\\\\.8\\\\.0$\"},{\"regexp\":\"^6\\\\.10\\\\.\"}]}}}"
+/* the same, KMM signing: every mapping / only the second (6.10.*) */
+#define SIGNED_POLICY                                                                                              \
+	"{\"metadata\":{\"name\":\"gpu\"},\"spec\":{\"kernel_module\":{\"module_name\":\"xe\",\"sign\":{\"key_secret\":\"k\"," \
+	"\"cert_secret\":\"c\"},\"kernel_mappings\":[{\"regexp\":\"^6\\\\.8\\\\.0$\"},{\"regexp\":\"^6\\\\.10\\\\.\"}]}}}"
+#define SIGNED2_POLICY                                                                                             \
+	"{\"metadata\":{\"name\":\"gpu\"},\"spec\":{\"kernel_module\":{\"module_name\":\"xe\",\"kernel_mappings\":"         \
+	"[{\"regexp\":\"^6\\\\.8\\\\.0$\"},{\"regexp\":\"^6\\\\.10\\\\.\",\"sign\":{\"key_secret\":\"k\",\"cert_secret\":\"c\"}}]}}}"
 #define INTREE_POLICY "{\"metadata\":{\"name\":\"gpu\"},\"spec\":{\"resource_registration\":\"dp\"}}"
 
 /* A digest of a Node named `name` with kernel `kernel`, labels "k=v,k=v"
@@ -110,10 +117,21 @@ static const row ROWS[] = {
 	  C_INTREE, "BuiltIn", "xe is built into the kernel: the out-of-tree module cannot replace it", 1, 1 },
 	{ "not loaded, Secure Boot, unsigned", OOT_POLICY, "6.8.0", NULL,
 	  REP("\"secure_boot\":\"TRI_YES\"," GPU1 "," XE_UNSIGNED), C_NOTLOADED, "SecureBootUnsigned",
-	  "Secure Boot on and module unsigned", 1, 1 },
+	  "Secure Boot on and module unsigned: set spec.kernelModule.sign so that KMM signs it", 1, 1 },
 	{ "not loaded, lockdown, unsigned", OOT_POLICY, "6.8.0", NULL,
 	  REP("\"lockdown\":\"integrity\"," GPU1 "," XE_UNSIGNED), C_NOTLOADED, "SecureBootUnsigned",
-	  "kernel lockdown on and module unsigned", 1, 1 },
+	  "kernel lockdown on and module unsigned: set spec.kernelModule.sign so that KMM signs it", 1, 1 },
+	{ "not loaded, Secure Boot, KMM signs", SIGNED_POLICY, "6.8.0", NULL,
+	  REP("\"secure_boot\":\"TRI_YES\"," GPU1 "," XE_UNSIGNED), C_NOTLOADED, "NotLoaded",
+	  "xe not loaded (signed per spec.kernelModule.sign: the node must trust its certificate)", 1, 0 },
+	{ "not loaded, Secure Boot, KMM signs another mapping", SIGNED2_POLICY, "6.8.0", NULL,
+	  REP("\"secure_boot\":\"TRI_YES\"," GPU1 "," XE_UNSIGNED), C_NOTLOADED, "SecureBootUnsigned",
+	  "Secure Boot on and module unsigned: set spec.kernelModule.sign so that KMM signs it", 1, 1 },
+	{ "not loaded, Secure Boot, KMM signs this mapping", SIGNED2_POLICY, "6.10.2", NULL,
+	  REP("\"secure_boot\":\"TRI_YES\"," GPU1 "," XE_UNSIGNED), C_NOTLOADED, "NotLoaded",
+	  "xe not loaded (signed per spec.kernelModule.sign: the node must trust its certificate)", 1, 0 },
+	{ "OoT loaded, Secure Boot, KMM signs", SIGNED_POLICY, "6.8.0", NULL,
+	  REP("\"secure_boot\":\"TRI_YES\"," GPU1 "," XE("true", "SOURCE_OOT")), C_OOT, NULL, NULL, 0, 0 },
 	{ "not loaded, Secure Boot, signed", OOT_POLICY, "6.8.0", NULL,
 	  REP("\"secure_boot\":\"TRI_YES\"," GPU1 "," XE_SIGNED), C_NOTLOADED, "NotLoaded", "xe not loaded", 1, 0 },
 	{ "not loaded, Secure Boot off, unsigned", OOT_POLICY, "6.8.0", NULL,

@@ -1,5 +1,7 @@
 /* gpukmm-webhook's pure AdmissionReview handling (services/webhook/admission.c). */
 #include <criterion/criterion.h>
+
+#include "gpukmm/policy.h"
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,9 +49,13 @@ static char *patch_of(cJSON *review)
 	return (char *)out;
 }
 
+/* the images and monitoringResource given: only moduleName is defaulted */
+#define IMAGES "\"dp\":{\"plugin\":\"r.io/dp:1\"},\"dra\":{\"image\":\"r.io/dra:1\"}," \
+	       "\"xpu\":{\"image\":\"r.io/x:1\",\"monitoringResource\":\"monitoring\"}"
+
 Test(mutate, defaults_module_name)
 {
-	cJSON *j = run(GK_WEBHOOK_MUTATE, REVIEW("CREATE", CP("{\"resourceRegistration\":\"dp\",\"kernelModule\":{\"kernelMappings\":[]}}")),
+	cJSON *j = run(GK_WEBHOOK_MUTATE, REVIEW("CREATE", CP("{\"resourceRegistration\":\"dp\"," IMAGES ",\"kernelModule\":{\"kernelMappings\":[]}}")),
 		       200, GK_WEBHOOK_ALLOWED);
 	char *p = patch_of(j);
 	cr_assert_str_eq(p, "[{\"op\":\"add\",\"path\":\"/spec/kernelModule/moduleName\",\"value\":\"xe\"}]");
@@ -60,8 +66,8 @@ Test(mutate, defaults_module_name)
 
 Test(mutate, nothing_when_set_or_in_tree)
 {
-	const char *objs[] = { CP("{\"resourceRegistration\":\"dp\",\"kernelModule\":{\"moduleName\":\"i915\"}}"),
-			       CP("{\"resourceRegistration\":\"dp\"}") };
+	const char *objs[] = { CP("{\"resourceRegistration\":\"dp\"," IMAGES ",\"kernelModule\":{\"moduleName\":\"i915\"}}"),
+			       CP("{\"resourceRegistration\":\"dp\"," IMAGES "}") };
 	for (int i = 0; i < 2; i++) {
 		char body[1024];
 		snprintf(body, sizeof(body), REVIEW("UPDATE", "%s"), objs[i]);
@@ -70,6 +76,19 @@ Test(mutate, nothing_when_set_or_in_tree)
 		cr_assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "response"), "patchType"));
 		cJSON_Delete(j);
 	}
+}
+
+/* upstream §2.2: the images and monitoringResource, whatever the mode */
+Test(mutate, defaults_images_and_monitoring_resource)
+{
+	cJSON *j = run(GK_WEBHOOK_MUTATE, REVIEW("CREATE", CP("{\"resourceRegistration\":\"dra\"}")), 200, GK_WEBHOOK_ALLOWED);
+	char *p = patch_of(j);
+	cr_assert_str_eq(p, "[{\"op\":\"add\",\"path\":\"/spec/dp\",\"value\":{\"plugin\":\"" GK_POLICY_DEFAULT_DP_IMAGE "\"}},"
+			    "{\"op\":\"add\",\"path\":\"/spec/dra\",\"value\":{\"image\":\"" GK_POLICY_DEFAULT_DRA_IMAGE "\"}},"
+			    "{\"op\":\"add\",\"path\":\"/spec/xpu\",\"value\":{\"image\":\"" GK_POLICY_DEFAULT_XPU_IMAGE "\"}},"
+			    "{\"op\":\"add\",\"path\":\"/spec/xpu/monitoringResource\",\"value\":\"monitoring\"}]");
+	free(p);
+	cJSON_Delete(j);
 }
 
 Test(validate, allow_and_deny_with_upstream_message)
@@ -155,4 +174,19 @@ Test(content_type, json_only)
 	cr_assert(!gk_webhook_json_content_type("text/plain"));
 	cr_assert(!gk_webhook_json_content_type(NULL));
 	cr_assert(!gk_webhook_json_content_type(""));
+}
+
+Test(validate, sign_and_parameters_refused_with_their_fields)
+{
+	cJSON *j = run(GK_WEBHOOK_VALIDATE, REVIEW("CREATE", CP("{\"resourceRegistration\":\"dp\",\"kernelModule\":{\"parameters\":"
+			"[\"max_vfs=1 2\"],\"sign\":{\"keySecret\":{\"name\":\"k\"},\"certSecret\":{\"name\":\"c\"},\"unsignedImage\":"
+			"\"r.io/u:1\",\"filesToSign\":[\"/etc/xe.ko\"]},\"kernelMappings\":[{\"regexp\":\"^.+$\",\"containerImage\":"
+			"\"r.io/xe:1\"}]}}")), 200, GK_WEBHOOK_DENIED);
+	cJSON *st = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "response"), "status");
+	cr_assert_str_eq(cJSON_GetObjectItem(st, "message")->valuestring,
+			 "kernelModule.parameters[0] \"max_vfs=1 2\": the value contains whitespace; a value is letters, digits "
+			 "and . _ , : + / @ % = - only (no whitespace, quotes or shell metacharacters)\n"
+			 "kernelModule.sign.filesToSign[0] \"/etc/xe.ko\" must be under KMM's dirName \"/opt/\" (the module "
+			 "image's tree KMM signs and loads from), e.g. \"/opt/lib/modules/${KERNEL_FULL_VERSION}/xe.ko\"");
+	cJSON_Delete(j);
 }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <sys/epoll.h>
 
@@ -33,7 +34,7 @@ typedef struct pending {
 	char *module;            /* "ns/name" */
 	char *node;
 	enum fk_op op;
-	char target[FK_KERNEL_MAX * 2]; /* loaded-annotation value the load writes */
+	char target[FK_IMAGE_MAX];      /* loaded-annotation value the load writes; the image a sign job signs */
 	gk_timer_id tid;
 	int seen;                /* still wanted in the current pass */
 } pending;
@@ -187,6 +188,7 @@ static void cache_free(cache *c)
 
 /* ---- loop plumbing -------------------------------------------------------------- */
 static void pass_schedule(fk_ctrl *c);
+static void pass(gk_loop *l, gk_timer_id id, void *u);
 
 /* ---- API writes ------------------------------------------------------------------- */
 /* Merge patch; on success *out (if non-NULL) gets the object the API returned. */
@@ -310,6 +312,55 @@ static void write_status(fk_ctrl *c, const fk_module *m, const fk_counts *k)
 	cJSON_Delete(body);
 }
 
+/* ---- signing ------------------------------------------------------------------------------ */
+static void sign_event(fk_ctrl *c, const fk_module *m, const char *kernel, const char *reason)
+{
+	char ts[64];
+	gk_kube_time(ts, sizeof ts, (int64_t)time(NULL));
+	cJSON *ev = fk_sign_event(m, kernel, reason, ts);
+	if (!ev) {
+		GK_ERROR("module %s/%s: event %s: out of memory", m->ns, m->name, reason);
+		return;
+	}
+	gk_kube_ref r = { "", "v1", "events", m->ns, NULL, NULL };
+	gk_kube_status st;
+	gk_err err = { 0 };
+	if (gk_kube_create(c->cl, &r, ev, NULL, &st, &err) != 0)
+		GK_WARN("module %s/%s: event %s: %s", m->ns, m->name, reason, err.msg);
+	cJSON_Delete(ev);
+}
+
+/* the Module annotation that stands for KMM's ModuleImagesConfig status */
+static int set_image_state(fk_ctrl *c, const fk_module *m, const char *kernel, enum fk_image_state st,
+			   const char *image)
+{
+	char key[FK_KEY_MAX], val[FK_IMAGE_MAX + 32], what[FK_KEY_MAX + 64];
+	fk_key_image(key, kernel);
+	fk_image_value(val, sizeof val, st, image);
+	cJSON *body = cJSON_CreateObject();
+	cJSON *md = body ? cJSON_AddObjectToObject(body, "metadata") : NULL;
+	cJSON *ann = md ? cJSON_AddObjectToObject(md, "annotations") : NULL;
+	if (!ann || !cJSON_AddStringToObject(ann, key, val)) {
+		cJSON_Delete(body);
+		GK_ERROR("module %s/%s: image state: out of memory", m->ns, m->name);
+		return GK_RESOURCE_EXHAUSTED;
+	}
+	gk_kube_ref r = MODULES;
+	r.ns = m->ns;
+	r.name = m->name;
+	snprintf(what, sizeof what, "module %s/%s: %s", m->ns, m->name, key);
+	cJSON *resp = NULL;
+	int rc = patch(c, &r, body, what, &resp);
+	if (rc == 0) {
+		GK_INFO("module %s/%s: image %s for kernel %s: %s", m->ns, m->name, image, kernel, val);
+		defer_update(c, &c->modules, resp);
+	} else {
+		cJSON_Delete(resp);
+	}
+	cJSON_Delete(body);
+	return rc;
+}
+
 /* ---- timed operations --------------------------------------------------------------- */
 static void pending_remove(fk_ctrl *c, size_t i)
 {
@@ -329,6 +380,8 @@ static long pending_find(fk_ctrl *c, const char *module, const char *node)
 }
 
 static void pending_fire(gk_loop *l, gk_timer_id id, void *u);
+static void pending_add(fk_ctrl *c, const char *mkey, const char *node, enum fk_op op, const char *target,
+			int64_t delay);
 
 static void op_target(const fk_pair_plan *p, char *buf, size_t cap)
 {
@@ -355,6 +408,17 @@ static void pending_want(fk_ctrl *c, const char *mkey, const char *node, const f
 	}
 	if (!want)
 		return;
+	int64_t delay = p->op == FK_OP_LOAD ? c->o.load_delay_ms : c->o.unload_delay_ms;
+	pending_add(c, mkey, node, p->op, target, delay);
+	GK_INFO("module %s on node %s: %s %s in %lld ms", mkey, node, p->op == FK_OP_LOAD ? "load" : "unload",
+		target, (long long)delay);
+}
+
+/* pending sign jobs are keyed (module, "image/<kernel>"): no node name has a '/' */
+#define SIGN_KEY_PREFIX "image/"
+
+static void pending_add(fk_ctrl *c, const char *mkey, const char *node, enum fk_op op, const char *target, int64_t delay)
+{
 	if (c->npend == c->cappend) {
 		size_t nc = c->cappend ? c->cappend * 2 : 32;
 		pending *np = realloc(c->pend, nc * sizeof *np);
@@ -375,15 +439,57 @@ static void pending_want(fk_ctrl *c, const char *mkey, const char *node, const f
 		GK_ERROR("out of memory");
 		return;
 	}
-	e->op = p->op;
+	e->op = op;
 	snprintf(e->target, sizeof e->target, "%s", target);
 	e->seen = 1;
-	int64_t delay = p->op == FK_OP_LOAD ? c->o.load_delay_ms : c->o.unload_delay_ms;
 	/* the timer callback finds the entry by (module, node): entries move */
 	e->tid = gk_loop_timer(c->loop, delay, pending_fire, c);
 	c->npend++;
-	GK_INFO("module %s on node %s: %s %s in %lld ms", mkey, node, p->op == FK_OP_LOAD ? "load" : "unload",
-		target, (long long)delay);
+}
+
+/* A signed mapping's image for `kernel` is not there yet: KMM's sign job, once
+ * per (module, kernel, image). NeedsSigning is recorded and SignimageCreated
+ * sent when the job starts; a restarted fake-kmm picks a recorded job up. */
+static void sign_want(fk_ctrl *c, const char *mkey, const fk_module *m, const char *kernel, const char *image)
+{
+	char node[FK_KERNEL_MAX + 16];
+	snprintf(node, sizeof node, SIGN_KEY_PREFIX "%s", kernel);
+	long i = pending_find(c, mkey, node);
+	if (i >= 0 && strcmp(c->pend[i].target, image) != 0) {
+		pending_remove(c, (size_t)i);
+		i = -1;
+	}
+	if (i >= 0) {
+		c->pend[i].seen = 1;
+		return;
+	}
+	if (fk_image_state(m, kernel, image) == FK_IMAGE_NONE) {
+		if (set_image_state(c, m, kernel, FK_IMAGE_NEEDS_SIGNING, image) != 0) {
+			if (!c->pass_timer) /* a pass again later, with or without a new event */
+				c->pass_timer = gk_loop_timer(c->loop, RETRY_MS, pass, c);
+			return;
+		}
+		sign_event(c, m, kernel, "SignimageCreated");
+	}
+	pending_add(c, mkey, node, FK_OP_SIGN, image, c->o.sign_delay_ms);
+	GK_INFO("module %s: signing %s for kernel %s in %lld ms", mkey, image, kernel, (long long)c->o.sign_delay_ms);
+}
+
+static void sign_fire(fk_ctrl *c, size_t i)
+{
+	long mi = cache_find(&c->modules, c->pend[i].module);
+	fk_module *m = malloc(sizeof *m);
+	gk_err err = { 0 };
+	const char *kernel = c->pend[i].node + strlen(SIGN_KEY_PREFIX);
+	if (m && mi >= 0 && fk_module_parse(c->modules.objs[mi], m, &err) == 0 && !m->deleting) {
+		if (set_image_state(c, m, kernel, FK_IMAGE_EXISTS, c->pend[i].target) == 0)
+			sign_event(c, m, kernel, "SignimageSucceeded");
+		/* else the image stays NeedsSigning: the next pass starts the job again */
+	}
+	free(m);
+	pending_remove(c, i);
+	apply_updates(c);
+	pass_schedule(c);
 }
 
 static void pending_fire(gk_loop *l, gk_timer_id id, void *u)
@@ -396,6 +502,10 @@ static void pending_fire(gk_loop *l, gk_timer_id id, void *u)
 	if (i == c->npend)
 		return;
 	c->pend[i].tid = 0;
+	if (c->pend[i].op == FK_OP_SIGN) {
+		sign_fire(c, i);
+		return;
+	}
 	long mi = cache_find(&c->modules, c->pend[i].module), ni = cache_find(&c->nodes, c->pend[i].node);
 	if (mi < 0 || ni < 0) {
 		pending_remove(c, i);
@@ -496,6 +606,8 @@ static void pass(gk_loop *l, gk_timer_id id, void *u)
 			if (fk_plan_labels_differ(&p) && patch_labels(&npatch[ni], m, &p))
 				GK_ERROR("out of memory");
 			pending_want(c, c->modules.keys[mi], nodes[ni].name, &p);
+			if (p.sign_needed && p.image[0] && !m->deleting)
+				sign_want(c, c->modules.keys[mi], m, p.want.kernel, p.image);
 		}
 		if (!m->deleting && fk_status_needs_write(m, &k))
 			write_status(c, m, &k);

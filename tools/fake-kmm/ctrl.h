@@ -13,6 +13,7 @@ typedef struct fk_ctrl_opts {
 	const char *ca_pem;         /* caBundle for https, or NULL */
 	const char *webhook_config; /* ValidatingWebhookConfiguration name */
 	int64_t load_delay_ms, unload_delay_ms;
+	int64_t sign_delay_ms;      /* time KMM's sign job takes */
 } fk_ctrl_opts;
 
 typedef struct fk_ctrl fk_ctrl;

@@ -20,7 +20,15 @@
  *   fake-kmm.gpukmm.io/loaded.<ns>.<name>: "<kernel>[ <version>]" — written by
  *       fake-kmm: what is loaded on the node (KMM keeps this in the node's
  *       NodeModulesConfig status). Derived state lives in the API, so a
- *       restarted fake-kmm continues where it stopped. */
+ *       restarted fake-kmm continues where it stopped.
+ *   gpukmm.io/node-report (read): the node profile's report; Secure Boot on
+ *       (or kernel lockdown integrity/confidentiality) makes the node refuse
+ *       an unsigned module, as the kernel does.
+ * Module annotation written by fake-kmm (KMM keeps it in the ModuleImagesConfig
+ * status):
+ *   fake-kmm.gpukmm.io/image.<kernel>: "<state> <image>" — the signed module
+ *       image for that (normalised) kernel: NeedsSigning while the sign job
+ *       runs (--sign-delay-ms), then Exists. */
 #ifndef GPUKMM_FAKEKMM_H
 #define GPUKMM_FAKEKMM_H
 
@@ -37,6 +45,9 @@
 #define FK_VERSION_LABEL_PREFIX "kmm.node.kubernetes.io/version-module."
 #define FK_WEBHOOK_PATH "/validate-kmm-sigs-x-k8s-io-v1beta1-module"
 #define FK_WEBHOOK_NAME "vmodule.kb.io"
+#define FK_IMAGE_PREFIX "fake-kmm.gpukmm.io/image."
+#define FK_REPORT_ANNOTATION "gpukmm.io/node-report"
+#define FK_IMAGE_MAX 1024
 
 /* ---- admission: lib/policy's gk_policy_kmm_admit_json (KMM's rules) ---------- */
 typedef gk_policy_kube_version fk_kube_version;
@@ -89,6 +100,8 @@ typedef struct fk_taint {
 } fk_taint;
 typedef struct fk_mapping {
 	const char *literal, *regexp;
+	const char *image;  /* containerImage, "" when unset */
+	int has_sign;       /* the mapping has its own sign */
 } fk_mapping;
 
 typedef struct fk_module {
@@ -101,6 +114,9 @@ typedef struct fk_module {
 	fk_mapping maps[FK_MAX_ITEMS];
 	size_t nmaps;
 	const char *version; /* "" when unset */
+	const char *container_image; /* container.containerImage, "" when unset */
+	int has_sign;                /* container.sign set */
+	const cJSON *annotations;    /* metadata.annotations (or NULL) */
 	/* current status.moduleLoader (absent fields = 0) */
 	int st_present, st_matching, st_desired, st_available;
 } fk_module;
@@ -115,6 +131,7 @@ typedef struct fk_node {
 	fk_taint taints[FK_MAX_ITEMS];
 	size_t ntaints;
 	unsigned faults; /* enum fk_fault bits */
+	int secure;      /* the node report says Secure Boot on or lockdown integrity/confidentiality */
 } fk_node;
 
 int fk_module_parse(const cJSON *obj, fk_module *m, gk_err *err);
@@ -130,6 +147,30 @@ void fk_key_ready(char *buf, const fk_module *m);         /* …/<ns>.<name>.rea
 void fk_key_version_ready(char *buf, const fk_module *m); /* …/<ns>.<name>.version.ready */
 void fk_key_version_module(char *buf, const fk_module *m);/* …/version-module.<ns>.<name> */
 void fk_key_loaded(char *buf, const fk_module *m);        /* fake-kmm.gpukmm.io/loaded.<ns>.<name> */
+/* fake-kmm.gpukmm.io/image.<normalised kernel> (a Module annotation) */
+void fk_key_image(char *buf, const char *kernel);
+/* 1 when the report JSON says Secure Boot on or kernel lockdown integrity/confidentiality. */
+int fk_report_secure(const char *report_json);
+
+/* ---- signing (sign.c) ------------------------------------------------------ */
+enum fk_image_state { FK_IMAGE_NONE = 0, FK_IMAGE_NEEDS_SIGNING, FK_IMAGE_EXISTS };
+/* Is the image of mapping i signed by KMM (container-level or the mapping's sign)? */
+int fk_mapping_signed(const fk_module *m, int i);
+/* The module image of mapping i for a node kernel, KMM's variables substituted
+ * (the mapping's containerImage, else the container's). 0, or -1 (msg) when
+ * KMM could not substitute it. */
+int fk_mapping_image(const fk_module *m, int i, const char *kernel, char *buf, size_t cap, char *msg, size_t mcap);
+/* The recorded state of `image` for `kernel` (NONE when absent or for another image). */
+enum fk_image_state fk_image_state(const fk_module *m, const char *kernel, const char *image);
+/* "<state> <image>" */
+void fk_image_value(char *buf, size_t cap, enum fk_image_state st, const char *image);
+/* KMM's DNS-safe kernel (kernel.DNSSafeKernelVersion): the sign pod's name suffix and its events' kernel. */
+void fk_dns_safe_kernel(char *buf, size_t cap, const char *kernel);
+/* KMM's Event for a sign job (involvedObject: the ModuleBuildSignConfig named
+ * after the Module, the sign pod's owner): reason "SignimageCreated" (Normal,
+ * "Signimage created for kernel K"), "SignimageSucceeded" (Normal, "Signimage
+ * job succeeded for kernel K") or "SignimageFailed" (Warning). ts: RFC 3339. */
+cJSON *fk_sign_event(const fk_module *m, const char *kernel, const char *reason, const char *ts);
 
 /* ---- targeting (target.c) ------------------------------------------------ */
 /* Kubernetes Toleration.ToleratesTaint. */
@@ -175,7 +216,7 @@ void fk_loaded_parse(const char *v, fk_loaded *l);
 /* Formats the annotation value into buf (cap bytes). */
 void fk_loaded_format(char *buf, size_t cap, const char *kernel, const char *version);
 
-enum fk_op { FK_OP_NONE = 0, FK_OP_LOAD, FK_OP_UNLOAD };
+enum fk_op { FK_OP_NONE = 0, FK_OP_LOAD, FK_OP_UNLOAD, FK_OP_SIGN };
 typedef struct fk_pair_plan {
 	fk_want want;
 	fk_loaded loaded;
@@ -187,6 +228,10 @@ typedef struct fk_pair_plan {
 	const char *has_version_ready;
 	enum fk_op op;   /* timed operation needed */
 	int blocked;     /* op is needed but a fault makes it fail forever */
+	int signed_image;              /* the mapping's image is signed by KMM */
+	int sign_needed;               /* ...and not signed yet: no load until it is */
+	int unsigned_refused;          /* Secure Boot node, unsigned module: the load fails */
+	char image[FK_IMAGE_MAX];      /* the module image for this node's kernel (signed mappings) */
 	int matching, desired, available; /* contributions to status counts */
 } fk_pair_plan;
 void fk_plan_pair(const fk_module *m, const fk_node *n, fk_pair_plan *p);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "gpukmm/log.h"
+#include "gpukmm/version.h"
 #include "gpukmm/loop.h"
 
 #include "ctrl.h"
@@ -26,6 +27,7 @@ static void usage(FILE *f)
 		"  --tls-key FILE           PEM key for https\n"
 		"  --load-delay-ms N        time a load takes (default 500)\n"
 		"  --unload-delay-ms N      time an unload takes (default 500)\n"
+		"  --sign-delay-ms N        time KMM's sign job for a module image takes (default 500)\n"
 		"  --url-file FILE          write the webhook base URL there once listening\n"
 		"  --kube-version MAJ.MIN   Kubernetes version for KMM's DRA gate (default: the API's /version, else 1.32)\n"
 		"  --webhook-only           serve the webhook only, no API access\n"
@@ -85,10 +87,10 @@ int main(int argc, char **argv)
 {
 	const char *listen = "http://127.0.0.1:0", *cert = NULL, *key = NULL, *url_file = NULL;
 	const char *log_level = NULL, *log_format = NULL, *webhook_url = NULL;
-	fk_ctrl_opts co = { .load_delay_ms = 500, .unload_delay_ms = 500 };
+	fk_ctrl_opts co = { .load_delay_ms = 500, .unload_delay_ms = 500, .sign_delay_ms = 500 };
 	fk_kube_version kv = { 1, 32 };
 	int webhook_only = 0, kv_given = 0;
-	enum { O_LISTEN = 256, O_CERT, O_KEY, O_URLFILE, O_KV, O_WHONLY, O_LL, O_LF, O_KCFG, O_WHURL, O_WHCFG, O_LOAD, O_UNLOAD };
+	enum { O_LISTEN = 256, O_CERT, O_KEY, O_URLFILE, O_KV, O_WHONLY, O_LL, O_LF, O_KCFG, O_WHURL, O_WHCFG, O_LOAD, O_UNLOAD, O_SIGN };
 	static const struct option opts[] = {
 		{ "webhook-listen", required_argument, NULL, O_LISTEN },
 		{ "tls-cert", required_argument, NULL, O_CERT },
@@ -103,7 +105,9 @@ int main(int argc, char **argv)
 		{ "webhook-config", required_argument, NULL, O_WHCFG },
 		{ "load-delay-ms", required_argument, NULL, O_LOAD },
 		{ "unload-delay-ms", required_argument, NULL, O_UNLOAD },
+		{ "sign-delay-ms", required_argument, NULL, O_SIGN },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -128,13 +132,17 @@ int main(int argc, char **argv)
 		case O_WHCFG: co.webhook_config = optarg; break;
 		case O_LOAD:
 		case O_UNLOAD:
-			if (parse_ms(optarg, c == O_LOAD ? &co.load_delay_ms : &co.unload_delay_ms) != 0) {
+		case O_SIGN:
+			if (parse_ms(optarg, c == O_LOAD ? &co.load_delay_ms : c == O_UNLOAD ? &co.unload_delay_ms
+											: &co.sign_delay_ms) != 0) {
 				fprintf(stderr, "fake-kmm: %s wants milliseconds (0..86400000), got '%s'\n",
-					c == O_LOAD ? "--load-delay-ms" : "--unload-delay-ms", optarg);
+					c == O_LOAD ? "--load-delay-ms" : c == O_UNLOAD ? "--unload-delay-ms" : "--sign-delay-ms",
+					optarg);
 				return 2;
 			}
 			break;
 		case 'h': usage(stdout); return 0;
+		case 'V': printf("fake-kmm %s\n", gk_version); return 0;
 		default: usage(stderr); return 2;
 		}
 	}

@@ -60,12 +60,16 @@ int fk_module_parse(const cJSON *obj, fk_module *m, gk_err *err)
 	const cJSON *cont = get(ml, "container");
 	m->has_loader = cJSON_IsObject(ml);
 	m->version = s_or(cont, "version", "");
+	m->container_image = s_or(cont, "containerImage", "");
+	m->has_sign = cJSON_IsObject(get(cont, "sign"));
+	m->annotations = get(meta, "annotations");
 	cJSON_ArrayForEach(it, get(cont, "kernelMappings")) {
 		if (m->nmaps == FK_MAX_ITEMS)
 			return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "Module %s/%s: more than %d kernel mappings",
 					  m->ns, m->name, FK_MAX_ITEMS);
 		const char *lit = s_or(it, "literal", ""), *re = s_or(it, "regexp", "");
-		m->maps[m->nmaps++] = (fk_mapping){ *lit ? lit : NULL, *re ? re : NULL };
+		m->maps[m->nmaps++] = (fk_mapping){ *lit ? lit : NULL, *re ? re : NULL, s_or(it, "containerImage", ""),
+						    cJSON_IsObject(get(it, "sign")) };
 	}
 	const cJSON *sml = get(st, "moduleLoader");
 	if (cJSON_IsObject(sml)) {
@@ -120,7 +124,21 @@ int fk_node_parse(const cJSON *obj, fk_node *n, gk_err *err)
 		n->taints[n->ntaints++] = (fk_taint){ s_or(t, "key", ""), s_or(t, "value", ""), s_or(t, "effect", "") };
 	}
 	n->faults = fk_faults_parse(fk_obj_str(n->annotations, FK_FAULT_ANNOTATION));
+	n->secure = fk_report_secure(fk_obj_str(n->annotations, FK_REPORT_ANNOTATION));
 	return 0;
+}
+
+int fk_report_secure(const char *report_json)
+{
+	/* every pass looks at every node: parse only a report that can say so */
+	if (!report_json || (!strstr(report_json, "TRI_YES") && !strstr(report_json, "integrity") &&
+			     !strstr(report_json, "confidentiality")))
+		return 0;
+	cJSON *r = cJSON_Parse(report_json);
+	const char *sb = fk_obj_str(r, "secure_boot"), *ld = fk_obj_str(r, "lockdown");
+	int secure = (sb && !strcmp(sb, "TRI_YES")) || (ld && (!strcmp(ld, "integrity") || !strcmp(ld, "confidentiality")));
+	cJSON_Delete(r);
+	return secure;
 }
 
 void fk_key_ready(char *buf, const fk_module *m)
@@ -141,4 +159,13 @@ void fk_key_version_module(char *buf, const fk_module *m)
 void fk_key_loaded(char *buf, const fk_module *m)
 {
 	snprintf(buf, FK_KEY_MAX, FK_LOADED_PREFIX "%s.%s", m->ns, m->name);
+}
+
+void fk_key_image(char *buf, const char *kernel)
+{
+	gk_policy_kmm_vars v;
+	char msg[256];
+	if (gk_policy_kmm_vars_for_kernel(kernel, &v, msg, sizeof msg) != 0)
+		snprintf(v.full, sizeof v.full, "%s", "invalid");
+	snprintf(buf, FK_KEY_MAX, FK_IMAGE_PREFIX "%s", v.full);
 }

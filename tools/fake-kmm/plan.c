@@ -2,8 +2,9 @@
  * node now, which timed operation (load/unload) is due, and what the node
  * contributes to status.moduleLoader. Pure: views in, plan out.
  *
- * "loaded" is the fake NodeModulesConfig status (the loaded annotation). As in
- * KMM, the ready label follows it: present while a load is recorded and the
+ * "loaded" is the fake NodeModulesConfig status (the loaded annotation). A
+ * signed mapping's node waits for its image to be signed (sign.c); a Secure
+ * Boot node never loads an unsigned module. As in KMM, the ready label follows it: present while a load is recorded and the
  * node is schedulable for the Module; it keeps its state while a reload for a
  * new kernel is pending, and is stripped at once on cordon/untolerated taint. */
 #include <stdio.h>
@@ -55,6 +56,19 @@ void fk_plan_pair(const fk_module *m, const fk_node *n, fk_pair_plan *p)
 
 	switch (w->state) {
 	case FK_WANT_LOAD:
+		if (fk_mapping_signed(m, w->mapping)) {
+			/* KMM configures the node once the signed image exists */
+			char msg[256];
+			p->signed_image = 1;
+			if (fk_mapping_image(m, w->mapping, w->kernel, p->image, sizeof p->image, msg, sizeof msg) != 0) {
+				p->image[0] = 0; /* KMM cannot map this kernel: nothing happens */
+				break;
+			}
+			if (fk_image_state(m, w->kernel, p->image) != FK_IMAGE_EXISTS) {
+				p->sign_needed = 1;
+				break;
+			}
+		}
 		p->desired = 1;
 		if (l->present && !strcmp(l->kernel, w->kernel) && !strcmp(l->version, w->version)) {
 			p->available = 1;
@@ -64,7 +78,9 @@ void fk_plan_pair(const fk_module *m, const fk_node *n, fk_pair_plan *p)
 			p->blocked = (n->faults & FK_FAULT_UNLOAD) != 0;
 		} else {
 			p->op = FK_OP_LOAD;
-			p->blocked = (n->faults & (FK_FAULT_PULL | FK_FAULT_LOAD)) != 0;
+			/* a Secure Boot node's kernel refuses an unsigned module ("Key was rejected by service") */
+			p->unsigned_refused = n->secure && !p->signed_image;
+			p->blocked = (n->faults & (FK_FAULT_PULL | FK_FAULT_LOAD)) != 0 || p->unsigned_refused;
 		}
 		break;
 	case FK_WANT_VERSION_OTHER:

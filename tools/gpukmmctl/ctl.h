@@ -11,6 +11,7 @@ typedef struct gkctl_cmd {
 } gkctl_cmd;
 
 /* subcommands (one per cmd_<name>.c) */
+int gkctl_images(int argc, char **argv);
 int gkctl_render(int argc, char **argv);
 int gkctl_validate(int argc, char **argv);
 

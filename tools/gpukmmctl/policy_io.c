@@ -68,21 +68,30 @@ out:
 	return 0;
 }
 
-int gkctl_load_policies(const char *path, gkctl_policies *out)
+int gkctl_load_docs(const char *path, gk_yamljson_docs *docs)
 {
-	memset(out, 0, sizeof(*out));
+	memset(docs, 0, sizeof(*docs));
 	char *buf;
 	size_t len;
 	int rc = read_all(path, &buf, &len);
 	if (rc)
 		return rc;
 	gk_err e = { 0 };
-	rc = gk_yamljson_parse(buf, len, &out->docs, &e);
+	rc = gk_yamljson_parse(buf, len, docs, &e);
 	free(buf);
 	if (rc) {
 		fprintf(stderr, "%s: not valid YAML or JSON: %s\n", path, e.msg);
 		return 2;
 	}
+	return 0;
+}
+
+int gkctl_load_policies(const char *path, gkctl_policies *out)
+{
+	memset(out, 0, sizeof(*out));
+	int rc = gkctl_load_docs(path, &out->docs);
+	if (rc)
+		return rc;
 	size_t nd = out->docs.n;
 	out->cp = calloc(nd ? nd : 1, sizeof(*out->cp));
 	out->docno = calloc(nd ? nd : 1, sizeof(*out->docno));

@@ -1,5 +1,5 @@
 /* gpukmmctl: reading ClusterPolicy files (YAML or JSON, multi-document, "-" = stdin)
- * for the validate and render subcommands. */
+ * for the validate, render and images subcommands. */
 #ifndef GPUKMMCTL_POLICY_IO_H
 #define GPUKMMCTL_POLICY_IO_H
 
@@ -20,6 +20,9 @@ typedef struct gkctl_policies {
 	int multi;
 } gkctl_policies;
 
+/* Every YAML/JSON document of a file ("-" = stdin): 0, or 2 with a message on
+ * stderr naming the file and the problem. */
+int gkctl_load_docs(const char *path, gk_yamljson_docs *docs);
 /* 0 ok (possibly n == 0); 2 unreadable or not YAML/JSON, with a message on stderr
  * naming the file and the problem. Documents of other kinds are noted on stderr. */
 int gkctl_load_policies(const char *path, gkctl_policies *out);
