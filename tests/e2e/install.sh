@@ -56,19 +56,14 @@ trap teardown EXIT
 
 # ---- the webhook containers first: their ports are what the Service resolves to ------------
 . tests/lib/shipped.sh
-webhook_port() { # SUP_PID: the port its gpukmm-webhook listens on
-	local p
-	p=$(pgrep -P "$1" -x gpukmm-webhook) || return 1
-	ss -Htlnp | awk -v p="pid=$p," 'index($0, p) { n = split($4, a, ":"); print a[n]; exit }'
-}
 declare -A PORT
 for r in a b; do
 	mkdir -p "$D/$r/webhook-certs"
 	mapfile -t WARGS < <(D=$D/$r shipped_args webhook)
 	"$GPUKMM_BIN/gpukmm" "${WARGS[@]}" >"$D/webhook-$r.log" 2>&1 &
 	WSUP[$r]=$!
-	wait_until 20 eval "[ -n \"\$(webhook_port ${WSUP[$r]})\" ]"
-	PORT[$r]=$(webhook_port "${WSUP[$r]}")
+	wait_until 20 eval "[ -n \"\$(shipped_webhook_port ${WSUP[$r]})\" ]"
+	PORT[$r]=$(shipped_webhook_port "${WSUP[$r]}")
 done
 echo "# webhook container: gpukmm ${WARGS[*]}"
 check "the webhook containers start without a certificate: waiting for it, not ready" 10 eval \
@@ -77,24 +72,7 @@ check "the webhook containers start without a certificate: waiting for it, not r
 # ---- the cluster: kubesim (RBAC) calls the Service at replica a's webhook ----------------------
 KUBESIM_NO_TRAP=1 KUBESIM_RBAC=1 kubesim_start --service-addr "$NS/gpukmm-webhook-service=127.0.0.1:${PORT[a]}" ||
 	{ notok "kubesim starts"; exit 1; }
-kubectl kustomize deploy/default >"$D/default.yaml"
-# every kind kubesim serves (kubectl says which); the others are named
-k api-resources -o name >"$D/served" 2>/dev/null
-python3 - "$D/default.yaml" "$D/served" >"$D/apply.yaml" 2>"$D/skipped" <<'PY'
-import sys, yaml
-served = {l.strip() for l in open(sys.argv[2]) if l.strip()}
-def res(o):
-    g = o["apiVersion"].split("/")[0] if "/" in o["apiVersion"] else ""
-    plural = {"PodDisruptionBudget": "poddisruptionbudgets", "ResourceQuota": "resourcequotas"}.get(o["kind"], o["kind"].lower() + "s")
-    return plural + ("." + g if g else "")
-docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
-keep = [d for d in docs if res(d) in served or d["kind"] in ("CustomResourceDefinition", "Namespace", "Secret", "Service")]
-for d in docs:
-    if d not in keep:
-        print(f"{d['kind']}/{d['metadata']['name']}", file=sys.stderr)
-yaml.safe_dump_all(keep, sys.stdout)
-PY
-[ -s "$D/skipped" ] && echo "# not served by kubesim (not applied): $(tr '\n' ' ' <"$D/skipped")"
+shipped_render default "$D/apply.yaml"
 check "kubectl apply -k deploy/default (as far as kubesim serves it)" 1 eval 'k apply -f "$D/apply.yaml" >"$D/apply.log" 2>&1'
 check "ClusterPolicy CRD established" 20 k wait --for condition=established --timeout=20s crd/clusterpolicies.intel.com
 policy() { # NAME: a policy with kernelModule but no moduleName (the webhook defaults it)

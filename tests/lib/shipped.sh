@@ -17,6 +17,9 @@
 #                                nodes gpu-1 (6.8.0-45-generic) and gpu-2 (RHEL 9 kernel) with a
 #                                GPU and cpu-1 without, fake-kmm as the admin (FK_PID), the
 #                                policy's DaemonSets gpu-kmm-{device-plugin,gpu-dra,xpu-manager}
+#   shipped_render VARIANT FILE  `kubectl kustomize deploy/VARIANT` as far as kubesim serves
+#                                it (the kinds it does not serve left out, named in a comment)
+#   shipped_webhook_port PID     the port the webhook of the supervisor PID listens on
 #   shipped_webhooks PID         the shipped webhook configurations, pointed at the webhook
 #                                the supervisor PID runs (caBundle = $D/ca.crt)
 
@@ -72,14 +75,41 @@ shipped_cluster() {
 	done
 }
 
-shipped_webhooks() { # SUP_PID
-	local p port
+shipped_webhook_port() { # SUP_PID: the port its gpukmm-webhook listens on (it binds it at start)
+	local p
 	p=$(pgrep -P "$1" -x gpukmm-webhook) || return 1
-	port=$(ss -Htlnp | awk -v p="pid=$p," 'index($0, p) { n = split($4, a, ":"); print a[n]; exit }')
+	ss -Htlnp | awk -v p="pid=$p," 'index($0, p) { n = split($4, a, ":"); print a[n]; exit }'
+}
+
+shipped_webhooks() { # SUP_PID
+	local port
+	port=$(shipped_webhook_port "$1")
 	[ -n "$port" ] || return 1
 	k create --dry-run=client -o json -f deploy/webhook/webhooks.yaml 2>>"$D/apply.log" |
 		jq -c --arg cab "$(base64 -w0 "$D/ca.crt")" --arg u "https://127.0.0.1:$port" \
 			'(if .kind == "List" then .items[] else . end)
 			| .webhooks |= map(.clientConfig = {url: ($u + .clientConfig.service.path), caBundle: $cab})' \
 		>"$D/webhooks.json" && k apply -f "$D/webhooks.json" >>"$D/apply.log" 2>&1
+}
+
+shipped_render() { # VARIANT FILE
+	kubectl kustomize "deploy/$1" >"$2.all" || return 1
+	k api-resources -o name >"$2.served" 2>/dev/null || return 1
+	python3 - "$2.all" "$2.served" >"$2" 2>"$2.skipped" <<'PY' || return 1
+import sys, yaml
+served = {l.strip() for l in open(sys.argv[2]) if l.strip()}
+plural = {"PodDisruptionBudget": "poddisruptionbudgets", "ResourceQuota": "resourcequotas",
+          "PriorityClass": "priorityclasses", "NetworkPolicy": "networkpolicies"}
+def res(o):
+    g = o["apiVersion"].split("/")[0] if "/" in o["apiVersion"] else ""
+    return plural.get(o["kind"], o["kind"].lower() + "s") + ("." + g if g else "")
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+keep = [d for d in docs if res(d) in served]
+for d in docs:
+    if d not in keep:
+        print(f"{d['kind']}/{d['metadata']['name']}", file=sys.stderr)
+yaml.safe_dump_all(keep, sys.stdout)
+PY
+	[ -s "$2.skipped" ] && echo "# not served by kubesim (not applied): $(tr '\n' ' ' <"$2.skipped")"
+	return 0
 }
