@@ -27,6 +27,7 @@
 #include "gpukmm/https.h"
 #include "gpukmm/ipc.h"
 #include "gpukmm/kube.h"
+#include "gpukmm/kwriter.h"
 #include "gpukmm/log.h"
 #include "gpukmm/metrics.h"
 #include "gpukmm/svc.h"
@@ -51,9 +52,7 @@ typedef struct certd {
 	cd_cfg cfg;
 	char dns[2][300];
 	/* the API */
-	gk_kube_config kcfg;
-	gk_kube_client *kc;
-	gk_kube_mux *mux;
+	gk_kube_conn kc;
 	gk_kube_call *call;          /* the one call in flight */
 	gk_timer_id timer;
 	bool again;                  /* a read was asked for while a call was in flight */
@@ -183,7 +182,7 @@ static void patch_secret(certd *d, const cd_material *m)
 		fail(d, "out of memory");
 		return;
 	}
-	int rc = gk_kube_call_patch(d->mux, &r, GK_PATCH_MERGE, body, NULL, false, NULL, on_written, d, &d->call,
+	int rc = gk_kube_call_patch(d->kc.mux, &r, GK_PATCH_MERGE, body, NULL, false, NULL, on_written, d, &d->call,
 				    &err);
 	explicit_bzero(body, strlen(body));
 	free(body);
@@ -209,7 +208,7 @@ static void patch_conf(certd *d)
 	char *body = cd_conf_patch(&d->conf[i], d->sec.s.ca_crt);
 	gk_kube_ref r = conf_ref(d, i);
 	gk_err err;
-	int rc = body ? gk_kube_call_patch(d->mux, &r, GK_PATCH_JSON, body, NULL, false, NULL, on_written, d, &d->call,
+	int rc = body ? gk_kube_call_patch(d->kc.mux, &r, GK_PATCH_JSON, body, NULL, false, NULL, on_written, d, &d->call,
 					   &err)
 		      : gk_err_set(&err, GK_RESOURCE_EXHAUSTED, "out of memory");
 	free(body);
@@ -322,7 +321,7 @@ static void read_conf(certd *d)
 	}
 	gk_kube_ref r = conf_ref(d, d->ci);
 	gk_err err;
-	if (gk_kube_call_get(d->mux, &r, NULL, on_conf, d, &d->call, &err))
+	if (gk_kube_call_get(d->kc.mux, &r, NULL, on_conf, d, &d->call, &err))
 		fail(d, "reading %s %s: %s", d->conf_res[d->ci], d->conf_name[d->ci], err.msg);
 }
 
@@ -369,7 +368,7 @@ static void tick(certd *d)
 	}
 	gk_kube_ref r = secret_ref(d);
 	gk_err err;
-	if (gk_kube_call_get(d->mux, &r, NULL, on_secret, d, &d->call, &err))
+	if (gk_kube_call_get(d->kc.mux, &r, NULL, on_secret, d, &d->call, &err))
 		fail(d, "reading Secret %s/%s: %s", d->svc.ns, d->secret, err.msg);
 }
 
@@ -497,11 +496,7 @@ int main(int argc, char **argv)
 	d->cfg.dns[1] = d->dns[1];
 	d->cfg.n_dns = 2;
 	rc = 1;
-	if (gk_kube_config_load(&d->kcfg, d->svc.kubeconfig, &err))
-		goto fail;
-	gk_kube_opts ko = { .qps = 5, .burst = 10, .timeout_ms = 15000, .user_agent = "gpukmm-certd" };
-	if (gk_kube_client_new(&d->kc, &d->kcfg, &ko, &err) || gk_kube_mux_new(&d->mux, d->kc, &err) ||
-	    gk_kube_mux_attach(d->mux, d->svc.loop, &err))
+	if (gk_kube_conn_open(&d->kc, d->svc.kubeconfig, 5, "gpukmm-certd", d->svc.loop, &err))
 		goto fail;
 	const gk_wsub_opts wo = { .topics = TOPICS, .n_topics = 1 };
 	const gk_wsub_view wv = { .user = d, .reset = view_reset, .apply = view_apply };
@@ -533,9 +528,7 @@ out:
 	gk_wsub_close(d->bus);
 	if (d->call)
 		gk_kube_call_cancel(d->call);
-	gk_kube_mux_free(d->mux);
-	gk_kube_client_free(d->kc);
-	gk_kube_config_free(&d->kcfg);
+	gk_kube_conn_close(&d->kc);
 	cd_plan_free(&d->plan);
 	cd_secret_obj_free(&d->sec);
 	for (size_t i = 0; i < N_CONFS; i++)
