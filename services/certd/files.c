@@ -12,6 +12,13 @@
 
 #define DATA "..data"
 
+/* DIR/NAME into out[4096]; false when it does not fit: a path cut short names
+ * another file, so nothing is ever read, written or removed through one. */
+static bool join(char out[static 4096], const char *dir, const char *name)
+{
+	return (size_t)snprintf(out, 4096, "%s/%s", dir, name) < 4096;
+}
+
 static char *slurp(const char *path)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -34,7 +41,8 @@ static char *slurp(const char *path)
 static bool same_file(const char *dir, const char *name, const char *want)
 {
 	char p[4096];
-	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	if (!join(p, dir, name))
+		return false;
 	char *have = slurp(p);
 	bool same = have && strcmp(have, want) == 0;
 	if (have)
@@ -51,7 +59,8 @@ bool cd_files_same(const char *dir, const char *crt, const char *key)
 static int put(const char *dir, const char *name, const char *text, mode_t mode, gk_err *err)
 {
 	char p[4096];
-	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	if (!join(p, dir, name))
+		return gk_err_set(err, GK_INVALID_ARGUMENT, "%s/%s: path too long", dir, name);
 	int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
 	if (fd < 0)
 		return gk_err_set(err, GK_INTERNAL, "%s: %s", p, strerror(errno));
@@ -80,8 +89,8 @@ static void rm_tree(const char *dir)
 		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
 			continue;
 		char p[4096];
-		snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
-		unlink(p);
+		if (join(p, dir, e->d_name))
+			unlink(p);
 	}
 	closedir(d);
 	rmdir(dir);
@@ -90,9 +99,10 @@ static void rm_tree(const char *dir)
 /* DIR/name -> target, replacing whatever is there (atomically). */
 static int link_over(const char *dir, const char *name, const char *target, gk_err *err)
 {
-	char p[4096], tmp[4096];
-	snprintf(p, sizeof(p), "%s/%s", dir, name);
-	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name);
+	char p[4096], tmp[4096], tname[256];
+	snprintf(tname, sizeof(tname), ".%s.tmp", name);
+	if (!join(p, dir, name) || !join(tmp, dir, tname))
+		return gk_err_set(err, GK_INVALID_ARGUMENT, "%s/%s: path too long", dir, name);
 	unlink(tmp);
 	if (symlink(target, tmp) != 0 || rename(tmp, p) != 0) {
 		int e = errno;
@@ -105,7 +115,8 @@ static int link_over(const char *dir, const char *name, const char *target, gk_e
 int cd_files_write(const char *dir, const char *crt, const char *key, const char *ca, gk_err *err)
 {
 	char nd[4096], old[4096] = "", data[4096];
-	snprintf(nd, sizeof(nd), "%s/..pair-XXXXXX", dir);
+	if (!join(nd, dir, "..pair-XXXXXX") || !join(data, dir, DATA))
+		return gk_err_set(err, GK_INVALID_ARGUMENT, "%s: path too long", dir);
 	if (!mkdtemp(nd))
 		return gk_err_set(err, GK_INTERNAL, "%s: %s", dir, strerror(errno));
 	int rc;
@@ -114,7 +125,6 @@ int cd_files_write(const char *dir, const char *crt, const char *key, const char
 		rm_tree(nd);
 		return rc;
 	}
-	snprintf(data, sizeof(data), "%s/" DATA, dir);
 	ssize_t n = readlink(data, old, sizeof(old) - 1);
 	old[n > 0 ? n : 0] = 0;
 	const char *base = strrchr(nd, '/') + 1;
@@ -127,7 +137,8 @@ int cd_files_write(const char *dir, const char *crt, const char *key, const char
 	for (size_t i = 0; i < (ca ? 3u : 2u); i++) {
 		char want[64], p[4096], have[64];
 		snprintf(want, sizeof(want), DATA "/%s", names[i]);
-		snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
+		if (!join(p, dir, names[i]))
+			return gk_err_set(err, GK_INVALID_ARGUMENT, "%s: path too long", dir);
 		ssize_t l = readlink(p, have, sizeof(have) - 1);
 		have[l > 0 ? l : 0] = 0;
 		if (strcmp(have, want) != 0 && (rc = link_over(dir, names[i], want, err)))
@@ -135,8 +146,8 @@ int cd_files_write(const char *dir, const char *crt, const char *key, const char
 	}
 	if (old[0] && !strchr(old, '/') && strcmp(old, base) != 0) {
 		char od[4096];
-		snprintf(od, sizeof(od), "%s/%s", dir, old);
-		rm_tree(od);
+		if (join(od, dir, old))
+			rm_tree(od);
 	}
 	return 0;
 }

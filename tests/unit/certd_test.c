@@ -3,6 +3,7 @@
  * follower and a Secret of someone else's do), the Secret and webhook
  * configuration objects and their patches, and the files swapped atomically. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -456,5 +457,45 @@ Test(certd, the_files_switch_as_one_and_the_old_ones_go)
 	cr_assert_neq(stat(p, &st), 0, "the old pair's directory is gone");
 	char cmd[600];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	cr_assert_eq(system(cmd), 0);
+}
+
+/* The previous pair's directory is named by ..data, which anyone writing to the
+ * directory can point anywhere: DIR/<it> cut short at the buffer's end must not
+ * name (and remove) a sibling whose name is its beginning. */
+Test(certd, a_previous_pair_path_too_long_to_build_removes_nothing)
+{
+	char top[] = "/tmp/certd-test-XXXXXX";
+	cr_assert_not_null(mkdtemp(top));
+	static const char victim[] = "victim-directory-12345"; /* 22 */
+	/* DIR + "/" + victim is exactly 4095 characters: DIR/<victim + more> is cut there */
+	size_t want = 4095 - 1 - strlen(victim);
+	char dir[4096];
+	snprintf(dir, sizeof(dir), "%s", top);
+	while (strlen(dir) < want) {
+		size_t room = want - strlen(dir) - 1; /* "/" + a name */
+		size_t len = room > 200 ? 200 : room;
+		if (room > 200 && room - 200 < 2)
+			len = 190; /* leave room for one more "/x" */
+		size_t at = strlen(dir);
+		dir[at++] = '/';
+		memset(dir + at, 'd', len);
+		dir[at + len] = 0;
+		cr_assert_eq(mkdir(dir, 0700), 0, "%s", strerror(errno));
+	}
+	cr_assert_eq(strlen(dir), want);
+	cr_assert_eq(chdir(dir), 0);
+	cr_assert_eq(mkdir(victim, 0700), 0);
+	char old[64];
+	snprintf(old, sizeof(old), "%sxx", victim);
+	cr_assert_eq(symlink(old, "..data"), 0);
+	gk_err e;
+	cr_assert_eq(cd_files_write(dir, "C1", "K1", "A1", &e), 0, "%s", e.msg);
+	cr_assert(cd_files_same(dir, "C1", "K1"));
+	struct stat st;
+	cr_assert_eq(stat(victim, &st), 0, "the sibling %s was removed", victim);
+	cr_assert_eq(chdir("/"), 0);
+	char cmd[64];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", top);
 	cr_assert_eq(system(cmd), 0);
 }
