@@ -1,4 +1,5 @@
 /* gpukmm — the watcher bus consumer (gpukmm/wsub.h). */
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,6 +163,10 @@ static void on_snapshot(void *user, int code, ProtobufCMessage *reply, const cha
 			apply(w, w->buf[i].topic, w->buf[i].msg);
 	drop_buffer(w);
 	gk_ipc_free(reply);
+	/* the reply's unpacked objects (every Node, claim... of the topics) were
+	 * interleaved with the view being built from them: hand the pages they
+	 * freed back, only the view stays (a few ms, once per snapshot) */
+	malloc_trim(0);
 	w->st.snapshots++;
 	bool first = !w->have_view;
 	w->have_view = true;
