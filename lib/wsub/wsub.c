@@ -11,6 +11,7 @@
 
 #define TOPIC_MAX 32
 #define SERVICE_MS 1000 /* how often the bus connection is checked (gk_ipc_sub_service) */
+#define TRIM_EVENTS 1024 /* events after which the heap is trimmed (on the next service tick) */
 
 typedef struct buffered {
 	char topic[TOPIC_MAX];
@@ -31,8 +32,18 @@ struct gk_wsub {
 	buffered *buf;
 	size_t n_buf;
 	bool overflow;
+	uint64_t untrimmed; /* events received since the heap was last trimmed */
 	gk_wsub_stats st;
 };
+
+/* Hand the pages a burst or a snapshot freed back to the system: the
+ * messages nng queued and the objects decoded from them were interleaved with
+ * what the view keeps, and glibc gives back only a free heap top by itself. */
+static void trim(gk_wsub *w)
+{
+	malloc_trim(0);
+	w->untrimmed = 0;
+}
 
 uint64_t gk_wsub_snapshot_seq(const Gpukmm__SnapshotReply *s, const char *topic)
 {
@@ -67,6 +78,7 @@ static void on_event(void *user, const char *topic, uint64_t seq, ProtobufCMessa
 {
 	gk_wsub *w = user;
 	w->st.events++;
+	w->untrimmed++;
 	if (!w->have_view || w->inflight) {
 		/* kept: applied after the snapshot when newer than it */
 		if (w->n_buf < w->o.buffer_max && strlen(topic) < TOPIC_MAX) {
@@ -163,10 +175,7 @@ static void on_snapshot(void *user, int code, ProtobufCMessage *reply, const cha
 			apply(w, w->buf[i].topic, w->buf[i].msg);
 	drop_buffer(w);
 	gk_ipc_free(reply);
-	/* the reply's unpacked objects (every Node, claim... of the topics) were
-	 * interleaved with the view being built from them: hand the pages they
-	 * freed back, only the view stays (a few ms, once per snapshot) */
-	malloc_trim(0);
+	trim(w); /* the reply's objects (every Node, claim... of the topics): only the view stays */
 	w->st.snapshots++;
 	bool first = !w->have_view;
 	w->have_view = true;
@@ -217,6 +226,8 @@ static void on_service(gk_loop *l, gk_timer_id id, void *user)
 {
 	gk_wsub *w = user;
 	w->service = gk_loop_timer(l, SERVICE_MS, on_service, w);
+	if (w->untrimmed >= TRIM_EVENTS)
+		trim(w); /* after a burst: at most once a tick, a few ms */
 	gk_ipc_sub_service(w->sub);
 }
 

@@ -177,7 +177,7 @@ Test(statusd_view, fifteen_thousand_nodes_share_their_strings)
 	Gpukmm__SnapshotReply s = GPUKMM__SNAPSHOT_REPLY__INIT;
 	Gpukmm__Node *nodes = calloc(N, sizeof(*nodes)), **np = calloc(N, sizeof(*np));
 	Gpukmm__ObjectMeta *meta = calloc(N, sizeof(*meta));
-	char(*names)[16] = calloc(N, sizeof(*names));
+	char(*names)[24] = calloc(N, sizeof(*names));
 	cr_assert(nodes && np && meta && names);
 	Gpukmm__KeyValue kv[3], *kvp[3];
 	const char *k[3] = { "kubernetes.io/arch", "kubernetes.io/os", "node.kubernetes.io/instance-type" };
