@@ -160,9 +160,11 @@ static void on_snapshot(void *user, int code, ProtobufCMessage *reply, const cha
 			else
 				GK_DEBUG("watcher snapshot: watcher not synced yet (retrying)");
 		}
-		if (reply)
-			gk_ipc_free(reply);
 		drop_buffer(w);
+		if (reply) {
+			gk_ipc_free(reply);
+			trim(w); /* a refused reply can be as large as a good one */
+		}
 		retry_later(w);
 		return;
 	}
