@@ -33,6 +33,7 @@ struct gk_wsub {
 	size_t n_buf;
 	bool overflow;
 	uint64_t untrimmed; /* events received since the heap was last trimmed */
+	uint64_t untrimmed_tick; /* untrimmed at the previous service tick */
 	gk_wsub_stats st;
 };
 
@@ -228,8 +229,11 @@ static void on_service(gk_loop *l, gk_timer_id id, void *user)
 {
 	gk_wsub *w = user;
 	w->service = gk_loop_timer(l, SERVICE_MS, on_service, w);
-	if (w->untrimmed >= TRIM_EVENTS)
-		trim(w); /* after a burst: at most once a tick, a few ms */
+	/* during a burst every TRIM_EVENTS events, and once it is over (nothing
+	 * new for a tick): at most once a tick, a few ms */
+	if (w->untrimmed >= TRIM_EVENTS || (w->untrimmed && w->untrimmed == w->untrimmed_tick))
+		trim(w);
+	w->untrimmed_tick = w->untrimmed;
 	gk_ipc_sub_service(w->sub);
 }
 
