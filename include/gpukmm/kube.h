@@ -185,6 +185,47 @@ long gk_kube_relist_gone(const char *const *old, size_t n_old, const char *const
 /* "ns/name" (or "name" when cluster-scoped) of an object JSON; NULL if no name. */
 char *gk_kube_obj_key(const cJSON *obj);
 
+/* ---- label and field selectors (pure) ------------------------------------------
+ *
+ * Label selectors: "a=b", "a==b", "a!=b", "a in (x,y)", "a notin (x)", "a", "!a",
+ * comma-separated, all terms ANDed (Kubernetes labels.Parse syntax).
+ * Field selectors: "path=v", "path==v", "path!=v", comma-separated, where path is a
+ * dotted JSON path into the object (metadata.name, spec.nodeName, involvedObject.uid...). */
+
+enum gk_sel_op { GK_SEL_EQ, GK_SEL_NE, GK_SEL_IN, GK_SEL_NOTIN, GK_SEL_EXISTS, GK_SEL_NOTEXISTS };
+
+#define GK_SEL_MAX_TERMS 32
+#define GK_SEL_MAX_VALUES 32
+
+typedef struct gk_sel_term {
+	enum gk_sel_op op;
+	char *key;
+	int nvalues;
+	char *values[GK_SEL_MAX_VALUES];
+} gk_sel_term;
+
+typedef struct gk_selector {
+	int nterms;
+	gk_sel_term terms[GK_SEL_MAX_TERMS];
+} gk_selector;
+
+/* Parse; NULL or "" gives the empty selector (matches everything). Errors:
+ * INVALID_ARGUMENT ("unable to parse requirement: ..."), RESOURCE_EXHAUSTED. */
+int gk_label_selector_parse(const char *s, gk_selector *out, gk_err *err);
+int gk_field_selector_parse(const char *s, gk_selector *out, gk_err *err);
+void gk_selector_free(gk_selector *s);
+/* One term against a value (NULL = the label is absent). */
+int gk_selector_term_match(const gk_sel_term *t, const char *val);
+/* labels: a JSON object (metadata.labels, may be NULL). */
+int gk_label_selector_match_json(const gk_selector *s, const cJSON *labels);
+/* labels: typed (proto/kube.proto KeyValue list). */
+struct Gpukmm__KeyValue;
+int gk_label_selector_match_kv(const gk_selector *s, const struct Gpukmm__KeyValue *const *kv, size_t n);
+/* obj: the whole object. */
+int gk_field_selector_match_json(const gk_selector *s, const cJSON *obj);
+/* Value at a dotted path as a string ("" if absent; numbers and bools printed). */
+void gk_field_value(const cJSON *obj, const char *path, char *buf, size_t cap);
+
 /* ---- blocking client ------------------------------------------------------ */
 
 typedef struct gk_kube_client gk_kube_client;
