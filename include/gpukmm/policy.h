@@ -31,6 +31,8 @@
 #define GK_POLICY_ARCH_LABEL         "kubernetes.io/arch"
 #define GK_POLICY_ARCH_VALUE         "amd64"
 #define GK_POLICY_NFD_LABEL          "intel.feature.node.kubernetes.io/gpu"
+/* the taint a cordon means; the Module tolerates it (drain-safe) */
+#define GK_POLICY_CORDON_TAINT       "node.kubernetes.io/unschedulable"
 #define GK_POLICY_KMM_DIRNAME_DEFAULT "/opt"
 #define GK_POLICY_KMM_MAX_NAME_NS    41  /* KMM: len(Module name) + len(namespace) */
 #define GK_POLICY_LABEL_NAME_MAX     63
@@ -268,6 +270,9 @@ int gk_policy_kernel_mapping(const Gpukmm__KernelModuleSpec *km, const char *ker
 /* The desired Module for a policy with kernelModule set (call gk_policy_default
  * first; a policy that fails validation may render something KMM rejects).
  * The owner reference's uid is the policy's metadata.uid (unset when absent).
+ * Its tolerations are the policy's plus, unless one of them tolerates it
+ * already, node.kubernetes.io/unschedulable:NoSchedule (Exists): a cordon or a
+ * drain never unloads the driver.
  * GK_FAILED_PRECONDITION when kernelModule is unset. */
 int gk_policy_render_module(const Gpukmm__ClusterPolicy *cp, const gk_policy_opts *o, Gpukmm__Module **out,
 			    gk_err *err);
