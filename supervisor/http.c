@@ -35,7 +35,7 @@ struct gk_sup_http {
 	char *metrics;             /* under mu */
 	size_t metrics_len;
 	bool ready;
-	char not_ready[512];
+	char not_ready[1024];
 	uint16_t port;
 };
 
@@ -49,12 +49,15 @@ static void on_ask(gk_loop *l, int fd, uint32_t events, void *user)
 		return;
 	size_t len = 0;
 	char *m = gk_sup_metrics_render(s, gk_sup_now_ms(), &len);
-	char nr[512] = "";
+	char nr[1024] = "";
 	size_t o = 0;
-	for (size_t i = 0; i < s->n; i++)
-		if (s->svcs[i].conf->required && s->svcs[i].state != GK_SUP_READY && o < sizeof(nr) - 80)
-			o += (size_t)snprintf(nr + o, sizeof(nr) - o, "%s: %s\n", s->svcs[i].conf->name,
-					      gk_sup_state_name(s->svcs[i].state));
+	for (size_t i = 0; i < s->n; i++) {
+		const gk_sup_svc *v = &s->svcs[i];
+		if (v->conf->required && v->state != GK_SUP_READY && o < sizeof(nr) - 300)
+			o += (size_t)snprintf(nr + o, sizeof(nr) - o, "%s: %s%s%s\n", v->conf->name,
+					      gk_sup_state_name(v->state), v->state == GK_SUP_FAILED && v->last_error[0] ? ": " : "",
+					      v->state == GK_SUP_FAILED ? v->last_error : "");
+	}
 	pthread_mutex_lock(&h->mu);
 	if (m) {
 		free(h->metrics);
@@ -117,12 +120,16 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 		rc = reply(c, 503, plain, "event loop not answering\n", 25);
 	} else if (healthz) {
 		rc = reply(c, 200, plain, "ok\n", 3);
-	} else if (h->ready) {
-		rc = reply(c, 200, plain, "ready\n", 6);
 	} else {
-		char body[600];
-		int n = snprintf(body, sizeof(body), "not ready\n%s", h->not_ready);
-		rc = reply(c, 503, plain, body, (size_t)n);
+		/* the detail: what is not ready (a failed service with its reason), and the
+		 * note (a service left out, e.g. the webhook without a certificate) */
+		const char *note = h->sup->opts.note;
+		char body[1500];
+		int n = snprintf(body, sizeof(body), "%s\n%s%s%s", h->ready ? "ready" : "not ready",
+				 h->ready ? "" : h->not_ready, note ? note : "", note ? "\n" : "");
+		if (n >= (int)sizeof(body))
+			n = (int)sizeof(body) - 1;
+		rc = reply(c, h->ready ? 200 : 503, plain, body, (size_t)n);
 	}
 	pthread_mutex_unlock(&h->mu);
 	return rc;

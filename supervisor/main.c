@@ -9,6 +9,7 @@
 
 #include "gpukmm/ipc.h"
 #include "gpukmm/log.h"
+#include "gpukmm/version.h"
 #include "sup.h"
 
 extern char **environ;
@@ -21,7 +22,7 @@ static const char usage_text[] =
 "them in reverse order on SIGTERM/SIGINT.\n"
 "\n"
 "Profiles (service binaries are looked up next to gpukmm, then in $PATH):\n"
-"  controller  watcher, modmgr, gater, statusd, webhook\n"
+"  controller  watcher, modmgr, gater, opmgr, statusd, webhook\n"
 "  node        prober, statusd --mode node\n"
 "  all         both (the node statusd runs as 'node-statusd' on its own socket)\n"
 "  webhook     the webhook alone (a container of its own, without API credentials,\n"
@@ -49,11 +50,16 @@ static const char usage_text[] =
 "  --metrics-reviewer N the credentialed service that reviews tokens (default statusd;\n"
 "                       its socket ipc://DIR/N.sock serves gpukmm.AccessReview)\n"
 "  --token-file FILE    API token path, handed (as GPUKMM_TOKEN_FILE) only to services\n"
-"                       with \"credentials\": true\n"
-"  --kubeconfig FILE    likewise, as KUBECONFIG\n"
+"                       with \"credentials\": true ($GPUKMM_TOKEN_FILE)\n"
+"  --kubeconfig FILE    likewise, as KUBECONFIG; default $KUBECONFIG (a ':'-separated\n"
+"                       list, merged like kubectl). Services without credentials get\n"
+"                       neither, and HOME=/nonexistent\n"
 "  --log-format F       text (each service line prefixed 'name | ') or json\n"
 "  --log-level L        debug, info, warn, error\n"
-"  --check              validate the configuration, print the service table, exit\n"
+"  --check              validate the configuration and every file it names (the\n"
+"                       kubeconfig, token file, webhook certificate and key), print\n"
+"                       the service table, exit (2 naming what is wrong)\n"
+"  --version            print the version and exit\n"
 "  -h, --help           this text\n"
 "\n"
 "Profile options (appended to the args of the service of that name; an option whose\n"
@@ -61,6 +67,7 @@ static const char usage_text[] =
 "when the option is not given:\n"
 "  --webhook-tls-cert F  webhook serving certificate (PEM)      $GPUKMM_WEBHOOK_TLS_CERT\n"
 "  --webhook-tls-key F   its private key (PEM); both or neither $GPUKMM_WEBHOOK_TLS_KEY\n"
+"                        (neither: the webhook is not started; said once and in /readyz)\n"
 "  --webhook-listen A:P  webhook HTTPS address (default :9443)  $GPUKMM_WEBHOOK_LISTEN\n"
 "  --leader-elect        watcher elects a leader through a Lease $GPUKMM_LEADER_ELECT=1\n"
 "                        in the operator namespace ($OPERATOR_NAMESPACE)\n"
@@ -89,7 +96,8 @@ static const char usage_text[] =
 "  }\n"
 "\n"
 "More than intensity.max_restarts restarts within window_ms stops everything and\n"
-"exits 1, so systemd or the kubelet takes over.\n"
+"exits 1, so systemd or the kubelet takes over. A service that exits 2 (a usage\n"
+"error) is not restarted: it is 'failed' in the service table, the others go on.\n"
 "\n"
 "Services get GPUKMM_RUNTIME_DIR, GPUKMM_CONTROL (ipc://DIR/control.sock) and\n"
 "GPUKMM_HEARTBEAT_MS; they report Control.Ready and heartbeats there.\n"
@@ -104,7 +112,8 @@ static const char usage_text[] =
 
 enum { OPT_PROFILE = 1, OPT_CONFIG, OPT_RUNDIR, OPT_HTTP, OPT_TOKEN, OPT_KUBECONFIG, OPT_LOGFMT,
        OPT_LOGLVL, OPT_CHECK, OPT_WH_CERT, OPT_WH_KEY, OPT_WH_LISTEN, OPT_LEADER, OPT_LEASE, OPT_WITHOUT, OPT_M_LISTEN,
-       OPT_M_INSECURE, OPT_M_CERT, OPT_M_KEY, OPT_M_REVIEWER };
+       OPT_M_INSECURE, OPT_M_CERT, OPT_M_KEY, OPT_M_REVIEWER,
+       OPT_VERSION };
 
 #define METRICS_INSECURE_DEFAULT "127.0.0.1:8080"
 
@@ -191,6 +200,7 @@ int main(int argc, char **argv)
 		{ "metrics-reviewer", required_argument, NULL, OPT_M_REVIEWER },
 		{ "without", required_argument, NULL, OPT_WITHOUT },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, OPT_VERSION },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *profile = NULL, *config = NULL, *rundir = NULL, *http = NULL, *token = NULL, *kubeconfig = NULL;
@@ -228,6 +238,7 @@ int main(int argc, char **argv)
 		case OPT_M_REVIEWER: mo.metrics_reviewer = optarg; break;
 		case OPT_WITHOUT: pf.without = optarg; break;
 		case 'h': fputs(usage_text, stdout); return 0;
+		case OPT_VERSION: printf("gpukmm %s\n", gk_version); return 0;
 		default: {
 			char m[128];
 			snprintf(m, sizeof(m), "unknown or incomplete option '%s'", argv[optind - 1]);
@@ -300,11 +311,31 @@ int main(int argc, char **argv)
 		gk_sup_conf_free(&conf);
 		return 2;
 	}
+	/* credentials: the flag, else the environment ($KUBECONFIG may be a list) */
+	if (!token)
+		token = getenv("GPUKMM_TOKEN_FILE");
+	if (!kubeconfig)
+		kubeconfig = getenv("KUBECONFIG");
+	if (token && !*token)
+		token = NULL;
+	if (kubeconfig && !*kubeconfig)
+		kubeconfig = NULL;
+	pf.metrics_tls_cert = mo.metrics_cert;
+	pf.metrics_tls_key = mo.metrics_key;
+	if ((rc = gk_sup_check_files(&pf, token, kubeconfig, getenv("PATH"), &err))) {
+		fprintf(stderr, "gpukmm: %s\n", err.msg);
+		gk_sup_conf_free(&conf);
+		return 2;
+	}
 	if (check) {
 		print_table(&conf);
+		if (conf.note[0])
+			printf("note: %s\n", conf.note);
 		gk_sup_conf_free(&conf);
 		return 0;
 	}
+	if (conf.note[0])
+		GK_WARN("%s", conf.note);
 	char *rd = rundir ? strdup(rundir) : gk_sup_rundir_default();
 	int lock_fd = -1;
 	if (!rd || gk_sup_rundir_prepare(rd, ouid, ogid, &lock_fd, &err)) {
@@ -320,7 +351,7 @@ int main(int argc, char **argv)
 			     .out_fd = STDOUT_FILENO, .control_socket_mode = ouid >= 0 ? 0666 : 0,
 			     .metrics_listen = mo.metrics_listen, .metrics_insecure = mo.metrics_insecure,
 			     .metrics_cert = mo.metrics_cert, .metrics_key = mo.metrics_key,
-			     .metrics_reviewer = mo.metrics_reviewer };
+			     .metrics_reviewer = mo.metrics_reviewer, .note = conf.note[0] ? conf.note : NULL };
 	if ((rc = gk_sup_init(&sup, &conf, &opts, &err))) {
 		GK_ERROR("%s", err.msg);
 		rc = err.code == GK_INVALID_ARGUMENT ? 2 : 1;

@@ -39,6 +39,49 @@ static int append(gk_sup_svc_conf *s, const char *const *kv, size_t n, gk_err *e
 
 static bool set(const char *v) { return v && *v; }
 
+static bool has_arg(const gk_sup_svc_conf *s, const char *a)
+{
+	for (size_t i = 0; i < s->n_args; i++)
+		if (strcmp(s->args[i], a) == 0)
+			return true;
+	return false;
+}
+
+/* The webhook binary (not any service someone named "webhook"). */
+static bool is_webhook(const gk_sup_svc_conf *s)
+{
+	const char *b = strrchr(s->binary, '/');
+	return strcmp(b ? b + 1 : s->binary, "gpukmm-webhook") == 0;
+}
+
+/* A webhook without a serving certificate cannot serve (the API server only
+ * calls HTTPS): it is not started, and the controller runs without it, saying
+ * so once and in /readyz. A usage error restarted in a loop would stop the
+ * healthy services too (ARCHITECTURE.md §5). */
+static int webhook_without_tls(gk_sup_conf *c, const gk_sup_pflags *f, gk_err *err)
+{
+	for (size_t i = 0; i < c->n_svcs; i++) {
+		gk_sup_svc_conf *s = &c->svcs[i];
+		if (!is_webhook(s) || has_arg(s, "--tls-cert") || has_arg(s, "--insecure-http"))
+			continue;
+		if (set(f->webhook_listen))
+			return gk_err_set(err, GK_INVALID_ARGUMENT,
+					  "--webhook-listen: the webhook has no serving certificate (give "
+					  "--webhook-tls-cert and --webhook-tls-key)");
+		snprintf(c->note, sizeof(c->note),
+			 "%s: off: no serving certificate (--webhook-tls-cert/--webhook-tls-key or "
+			 "$GPUKMM_WEBHOOK_TLS_CERT/_KEY); ClusterPolicies are not defaulted or validated "
+			 "by gpukmm", s->name);
+		gk_sup_conf_remove(c, s->name);
+		i--;
+	}
+	if (!c->n_svcs)
+		return gk_err_set(err, GK_INVALID_ARGUMENT,
+				  "the webhook has no serving certificate (give --webhook-tls-cert and "
+				  "--webhook-tls-key) and nothing else is left to run");
+	return 0;
+}
+
 /* --without a,b: each name must be in the table. */
 static int without(gk_sup_conf *c, const char *list, gk_err *err)
 {
@@ -93,5 +136,5 @@ int gk_sup_conf_apply_pflags(gk_sup_conf *c, const gk_sup_pflags *f, gk_err *err
 		if ((rc = append(r, kv, 2, err)))
 			return rc;
 	}
-	return 0;
+	return webhook_without_tls(c, f, err);
 }

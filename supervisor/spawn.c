@@ -197,6 +197,21 @@ static bool dropped(const char *kv, const gk_sup_svc_conf *s)
 		if (eq && strncmp(kv, s->env[i], (size_t)(eq - s->env[i]) + 1) == 0)
 			return true;   /* the service's own env wins */
 	}
+	if (s->credentials)
+		return false;
+	/* no credentials: no path to any (HOME is replaced below) */
+	static const char *const prefixes[] = { "AWS_", "AZURE_", "GOOGLE_", "CLOUDSDK_", NULL };
+	for (const char *const *p = prefixes; *p; p++)
+		if (strncmp(kv, *p, strlen(*p)) == 0)
+			return true;
+	return has_key(kv, "HOME") || has_key(kv, "XDG_CONFIG_HOME");
+}
+
+static bool own_env(const gk_sup_svc_conf *s, const char *key)
+{
+	for (size_t i = 0; i < s->n_env; i++)
+		if (has_key(s->env[i], key))
+			return true;
 	return false;
 }
 
@@ -205,7 +220,7 @@ char **gk_sup_build_env(const gk_sup_svc_conf *s, const gk_sup_env_in *in)
 	size_t nb = 0;
 	while (in->base && in->base[nb])
 		nb++;
-	char **v = calloc(nb + s->n_env + 6, sizeof(char *));
+	char **v = calloc(nb + s->n_env + 7, sizeof(char *));
 	if (!v)
 		return NULL;
 	size_t n = 0;
@@ -220,6 +235,9 @@ char **gk_sup_build_env(const gk_sup_svc_conf *s, const gk_sup_env_in *in)
 		goto fail_last;
 	if (s->credentials && in->kubeconfig && asprintf(&v[n++], "KUBECONFIG=%s", in->kubeconfig) < 0)
 		goto fail_last;
+	/* not the runtime dir (writable, our sockets): a home nothing can be read from */
+	if (!s->credentials && !own_env(s, "HOME") && !(v[n++] = strdup("HOME=/nonexistent")))
+		goto fail;
 	for (size_t i = 0; i < s->n_env; i++)
 		if (!(v[n++] = strdup(s->env[i])))
 			goto fail;

@@ -289,6 +289,14 @@ static void a_died(gk_sup *s, gk_sup_svc *v, bool spawn_failed)
 		GK_INFO("service %s: %s during shutdown", v->conf->name, how);
 		return;
 	}
+	if (!spawn_failed && !v->hung && WIFEXITED(st) && WEXITSTATUS(st) == 2) {
+		/* a usage error does not heal by restarting: say so, keep the others */
+		v->state = GK_SUP_FAILED;
+		snprintf(v->last_error, sizeof(v->last_error), "usage error (exit 2): not restarted");
+		GK_ERROR("service %s: exited with code 2, a usage or configuration error: not restarted "
+			 "(its own log above says what is wrong; fix it and restart gpukmm)", v->conf->name);
+		return;
+	}
 	bool clean = !spawn_failed && WIFEXITED(st) && WEXITSTATUS(st) == 0 && !v->hung;
 	switch (gk_sup_exit_decide(v->conf->restart, clean)) {
 	case GK_SUP_DONE:

@@ -64,6 +64,7 @@ typedef struct gk_sup_svc_conf {
 typedef struct gk_sup_conf {
 	gk_sup_svc_conf *svcs;
 	size_t n_svcs;
+	char note[320];               /* said once at start and in /readyz (e.g. the webhook is off) */
 	int intensity_max;            /* more than this many restarts ... */
 	int64_t intensity_window_ms;  /* ... within this window: stop everything, exit 1 */
 } gk_sup_conf;
@@ -93,8 +94,16 @@ typedef struct gk_sup_pflags {
 	bool leader_elect;
 	const char *lease_name;
 	const char *without; /* "webhook" or "a,b": services left out (before the others apply) */
+	const char *metrics_tls_cert, *metrics_tls_key; /* only checked (gk_sup_check_files) */
 } gk_sup_pflags;
 int gk_sup_conf_apply_pflags(gk_sup_conf *c, const gk_sup_pflags *f, gk_err *err);
+/* Every file the options name, checked before anything starts (files.c): the
+ * webhook's and /metrics' certificate and key (readable PEM, the key matches), the token
+ * file (readable), the kubeconfig or $KUBECONFIG list (parses, merged like
+ * kubectl; the files it names are readable; an exec plugin's command is
+ * there). The error names the option and the file. NULL = not given. */
+int gk_sup_check_files(const gk_sup_pflags *f, const char *token_file, const char *kubeconfig,
+		       const char *path_env, gk_err *err);
 const char *gk_sup_restart_name(enum gk_sup_restart r);
 /* "SIGTERM", "TERM", "15" -> 15; -1 if unknown. */
 int gk_sup_signal_parse(const char *s);
@@ -207,9 +216,14 @@ typedef struct gk_sup_env_in {
 	const char *kubeconfig;  /* NULL = none */
 } gk_sup_env_in;
 /* The child's environment: the supervisor's minus systemd's notify/watchdog/
- * socket-activation variables and minus credentials (GPUKMM_TOKEN_FILE,
- * KUBECONFIG) unless the service needs them; plus GPUKMM_RUNTIME_DIR,
- * GPUKMM_CONTROL, GPUKMM_HEARTBEAT_MS and the service's own env (which wins). */
+ * socket-activation variables; plus GPUKMM_RUNTIME_DIR, GPUKMM_CONTROL,
+ * GPUKMM_HEARTBEAT_MS and the service's own env (which wins). A service with
+ * "credentials" gets GPUKMM_TOKEN_FILE and KUBECONFIG (the file or the
+ * ':'-separated list, merged by lib/kube) and keeps HOME (exec plugins read
+ * their own credentials there). A service without gets no path to any: no
+ * KUBECONFIG, no GPUKMM_TOKEN_FILE, no cloud credential variables (AWS_*,
+ * AZURE_*, GOOGLE_*, CLOUDSDK_*, XDG_CONFIG_HOME) and HOME=/nonexistent, so
+ * no ~/.kube/config or plugin credentials can be found through it. */
 char **gk_sup_build_env(const gk_sup_svc_conf *s, const gk_sup_env_in *in);
 void gk_sup_strv_free(char **v);
 
@@ -326,6 +340,7 @@ typedef struct gk_sup_opts {
 	int out_fd;                   /* where forwarded lines go (1) */
 	int control_socket_mode;      /* control.sock mode; 0 = 0600 (0666 when the
 				       * runtime dir is handed to a service user) */
+	const char *note;             /* a line for /readyz (conf.note), NULL = none */
 } gk_sup_opts;
 
 typedef struct gk_sup {

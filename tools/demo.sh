@@ -1,6 +1,6 @@
 #!/bin/bash
 # make demo: a small simulated cluster (kubesim + fake-kmm) and the real gpukmm
-# stack — `gpukmm --profile controller` (watcher, modmgr, gater, statusd, webhook)
+# stack — `gpukmm --profile controller` (watcher, modmgr, gater, opmgr, statusd, webhook)
 # and one `gpukmm --profile node` per GPU node (prober on a fake node root +
 # node-mode statusd) — loading the xe driver through KMM, step by step.
 #   make demo            watch it, then everything is stopped
@@ -8,8 +8,9 @@
 #   DEMO_CHECK=1         non-interactive: prints "ok - ..." / "not ok - ..." per milestone
 #
 # The cluster: gpu-rhel-1, gpu-rhel-2 (RHEL 9 kernel), gpu-ubuntu-1 (Ubuntu 24.04
-# kernel), cpu-1 (no GPU); the device-plugin / DRA / XPU Manager DaemonSets of the
-# policy. Each GPU node's prober reads a fake root whose kernel matches the Node:
+# kernel), cpu-1 (no GPU); gpukmm-opmgr deploys the policy's device plugin and XPU
+# Manager, which kubesim's DaemonSet controller and kubelet run only on the nodes
+# whose driver KMM has loaded (the ready label in their node selector). Each GPU node's prober reads a fake root whose kernel matches the Node:
 # "oot-avail" (GPU, OoT xe installed, not loaded) until fake-kmm puts the KMM ready
 # label on the node, then "oot-idle" (OoT xe loaded) — the stand-in for KMM's worker
 # pod running modprobe there (tests/lib/nodeprofile.sh, shared with the chaos test).
@@ -93,9 +94,14 @@ nodes_table() { # what KMM says (ready label) next to what each node's prober se
 		column -t | sed 's/^/     /'
 }
 ds_table() {
-	kj "/apis/apps/v1/namespaces/$NS/daemonsets" | jq -r '.items[] | "     \(.metadata.name): nodeSelector \(.spec.template.spec.nodeSelector | tojson)"'
+	kj "/apis/apps/v1/namespaces/$NS/daemonsets" | jq -r '.items[] | "     \(.metadata.name): ready \(.status.numberReady // 0)/\(.status.desiredNumberScheduled // 0), nodeSelector \(.spec.template.spec.nodeSelector | tojson)"'
+}
+# the nodes running a pod of DaemonSet $1
+ds_nodes() {
+	kj "/api/v1/namespaces/$NS/pods" | jq -r --arg d "$CP-$1" '[.items[] | select(.metadata.ownerReferences[]?.name == $d) | .spec.nodeName] | sort | join(" ")'
 }
 HAVE_GATER=; [ -x "$GPUKMM_BIN/gpukmm-gater" ] && HAVE_GATER=1
+HAVE_OPMGR=; [ -x "$GPUKMM_BIN/gpukmm-opmgr" ] && HAVE_OPMGR=1
 # statusd writes the nodes summary once its code knows the field
 HAVE_NODES=; grep -qs gpuNodes services/statusd/*.c && HAVE_NODES=1
 
@@ -135,16 +141,6 @@ node cpu-1 "$K_UBU" false
 milestone "4 nodes (3 GPU on 2 kernel families, 1 without GPU)" 10 \
 	bash -c "[ \$(curl -s $KUBESIM_URL/api/v1/nodes | jq '.items | length') = 4 ]"
 
-# the GPU stack the policy's operator deploys: gated until xe is really loaded
-for ds in device-plugin gpu-dra xpu-manager; do
-	kraw POST "/apis/apps/v1/namespaces/$NS/daemonsets" "{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\",
-	\"metadata\":{\"name\":\"$CP-$ds\",\"namespace\":\"$NS\"},\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"$ds\"}},
-	\"template\":{\"metadata\":{\"labels\":{\"app\":\"$ds\"}},\"spec\":{\"nodeSelector\":{\"intel.feature.node.kubernetes.io/gpu\":\"true\"},
-	\"containers\":[{\"name\":\"$ds\",\"image\":\"registry.example.com/intel/$ds:0.1\"}]}}}}" >/dev/null
-done
-milestone "device-plugin, DRA and XPU Manager DaemonSets exist" 10 \
-	bash -c "[ \$(curl -s $KUBESIM_URL/apis/apps/v1/namespaces/$NS/daemonsets | jq '.items | length') = 3 ]"
-
 "$GPUKMM_BIN/fake-kmm" --kubeconfig "$D/kubeconfig" --load-delay-ms 700 --unload-delay-ms 500 \
 	--log-level warn 2>"$D/fake-kmm.log" &
 PIDS+=($!)
@@ -155,6 +151,8 @@ svc_list="{\"name\": \"watcher\", \"credentials\": true, \"args\": [\"--leader-e
   {\"name\": \"modmgr\", \"credentials\": true},"
 [ -n "$HAVE_GATER" ] && svc_list="$svc_list
   {\"name\": \"gater\", \"credentials\": true},"
+[ -n "$HAVE_OPMGR" ] && svc_list="$svc_list
+  {\"name\": \"opmgr\", \"credentials\": true},"
 svc_list="$svc_list
   {\"name\": \"statusd\", \"credentials\": true},
   {\"name\": \"webhook\", \"args\": [\"--insecure-http\", \"--listen\", \"127.0.0.1:0\", \"--port-file\", \"$D/wport\"]}"
@@ -169,7 +167,7 @@ say "gpukmm --profile controller started: $(jq -r '[.services[].name] | join(", 
 milestone "controller ready (all $nsvc services reported Ready: gpukmmctl status)" 60 \
 	"$GPUKMM_BIN/gpukmmctl" status --runtime-dir "$D/run-controller" --timeout-ms 2000
 show "$GPUKMM_BIN/gpukmmctl" status --runtime-dir "$D/run-controller"
-[ -n "$HAVE_GATER" ] || skip "gpukmm-gater is not built yet: DaemonSets are not gated"
+[ -n "$HAVE_OPMGR" ] || skip "gpukmm-opmgr is not built: no device plugin / XPU Manager deployed"
 
 # admission through the webhook the supervisor runs
 wport=$(cat "$D/wport" 2>/dev/null)
@@ -210,20 +208,40 @@ k apply -f deploy/examples/clusterpolicy-kmm.yaml >>"$D/apply.log" 2>&1
 milestone "KMM Module $NS/$CP-gpu created" 20 mod_is '.kind == "Module"'
 show bash -c "curl -s $KUBESIM_URL/apis/kmm.sigs.x-k8s.io/v1beta1/namespaces/$NS/modules/$CP-gpu | jq -c '.spec.moduleLoader.container.kernelMappings[]'"
 
-if [ -n "$HAVE_GATER" ]; then
-	say "the device plugin, DRA and XPU Manager DaemonSets wait for the driver"
-	for ds in device-plugin gpu-dra xpu-manager; do
-		milestone "$CP-$ds gated on $READY_KEY" 20 bash -c \
-			"curl -s $KUBESIM_URL/apis/apps/v1/namespaces/$NS/daemonsets/$CP-$ds | jq -e --arg k '$READY_KEY' '.spec.template.spec.nodeSelector | has(\$k) and .[\"intel.feature.node.kubernetes.io/gpu\"] == \"true\"'"
+if [ -n "$HAVE_OPMGR" ]; then
+	say "resourceMonitoring: true — gpukmm-opmgr deploys the device plugin and the XPU Manager, gated on the driver"
+	k patch clusterpolicy "$CP" --type merge -p '{"spec":{"resourceMonitoring":true}}' >>"$D/apply.log" 2>&1
+	for ds in device-plugin xpu-manager; do
+		milestone "$CP-$ds deployed by gpukmm-opmgr, gated on $READY_KEY" 20 bash -c \
+			"curl -s $KUBESIM_URL/apis/apps/v1/namespaces/$NS/daemonsets/$CP-$ds | jq -e --arg k '$READY_KEY' '.metadata.labels[\"app.kubernetes.io/managed-by\"] == \"gpukmm\" and (.spec.template.spec.nodeSelector | has(\$k) and .[\"intel.feature.node.kubernetes.io/gpu\"] == \"true\")'"
 	done
 	show ds_table
 fi
 
-say "KMM loads the driver node by node"
+say "KMM loads the driver node by node; the device plugin and XPU Manager follow it"
+# the nodes whose driver is loaded (KMM's ready label) and the nodes running a device plugin pod
+ready_nodes() { kj /api/v1/nodes | jq -r --arg k "$READY_KEY" '[.items[] | select(.metadata.labels[$k] != null) | .metadata.name] | sort | join(" ")'; }
+dp_where_loaded() {
+	local r
+	r=$(ready_nodes)
+	[ -n "$r" ] && [ "$(ds_nodes device-plugin)" = "$r" ] && [ "$(tr ' ' '\n' <<<"$r" | grep -c .)" -ge "$1" ]
+}
+i=0
 for n in $GPU_NODES; do
 	milestone "xe loaded on $n (KMM ready label)" 30 node_ready "$n"
+	i=$((i + 1))
+	if [ -n "$HAVE_OPMGR" ]; then
+		milestone "the device plugin runs exactly on the nodes where xe is loaded (at least $i)" 30 dp_where_loaded "$i"
+		say "device plugin pods on: $(ds_nodes device-plugin)"
+	fi
 	show nodes_table
 done
+if [ -n "$HAVE_OPMGR" ]; then
+	milestone "kubectl get clusterpolicy: DP 3/3, XPU 3/3 (the DaemonSets' real counts), DRA N/A" 40 cp_is \
+		'.status.devicePluginStatus == "3/3" and .status.xpuManagerStatus == "3/3" and .status.draStatus == "N/A"'
+	show ds_table
+	show k get clusterpolicy
+fi
 milestone "no driver on cpu-1 (no GPU)" 2 bash -c "! curl -s $KUBESIM_URL/api/v1/nodes/cpu-1 | grep -q '$CP-gpu.ready'"
 for n in $GPU_NODES; do
 	milestone "$n's prober sees the out-of-tree xe (gpukmm.io/xe.source=oot)" 30 node_report "$n" \
@@ -310,12 +328,21 @@ milestone "Module deleted once the GPU is released" 30 bash -c \
 	"curl -s $KUBESIM_URL/apis/kmm.sigs.x-k8s.io/v1beta1/namespaces/$NS/modules/$CP-gpu | jq -e '.kind != \"Module\"'"
 milestone "KMM unloaded the driver (ready labels gone)" 30 bash -c \
 	"! curl -s $KUBESIM_URL/api/v1/nodes | grep -q '$CP-gpu.ready'"
-if [ -n "$HAVE_GATER" ]; then
+if [ -n "$HAVE_OPMGR" ]; then
 	milestone "DaemonSets no longer gated" 30 bash -c \
 		"curl -s $KUBESIM_URL/apis/apps/v1/namespaces/$NS/daemonsets | jq -e --arg k '$READY_KEY' '[.items[] | .spec.template.spec.nodeSelector | has(\$k)] | any | not'"
 fi
 milestone "the blocking error is gone from status" 30 cp_is \
 	'[.status.errors[]? | select(test("blocking"))] | length == 0'
+
+if [ -n "$HAVE_OPMGR" ]; then
+	say "kubectl delete clusterpolicy $CP: the device plugin and XPU Manager go, then the policy"
+	k delete clusterpolicy "$CP" --wait=false >>"$D/apply.log" 2>&1
+	milestone "policy deleted, nothing left behind (DaemonSets, OTel ConfigMap, their pods)" 40 bash -c \
+		"[ \"\$(curl -s $KUBESIM_URL/apis/intel.com/v1alpha1/clusterpolicies | jq '.items | length')\" = 0 ] &&
+		 [ \"\$(curl -s '$KUBESIM_URL/apis/apps/v1/namespaces/$NS/daemonsets' | jq '.items | length')\" = 0 ] &&
+		 [ \"\$(curl -s '$KUBESIM_URL/api/v1/namespaces/$NS/configmaps?labelSelector=app.kubernetes.io%2Fmanaged-by%3Dgpukmm' | jq '.items | length')\" = 0 ]"
+fi
 
 if [ -n "${KEEP:-}" ] && [ -z "$CHECK" ]; then
 	say "still running; try:"

@@ -50,6 +50,10 @@ int gk_kobj_daemon_set_from_json(const cJSON *obj, Gpukmm__DaemonSet **out, gk_e
  * requests or limits (init containers included). */
 int gk_kobj_pod_from_json(const cJSON *obj, Gpukmm__Pod **out, gk_err *err);
 
+/* Any object: metadata (all annotations), apiVersion, kind, and the object as
+ * JSON without metadata.managedFields (operands, lib/operands). */
+int gk_kobj_object_from_json(const cJSON *obj, Gpukmm__Object **out, gk_err *err);
+
 /* Map helpers on sorted repeated KeyValue. */
 const char *gk_kv_get(Gpukmm__KeyValue *const *kv, size_t n, const char *key);
 

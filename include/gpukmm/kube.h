@@ -46,8 +46,56 @@ typedef struct gk_kube_config {
 	char *token;             /* static token (kubeconfig `token`) */
 	char *token_file;        /* re-read every 60 s and after a 401 */
 	bool insecure;           /* only if the kubeconfig says insecure-skip-tls-verify */
-	char *tls_server_name;   /* kubeconfig tls-server-name (SNI/verify name), optional */
+	char *tls_server_name;   /* kubeconfig tls-server-name: the name sent as SNI and
+				  * verified in the server's certificate (the TCP
+				  * connection still goes to server's host), optional */
+	struct gk_kube_exec *exec; /* exec credential plugin of the user, NULL = none */
 } gk_kube_config;
+
+/* An exec credential plugin (kubeconfig users[].user.exec), the way EKS, GKE
+ * and AKS authenticate: run `command args...` (no shell; a command without '/'
+ * is looked up in $PATH, one with '/' but relative was resolved against the
+ * kubeconfig that names it) with env added to ours and KUBERNETES_EXEC_INFO
+ * (spec.interactive false, spec.cluster when provideClusterInfo), stdin
+ * /dev/null, stderr to our log, a bounded run time; its stdout is an
+ * ExecCredential of the same apiVersion with status.token or
+ * status.clientCertificateData + clientKeyData (PEM) and optionally
+ * status.expirationTimestamp. We are never interactive: interactiveMode
+ * Always is refused when the kubeconfig is read. Used only when the user has
+ * no token, tokenFile or client certificate (client-go's precedence). */
+#define GK_KUBE_EXEC_TIMEOUT_MS 30000
+typedef struct gk_kube_exec {
+	char *user;              /* the kubeconfig user's name (messages) */
+	char *command;
+	char **args;             /* NULL-terminated */
+	char **env;              /* "NAME=value", NULL-terminated */
+	char *api_version;       /* client.authentication.k8s.io/v1 or /v1beta1 */
+	char *install_hint;      /* shown when the command cannot be run, may be NULL */
+	bool provide_cluster_info;
+	int timeout_ms;          /* 0 = GK_KUBE_EXEC_TIMEOUT_MS */
+} gk_kube_exec;
+
+/* A credential from a plugin. */
+typedef struct gk_kube_cred {
+	char *token;             /* or cert + key (PEM) */
+	gk_kube_blob cert, key;
+	int64_t expiry_ms;       /* expirationTimestamp, unix ms; 0 = none (kept until a 401) */
+} gk_kube_cred;
+
+/* Run the plugin of c->exec once (blocking, at most its timeout). 0 and *out
+ * filled, or an error naming the user and the command (and the installHint
+ * when the command is not there). Never logs the credential. */
+int gk_kube_exec_run(const gk_kube_config *c, gk_kube_cred *out, gk_err *err);
+/* Pure: the plugin's stdout → credential (checks kind, apiVersion, status). */
+int gk_kube_exec_parse(const gk_kube_exec *x, const char *out, size_t len, gk_kube_cred *cred,
+		       gk_err *err);
+/* KUBERNETES_EXEC_INFO's value for c (malloc'd JSON), NULL on OOM. */
+char *gk_kube_exec_info(const gk_kube_config *c);
+void gk_kube_cred_free(gk_kube_cred *cred);
+void gk_kube_exec_free(gk_kube_exec *x);
+int gk_kube_exec_dup(gk_kube_exec **dst, const gk_kube_exec *src);
+/* metav1.Time / RFC 3339 ("2024-01-02T03:04:05Z", fractions and offsets too) → unix ms; -1 bad. */
+int64_t gk_kube_parse_time(const char *s);
 
 /* Default in-cluster paths. `sa_dir` NULL = /var/run/secrets/kubernetes.io/serviceaccount.
  * Reads KUBERNETES_SERVICE_HOST / _PORT (IPv6 hosts bracketed). */
@@ -58,8 +106,14 @@ int gk_kube_config_parse(gk_kube_config *c, const char *yaml, size_t len, const 
 			 const char *base_dir, gk_err *err);
 /* Read a kubeconfig file. */
 int gk_kube_config_file(gk_kube_config *c, const char *path, const char *context, gk_err *err);
-/* The usual chain: explicit path, else $KUBECONFIG (first existing entry of the
- * colon-separated list), else in-cluster, else $HOME/.kube/config. */
+/* A ':'-separated list of kubeconfig files merged with kubectl's rules: files
+ * that do not exist are skipped (at least one must exist); the first file to
+ * name a cluster, context or user wins it; current-context comes from the
+ * first file that sets one; relative paths are resolved against the file that
+ * names them. A file that exists but cannot be read or parsed is an error. */
+int gk_kube_config_files(gk_kube_config *c, const char *list, const char *context, gk_err *err);
+/* The usual chain: explicit path (one file, like kubectl --kubeconfig), else
+ * $KUBECONFIG (the merged list), else in-cluster, else $HOME/.kube/config. */
 int gk_kube_config_load(gk_kube_config *c, const char *kubeconfig, gk_err *err);
 void gk_kube_config_free(gk_kube_config *c);
 

@@ -37,6 +37,17 @@
 #define GK_POLICY_KMM_MAX_NAME_NS    41  /* KMM: len(Module name) + len(namespace) */
 #define GK_POLICY_LABEL_NAME_MAX     63
 #define GK_POLICY_REQUEUE_DELAY_MS   5000
+/* What the mutating webhook writes into empty fields (upstream's defaults, §2.2 of operands.md). */
+#define GK_POLICY_DEFAULT_DP_IMAGE                                                                  \
+	"docker.io/intel/intel-gpu-plugin:0.36.0@sha256:"                                       \
+	"2db679be62b52ac985169084ca711cab6e6c59fe543ab2ddee58163d6f8d29e0"
+#define GK_POLICY_DEFAULT_DRA_IMAGE                                                                 \
+	"ghcr.io/intel/intel-resource-drivers-for-kubernetes/intel-gpu-resource-driver:v0.11.0@sha256:" \
+	"49f38fcbee4f98d748b537b1a728a12f39e56fd208c86dc3fa32ab2162c21197"
+#define GK_POLICY_DEFAULT_XPU_IMAGE                                                                 \
+	"ghcr.io/intel/xpumanager/xpumd:v2.0.0@sha256:"                                        \
+	"bd6bad4f95274832ce6863c6f7744fc73a610903617d9def2932588138be0b85"
+#define GK_POLICY_DEFAULT_MONITORING "monitoring"
 /* Names and label keys never exceed this (incl. NUL) for valid object names. */
 #define GK_POLICY_KEY_MAX            512
 
@@ -71,8 +82,10 @@ void gk_policy_reportf(gk_policy_report *r, const char *field, const char *fmt, 
 void gk_policy_report_warnf(gk_policy_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- defaulting ----------------------------------------------------------------- */
-/* moduleName = "xe" when kernelModule is set and moduleName is empty. Returns
- * 1 if changed, 0 if not, -1 on OOM. Idempotent. */
+/* The mutating webhook's defaults (upstream §2.2): moduleName = "xe" when
+ * kernelModule is set and moduleName is empty; dp.plugin, dra.image, xpu.image
+ * and xpu.monitoringResource when empty, whatever resourceRegistration says.
+ * Returns 1 if changed, 0 if not, -1 on OOM. Idempotent. */
 int gk_policy_default(Gpukmm__ClusterPolicy *cp);
 /* The mutating webhook's RFC 6902 JSONPatch for the object as submitted: a JSON
  * array, empty when nothing is to be defaulted. NULL on OOM. */

@@ -125,7 +125,7 @@ static void done(gk_kube__task *t, CURLcode cc)
 	int rc = gk_kube__result(c, cc, http, k->errbuf, &k->rb, &k->st, k->method, k->path, &err);
 	if (rc == GK_UNAUTHENTICATED) {
 		c->stats.unauthorized++;
-		if (!k->unauth_retried && c->cfg.token_file) {
+		if (!k->unauth_retried && gk_kube__refreshable(c)) {
 			/* rotated token: re-read at once and retry once */
 			k->unauth_retried = true;
 			gk_kube__token(c, true);

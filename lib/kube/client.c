@@ -59,9 +59,51 @@ static int config_dup(gk_kube_config *d, const gk_kube_config *s)
 	blob_dup(&d->cert, &s->cert, &fail);
 	blob_dup(&d->key, &s->key, &fail);
 	d->insecure = s->insecure;
+	if (gk_kube_exec_dup(&d->exec, s->exec))
+		fail = true;
 	if (fail)
 		gk_kube_config_free(d);
 	return fail ? -1 : 0;
+}
+
+/* For tls-server-name: the URL with the host replaced by the name, the
+ * connect-to rule name:port -> host:port, and the Host header. */
+static int server_name_route(gk_kube_client *c, gk_err *err)
+{
+	CURLU *u = curl_url();
+	char *host = NULL, *port = NULL, *base = NULL;
+	int rc = 0;
+	if (!u)
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+	if (curl_url_set(u, CURLUPART_URL, c->cfg.server, 0) ||
+	    curl_url_get(u, CURLUPART_HOST, &host, 0) ||
+	    curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) ||
+	    curl_url_set(u, CURLUPART_HOST, c->cfg.tls_server_name, 0) ||
+	    curl_url_set(u, CURLUPART_PORT, port, 0) || curl_url_get(u, CURLUPART_URL, &base, 0)) {
+		rc = gk_err_set(err, GK_INVALID_ARGUMENT,
+				"kube client: server %.200s with tls-server-name %.100s: not a usable URL",
+				c->cfg.server, c->cfg.tls_server_name);
+		goto out;
+	}
+	/* curl gives "https://name:port/" : keep no trailing slash, paths start with one */
+	size_t bl = strlen(base);
+	while (bl > 8 && base[bl - 1] == '/')
+		base[--bl] = 0;
+	char *rule = NULL;
+	if (!(c->url_base = strdup(base)) ||
+	    asprintf(&rule, "%s:%s:%s:%s", c->cfg.tls_server_name, port, host, port) < 0 ||
+	    !(c->connect_to = curl_slist_append(NULL, rule)) ||
+	    asprintf(&c->host_hdr, "Host: %s:%s", host, port) < 0) {
+		c->host_hdr = NULL;
+		rc = gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+	}
+	free(rule);
+out:
+	curl_free(host);
+	curl_free(port);
+	curl_free(base);
+	curl_url_cleanup(u);
+	return rc;
 }
 
 int gk_kube_client_new(gk_kube_client **out, const gk_kube_config *cfg, const gk_kube_opts *opts,
@@ -94,6 +136,23 @@ int gk_kube_client_new(gk_kube_client **out, const gk_kube_config *cfg, const gk
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
 	}
 	gk_kube_bucket_init(&c->bucket, c->opts.qps, c->opts.burst, gk_kube__mono_ms());
+	if (c->cfg.tls_server_name && !strncmp(c->cfg.server, "https://", 8)) {
+		int rc = server_name_route(c, err);
+		if (rc) {
+			gk_kube_client_free(c);
+			return rc;
+		}
+	}
+	if (c->cfg.exec) {
+		if (!(c->ex = calloc(1, sizeof *c->ex))) {
+			gk_kube_client_free(c);
+			return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+		}
+		pthread_mutex_init(&c->ex->mu, NULL);
+		/* the first credential now, before the caller's loop runs */
+		if (!gk_kube__token(c, true) && !c->cfg.cert.data)
+			GK_WARN("kube: no credential from the exec plugin yet; will retry");
+	}
 	if (c->cfg.token_file && !gk_kube__token(c, true))
 		GK_WARN("kube: token file %s unreadable now; will retry", c->cfg.token_file);
 	*out = c;
@@ -106,11 +165,21 @@ void gk_kube_client_free(gk_kube_client *c)
 		return;
 	if (c->easy)
 		curl_easy_cleanup(c->easy);
+	if (c->ex) {
+		if (c->ex->running)
+			pthread_join(c->ex->th, NULL); /* bounded by the plugin's timeout */
+		gk_kube_cred_free(&c->ex->next);
+		pthread_mutex_destroy(&c->ex->mu);
+		free(c->ex);
+	}
 	if (c->token) {
 		explicit_bzero(c->token, strlen(c->token));
 		free(c->token);
 	}
 	gk_kube__disc_free(c);
+	curl_slist_free_all(c->connect_to);
+	free(c->url_base);
+	free(c->host_hdr);
 	gk_kube_config_free(&c->cfg);
 	free(c->user_agent);
 	free(c);
@@ -121,8 +190,140 @@ void gk_kube_client_stats_get(const gk_kube_client *c, gk_kube_client_stats *out
 	*out = c->stats;
 }
 
+/* ---- exec plugin credentials ---------------------------------------------------- */
+
+#define EXEC_RETRY_MS 5000    /* a failed plugin is not re-run sooner */
+#define EXEC_MARGIN_MS 60000  /* refresh this long before expiry (at most 1/5 of the lifetime) */
+#define EXEC_FORCE_MS 1000    /* 401s re-run the plugin at most this often (a server that
+			       * refuses every credential must not make a run per request) */
+
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void blob_swap(gk_kube_blob *dst, gk_kube_blob *src)
+{
+	if (dst->data) {
+		explicit_bzero(dst->data, dst->len);
+		free(dst->data);
+	}
+	*dst = *src;
+	src->data = NULL;
+	src->len = 0;
+}
+
+/* A run finished (on the thread or here): take its credential or say why not. */
+static void exec_take(gk_kube_client *c, int rc, gk_err *e, gk_kube_cred *cr)
+{
+	gk_kube__execst *x = c->ex;
+	if (rc) {
+		x->fail_ms = gk_kube__mono_ms();
+		GK_ERROR("kube: %s (keeping the previous credential; next try in %d s at the earliest)",
+			 e->msg, EXEC_RETRY_MS / 1000);
+		gk_kube_cred_free(cr);
+		return;
+	}
+	x->fail_ms = 0;
+	bool changed = !c->token != !cr->token || (c->token && cr->token && strcmp(c->token, cr->token)) ||
+		       cr->cert.data;
+	if (changed && (c->token || c->cfg.cert.data))
+		c->stats.token_reloads++;
+	if (c->token) {
+		explicit_bzero(c->token, strlen(c->token));
+		free(c->token);
+	}
+	c->token = cr->token;
+	cr->token = NULL;
+	if (cr->cert.data) {
+		blob_swap(&c->cfg.cert, &cr->cert);
+		blob_swap(&c->cfg.key, &cr->key);
+	}
+	x->expiry_ms = cr->expiry_ms;
+	x->got_ms = wall_ms();
+	gk_kube_cred_free(cr);
+}
+
+static void *exec_thread(void *arg)
+{
+	gk_kube_client *c = arg;
+	gk_kube__execst *x = c->ex;
+	gk_kube_cred cr;
+	gk_err e = {0};
+	int rc = gk_kube_exec_run(&c->cfg, &cr, &e); /* reads cfg fields no one changes meanwhile */
+	pthread_mutex_lock(&x->mu);
+	x->rc = rc;
+	x->err = e;
+	x->next = cr;
+	x->done = true;
+	pthread_mutex_unlock(&x->mu);
+	return NULL;
+}
+
+static void exec_join(gk_kube_client *c)
+{
+	gk_kube__execst *x = c->ex;
+	pthread_join(x->th, NULL);
+	x->running = false;
+	x->done = false;
+	exec_take(c, x->rc, &x->err, &x->next);
+}
+
+static const char *exec_token(gk_kube_client *c, bool force)
+{
+	gk_kube__execst *x = c->ex;
+	if (x->running) {
+		pthread_mutex_lock(&x->mu);
+		bool done = x->done;
+		pthread_mutex_unlock(&x->mu);
+		if (done || force)
+			exec_join(c); /* a refresh under way is the fresh credential a 401 asks for */
+		if (force)
+			return c->token;
+	}
+	int64_t now = wall_ms(), mono = gk_kube__mono_ms();
+	bool have = c->token || c->cfg.cert.data;
+	bool expired = x->expiry_ms && now >= x->expiry_ms;
+	bool may = !x->fail_ms || mono - x->fail_ms >= EXEC_RETRY_MS;
+	if (force && have && !expired && x->forced_ms && mono - x->forced_ms < EXEC_FORCE_MS)
+		force = false;
+	if (force && have)
+		x->forced_ms = mono; /* a 401, not the first fetch */
+	if (force || !have || expired) {
+		if (x->running) {
+			exec_join(c);
+		} else if (may) {
+			gk_kube_cred cr;
+			gk_err e = {0};
+			x->runs++;
+			exec_take(c, gk_kube_exec_run(&c->cfg, &cr, &e), &e, &cr);
+		}
+		return c->token;
+	}
+	if (x->expiry_ms && !x->running && may) {
+		int64_t life = x->expiry_ms - x->got_ms, margin = life / 5;
+		if (margin > EXEC_MARGIN_MS)
+			margin = EXEC_MARGIN_MS;
+		if (now >= x->expiry_ms - margin) {
+			x->done = false;
+			x->runs++;
+			x->running = pthread_create(&x->th, NULL, exec_thread, c) == 0;
+		}
+	}
+	return c->token;
+}
+
+bool gk_kube__refreshable(const gk_kube_client *c)
+{
+	return c->cfg.token_file || c->ex;
+}
+
 const char *gk_kube__token(gk_kube_client *c, bool force)
 {
+	if (c->ex)
+		return exec_token(c, force);
 	if (!c->cfg.token_file)
 		return c->cfg.token;
 	int64_t now = gk_kube__mono_ms();
@@ -207,13 +408,20 @@ size_t gk_kube__header_cb(char *ptr, size_t size, size_t nmemb, void *user)
 int gk_kube__setup(gk_kube_client *c, CURL *e, const char *method, const char *path,
 		   const char *content_type, struct curl_slist **hdrs, gk_err *err)
 {
-	size_t ul = strlen(c->cfg.server) + strlen(path) + 1;
+	/* the credential first: an exec plugin's may be a client certificate */
+	const char *tok = gk_kube__token(c, false);
+	const char *base = c->url_base ? c->url_base : c->cfg.server;
+	size_t ul = strlen(base) + strlen(path) + 1;
 	char *url = malloc(ul);
 	if (!url)
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
-	snprintf(url, ul, "%s%s", c->cfg.server, path);
+	snprintf(url, ul, "%s%s", base, path);
 	curl_easy_setopt(e, CURLOPT_URL, url);
 	free(url); /* curl copies strings */
+	/* tls-server-name: the URL names it (so curl sends it as SNI and verifies
+	 * the certificate against it) and CONNECT_TO sends the connection to the
+	 * real host; the Host header stays the server's, as client-go sends it */
+	curl_easy_setopt(e, CURLOPT_CONNECT_TO, c->connect_to);
 	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
@@ -254,13 +462,17 @@ int gk_kube__setup(gk_kube_client *c, CURL *e, const char *method, const char *p
 	if (!(t = curl_slist_append(h, "Accept: application/json")))
 		goto oom;
 	h = t;
+	if (c->host_hdr) {
+		if (!(t = curl_slist_append(h, c->host_hdr)))
+			goto oom;
+		h = t;
+	}
 	if (content_type) {
 		snprintf(line, sizeof line, "Content-Type: %s", content_type);
 		if (!(t = curl_slist_append(h, line)))
 			goto oom;
 		h = t;
 	}
-	const char *tok = gk_kube__token(c, false);
 	if (tok && *tok) {
 		size_t al = strlen(tok) + 32;
 		char *a = malloc(al);
@@ -359,7 +571,7 @@ int gk_kube_request(gk_kube_client *c, const char *method, const char *path,
 		curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);
 		curl_slist_free_all(hdrs);
 		int rc = gk_kube__result(c, cc, http, errbuf, &rb, st, method, path, err);
-		if (rc == GK_UNAUTHENTICATED && attempt == 0 && c->cfg.token_file) {
+		if (rc == GK_UNAUTHENTICATED && attempt == 0 && gk_kube__refreshable(c)) {
 			/* rotated token: re-read at once and retry once */
 			c->stats.unauthorized++;
 			free(rb.data);

@@ -25,6 +25,7 @@ void gk_kube_config_free(gk_kube_config *c)
 	free(c->key_file);
 	free(c->token_file);
 	free(c->tls_server_name);
+	gk_kube_exec_free(c->exec);
 	if (c->token) {
 		explicit_bzero(c->token, strlen(c->token));
 		free(c->token);
@@ -216,18 +217,10 @@ static int b64_decode(const char *in, gk_kube_blob *out)
 	return 0;
 }
 
-static int set_path(char **dst, const char *v, const char *base_dir)
+static int set_path(char **dst, const char *v)
 {
-	int r;
-	if (v[0] == '/' || !base_dir || !*base_dir)
-		r = asprintf(dst, "%s", v);
-	else
-		r = asprintf(dst, "%s/%s", base_dir, v);
-	if (r < 0) {
-		*dst = NULL;
-		return -1;
-	}
-	return 0;
+	*dst = strdup(v);
+	return *dst ? 0 : -1;
 }
 
 static int set_blob(gk_kube_blob *b, const char *v, const char *what, gk_err *err)
@@ -240,8 +233,142 @@ static int set_blob(gk_kube_blob *b, const char *v, const char *what, gk_err *er
 	return 0;
 }
 
-static int fill(gk_kube_config *c, const cJSON *root, const char *context, const char *base_dir,
-		gk_err *err)
+/* ---- exec plugin stanza ------------------------------------------------------ */
+
+#define EXEC_V1 "client.authentication.k8s.io/v1"
+#define EXEC_V1BETA1 "client.authentication.k8s.io/v1beta1"
+
+static int exec_fill(gk_kube_config *c, const cJSON *x, const char *user, gk_err *err)
+{
+	const char *cmd = str_at(x, "command"), *api = str_at(x, "apiVersion");
+	if (!cmd)
+		return gk_err_set(err, GK_INVALID_ARGUMENT, "kubeconfig: user \"%s\": exec has no command",
+				  user);
+	if (!api || (strcmp(api, EXEC_V1) && strcmp(api, EXEC_V1BETA1)))
+		return gk_err_set(err, GK_INVALID_ARGUMENT,
+				  "kubeconfig: user \"%s\": exec apiVersion \"%s\" is not supported (use "
+				  EXEC_V1 " or " EXEC_V1BETA1 ")", user, api ? api : "");
+	const char *im = str_at(x, "interactiveMode");
+	if (!im && !strcmp(api, EXEC_V1))
+		return gk_err_set(err, GK_INVALID_ARGUMENT,
+				  "kubeconfig: user \"%s\": exec interactiveMode must be set for " EXEC_V1
+				  " (Never or IfAvailable)", user);
+	if (im && !strcmp(im, "Always"))
+		return gk_err_set(err, GK_INVALID_ARGUMENT,
+				  "kubeconfig: user \"%s\": exec plugin \"%s\" has interactiveMode Always, but "
+				  "gpukmm never runs interactively (no terminal): use a plugin mode or a "
+				  "credential that needs no prompt", user, cmd);
+	if (im && strcmp(im, "Never") && strcmp(im, "IfAvailable"))
+		return gk_err_set(err, GK_INVALID_ARGUMENT,
+				  "kubeconfig: user \"%s\": exec interactiveMode \"%s\" is not Never, "
+				  "IfAvailable or Always", user, im);
+	const cJSON *args = cJSON_GetObjectItemCaseSensitive(x, "args");
+	const cJSON *env = cJSON_GetObjectItemCaseSensitive(x, "env");
+	if (args && !cJSON_IsArray(args) && !cJSON_IsString(args))
+		return gk_err_set(err, GK_INVALID_ARGUMENT, "kubeconfig: user \"%s\": exec args is not a list",
+				  user);
+	if (env && !cJSON_IsArray(env) && !cJSON_IsString(env))
+		return gk_err_set(err, GK_INVALID_ARGUMENT, "kubeconfig: user \"%s\": exec env is not a list",
+				  user);
+	gk_kube_exec *e = calloc(1, sizeof *e);
+	if (!e)
+		return oom(err);
+	c->exec = e;
+	int na = cJSON_IsArray(args) ? cJSON_GetArraySize(args) : 0;
+	int ne = cJSON_IsArray(env) ? cJSON_GetArraySize(env) : 0;
+	const char *v;
+	if (!(e->user = strdup(user)) || !(e->command = strdup(cmd)) || !(e->api_version = strdup(api)) ||
+	    !(e->args = calloc((size_t)na + 1, sizeof *e->args)) ||
+	    !(e->env = calloc((size_t)ne + 1, sizeof *e->env)) ||
+	    ((v = str_at(x, "installHint")) && !(e->install_hint = strdup(v))))
+		return oom(err);
+	v = str_at(x, "provideClusterInfo");
+	e->provide_cluster_info = v && (!strcmp(v, "true") || !strcmp(v, "True"));
+	int n = 0;
+	const cJSON *it, *al = cJSON_IsArray(args) ? args : NULL, *el = cJSON_IsArray(env) ? env : NULL;
+	cJSON_ArrayForEach(it, al) {
+		if (!cJSON_IsString(it))
+			return gk_err_set(err, GK_INVALID_ARGUMENT,
+					  "kubeconfig: user \"%s\": exec args[%d] is not a string", user, n);
+		if (!(e->args[n++] = strdup(it->valuestring)))
+			return oom(err);
+	}
+	n = 0;
+	cJSON_ArrayForEach(it, el) {
+		const char *name = str_at(it, "name");
+		const cJSON *val = cJSON_GetObjectItemCaseSensitive(it, "value");
+		if (!name || strchr(name, '=') || (val && !cJSON_IsString(val)))
+			return gk_err_set(err, GK_INVALID_ARGUMENT,
+					  "kubeconfig: user \"%s\": exec env[%d] needs a name and a string value",
+					  user, n);
+		if (asprintf(&e->env[n], "%s=%s", name, val ? val->valuestring : "") < 0) {
+			e->env[n] = NULL;
+			return oom(err);
+		}
+		n++;
+	}
+	return 0;
+}
+
+void gk_kube_exec_free(gk_kube_exec *x)
+{
+	if (!x)
+		return;
+	for (char **p = x->args; p && *p; p++)
+		free(*p);
+	for (char **p = x->env; p && *p; p++)
+		free(*p);
+	free(x->args);
+	free(x->env);
+	free(x->user);
+	free(x->command);
+	free(x->api_version);
+	free(x->install_hint);
+	free(x);
+}
+
+static char **strv_dup(char *const *v)
+{
+	size_t n = 0;
+	while (v && v[n])
+		n++;
+	char **d = calloc(n + 1, sizeof *d);
+	for (size_t i = 0; d && i < n; i++)
+		if (!(d[i] = strdup(v[i]))) {
+			while (i--)
+				free(d[i]);
+			free(d);
+			return NULL;
+		}
+	return d;
+}
+
+int gk_kube_exec_dup(gk_kube_exec **dst, const gk_kube_exec *s)
+{
+	*dst = NULL;
+	if (!s)
+		return 0;
+	gk_kube_exec *d = calloc(1, sizeof *d);
+	if (!d)
+		return -1;
+	d->provide_cluster_info = s->provide_cluster_info;
+	d->timeout_ms = s->timeout_ms;
+	d->user = strdup(s->user);
+	d->command = strdup(s->command);
+	d->api_version = strdup(s->api_version);
+	d->install_hint = s->install_hint ? strdup(s->install_hint) : NULL;
+	d->args = strv_dup(s->args);
+	d->env = strv_dup(s->env);
+	if (!d->user || !d->command || !d->api_version || (s->install_hint && !d->install_hint) ||
+	    !d->args || !d->env) {
+		gk_kube_exec_free(d);
+		return -1;
+	}
+	*dst = d;
+	return 0;
+}
+
+static int fill(gk_kube_config *c, const cJSON *root, const char *context, gk_err *err)
 {
 	const char *ctx_name = context ? context : str_at(root, "current-context");
 	if (!ctx_name)
@@ -276,13 +403,21 @@ static int fill(gk_kube_config *c, const cJSON *root, const char *context, const
 		if (set_blob(&c->ca, v, "certificate-authority-data", err))
 			return err ? err->code : GK_INVALID_ARGUMENT;
 	} else if ((v = str_at(cl, "certificate-authority"))) {
-		if (set_path(&c->ca_file, v, base_dir))
+		if (set_path(&c->ca_file, v))
 			return oom(err);
 	}
 	if ((v = str_at(cl, "insecure-skip-tls-verify")))
 		c->insecure = !strcmp(v, "true") || !strcmp(v, "True") || !strcmp(v, "yes");
-	if ((v = str_at(cl, "tls-server-name")) && !(c->tls_server_name = strdup(v)))
-		return oom(err);
+	if ((v = str_at(cl, "tls-server-name"))) {
+		/* a host name (or an IP address) and nothing else: it goes into a curl
+		 * connect-to rule and a URL */
+		if (strpbrk(v, ":/@?#[] \t"))
+			return gk_err_set(err, GK_INVALID_ARGUMENT,
+					  "kubeconfig: cluster \"%s\": tls-server-name \"%.200s\" is not a host name",
+					  cl_name, v);
+		if (!(c->tls_server_name = strdup(v)))
+			return oom(err);
+	}
 
 	const char *user_name = str_at(ctx, "user");
 	if (!user_name)
@@ -290,24 +425,23 @@ static int fill(gk_kube_config *c, const cJSON *root, const char *context, const
 	const cJSON *u = named(root, "users", "user", user_name);
 	if (!cJSON_IsObject(u))
 		return gk_err_set(err, GK_NOT_FOUND, "kubeconfig: user \"%s\" not found", user_name);
-	if (cJSON_GetObjectItemCaseSensitive(u, "exec") ||
-	    cJSON_GetObjectItemCaseSensitive(u, "auth-provider"))
+	if (cJSON_GetObjectItemCaseSensitive(u, "auth-provider"))
 		return gk_err_set(err, GK_UNIMPLEMENTED,
-				  "kubeconfig: user \"%s\" uses an exec/auth-provider plugin, which "
-				  "gpukmm does not run; use a token, tokenFile or client certificate",
-				  user_name);
+				  "kubeconfig: user \"%s\" uses an auth-provider plugin (removed from "
+				  "kubectl in 1.26), which gpukmm does not run; use an exec plugin, a "
+				  "token, tokenFile or client certificate", user_name);
 	if ((v = str_at(u, "client-certificate-data"))) {
 		if (set_blob(&c->cert, v, "client-certificate-data", err))
 			return err ? err->code : GK_INVALID_ARGUMENT;
 	} else if ((v = str_at(u, "client-certificate"))) {
-		if (set_path(&c->cert_file, v, base_dir))
+		if (set_path(&c->cert_file, v))
 			return oom(err);
 	}
 	if ((v = str_at(u, "client-key-data"))) {
 		if (set_blob(&c->key, v, "client-key-data", err))
 			return err ? err->code : GK_INVALID_ARGUMENT;
 	} else if ((v = str_at(u, "client-key"))) {
-		if (set_path(&c->key_file, v, base_dir))
+		if (set_path(&c->key_file, v))
 			return oom(err);
 	}
 	bool has_cert = c->cert.data || c->cert_file, has_key = c->key.data || c->key_file;
@@ -317,58 +451,229 @@ static int fill(gk_kube_config *c, const cJSON *root, const char *context, const
 				  has_cert ? "certificate" : "key", has_cert ? "key" : "certificate");
 	if ((v = str_at(u, "token")) && !(c->token = strdup(v)))
 		return oom(err);
-	if ((v = str_at(u, "tokenFile")) && set_path(&c->token_file, v, base_dir))
+	if ((v = str_at(u, "tokenFile")) && set_path(&c->token_file, v))
 		return oom(err);
+	const cJSON *x = cJSON_GetObjectItemCaseSensitive(u, "exec");
+	/* a static credential wins over the plugin, as in client-go */
+	if (cJSON_IsObject(x) && !has_cert && !c->token && !c->token_file)
+		return exec_fill(c, x, user_name, err);
 	return 0;
 }
 
-int gk_kube_config_parse(gk_kube_config *c, const char *yaml, size_t len, const char *context,
-			 const char *base_dir, gk_err *err)
+/* ---- files, lists, merging -------------------------------------------------- */
+
+/* Make a relative path absolute against dir (kubectl resolves every path of a
+ * kubeconfig against the file that names it). */
+static int resolve(cJSON *o, const char *key, const char *dir, bool only_with_slash)
 {
-	memset(c, 0, sizeof *c);
+	cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (!cJSON_IsString(v) || !v->valuestring[0] || v->valuestring[0] == '/' || !dir || !*dir)
+		return 0;
+	if (only_with_slash && !strchr(v->valuestring, '/'))
+		return 0; /* an exec command looked up in $PATH */
+	char *p = NULL;
+	if (asprintf(&p, "%s/%s", dir, v->valuestring) < 0)
+		return -1;
+	char *ok = cJSON_SetValuestring(v, p);
+	free(p);
+	return ok ? 0 : -1;
+}
+
+static int resolve_paths(cJSON *root, const char *dir)
+{
+	cJSON *it;
+	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(root, "clusters")) {
+		cJSON *cl = cJSON_GetObjectItemCaseSensitive(it, "cluster");
+		if (cJSON_IsObject(cl) && resolve(cl, "certificate-authority", dir, false))
+			return -1;
+	}
+	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(root, "users")) {
+		cJSON *u = cJSON_GetObjectItemCaseSensitive(it, "user");
+		if (!cJSON_IsObject(u))
+			continue;
+		cJSON *x = cJSON_GetObjectItemCaseSensitive(u, "exec");
+		if (resolve(u, "client-certificate", dir, false) || resolve(u, "client-key", dir, false) ||
+		    resolve(u, "tokenFile", dir, false) ||
+		    (cJSON_IsObject(x) && resolve(x, "command", dir, true)))
+			return -1;
+	}
+	return 0;
+}
+
+/* Append src's named entries that dst does not have yet (the first file wins). */
+static int merge_list(cJSON *dst, cJSON *src, const char *list)
+{
+	cJSON *s = cJSON_GetObjectItemCaseSensitive(src, list);
+	if (!cJSON_IsArray(s))
+		return 0;
+	cJSON *d = cJSON_GetObjectItemCaseSensitive(dst, list);
+	if (!cJSON_IsArray(d)) {
+		cJSON_DeleteItemFromObjectCaseSensitive(dst, list);
+		if (!(d = cJSON_AddArrayToObject(dst, list)))
+			return -1;
+	}
+	cJSON *it;
+	cJSON_ArrayForEach(it, s) {
+		const char *n = str_at(it, "name");
+		if (!n)
+			continue;
+		bool have = false;
+		const cJSON *x;
+		cJSON_ArrayForEach(x, d) {
+			const char *m = str_at(x, "name");
+			if (m && !strcmp(m, n))
+				have = true;
+		}
+		cJSON *dup;
+		if (!have && (!(dup = cJSON_Duplicate(it, true)) || !cJSON_AddItemToArray(d, dup)))
+			return -1;
+	}
+	return 0;
+}
+
+static int merge(cJSON *dst, cJSON *src)
+{
+	if (merge_list(dst, src, "clusters") || merge_list(dst, src, "contexts") ||
+	    merge_list(dst, src, "users"))
+		return -1;
+	const char *cur = str_at(src, "current-context");
+	if (cur && !str_at(dst, "current-context")) {
+		cJSON_DeleteItemFromObjectCaseSensitive(dst, "current-context");
+		if (!cJSON_AddStringToObject(dst, "current-context", cur))
+			return -1;
+	}
+	return 0;
+}
+
+static cJSON *parse_root(const char *yaml, size_t len, const char *base_dir, gk_err *err)
+{
 	cJSON *root = yaml_to_json(yaml, len, err);
 	if (!root)
-		return err ? err->code : GK_INVALID_ARGUMENT;
-	int rc = cJSON_IsObject(root) ? fill(c, root, context, base_dir, err)
-				      : gk_err_set(err, GK_INVALID_ARGUMENT,
-						   "kubeconfig: top level is not a mapping");
+		return NULL;
+	if (!cJSON_IsObject(root)) {
+		cJSON_Delete(root);
+		gk_err_set(err, GK_INVALID_ARGUMENT, "kubeconfig: top level is not a mapping");
+		return NULL;
+	}
+	if (resolve_paths(root, base_dir)) {
+		cJSON_Delete(root);
+		oom(err);
+		return NULL;
+	}
+	return root;
+}
+
+static int fill_root(gk_kube_config *c, cJSON *root, const char *context, gk_err *err)
+{
+	int rc = fill(c, root, context, err);
 	cJSON_Delete(root);
 	if (rc)
 		gk_kube_config_free(c);
 	return rc;
 }
 
-int gk_kube_config_file(gk_kube_config *c, const char *path, const char *context, gk_err *err)
+int gk_kube_config_parse(gk_kube_config *c, const char *yaml, size_t len, const char *context,
+			 const char *base_dir, gk_err *err)
 {
 	memset(c, 0, sizeof *c);
+	cJSON *root = parse_root(yaml, len, base_dir, err);
+	if (!root)
+		return err ? err->code : GK_INVALID_ARGUMENT;
+	return fill_root(c, root, context, err);
+}
+
+/* One file → its tree with paths resolved. NULL + err (NOT_FOUND if absent). */
+static cJSON *read_root(const char *path, gk_err *err)
+{
 	FILE *f = fopen(path, "re");
-	if (!f)
-		return gk_err_set(err, errno == ENOENT ? GK_NOT_FOUND : GK_PERMISSION_DENIED,
-				  "kubeconfig %s: %s", path, strerror(errno));
+	if (!f) {
+		gk_err_set(err, errno == ENOENT ? GK_NOT_FOUND : GK_PERMISSION_DENIED, "kubeconfig %s: %s",
+			   path, strerror(errno));
+		return NULL;
+	}
 	char *buf = malloc(KUBECONFIG_MAX);
 	if (!buf) {
 		fclose(f);
-		return oom(err);
+		oom(err);
+		return NULL;
 	}
 	size_t n = fread(buf, 1, KUBECONFIG_MAX, f);
-	int too_big = n == KUBECONFIG_MAX;
+	bool too_big = n == KUBECONFIG_MAX, rerr = ferror(f);
 	fclose(f);
-	if (too_big) {
+	if (too_big || rerr) {
 		free(buf);
-		return gk_err_set(err, GK_INVALID_ARGUMENT, "kubeconfig %s: larger than %u bytes", path,
-				  KUBECONFIG_MAX);
+		if (too_big)
+			gk_err_set(err, GK_INVALID_ARGUMENT, "kubeconfig %s: larger than %u bytes", path,
+				   KUBECONFIG_MAX);
+		else
+			gk_err_set(err, GK_PERMISSION_DENIED, "kubeconfig %s: read error", path);
+		return NULL;
 	}
 	char dir[PATH_MAX];
 	snprintf(dir, sizeof dir, "%s", path);
 	char *slash = strrchr(dir, '/');
 	if (slash)
-		*slash = 0;
+		*(slash == dir ? slash + 1 : slash) = 0;
 	else
 		snprintf(dir, sizeof dir, ".");
-	int rc = gk_kube_config_parse(c, buf, n, context, dir, err);
+	cJSON *root = parse_root(buf, n, dir, err);
 	free(buf);
+	if (!root)
+		gk_err_wrap(err, "%s", path);
+	return root;
+}
+
+int gk_kube_config_file(gk_kube_config *c, const char *path, const char *context, gk_err *err)
+{
+	memset(c, 0, sizeof *c);
+	cJSON *root = read_root(path, err);
+	if (!root)
+		return err ? err->code : GK_INVALID_ARGUMENT;
+	int rc = fill_root(c, root, context, err);
 	if (rc)
 		gk_err_wrap(err, "%s", path);
+	return rc;
+}
+
+int gk_kube_config_files(gk_kube_config *c, const char *list, const char *context, gk_err *err)
+{
+	memset(c, 0, sizeof *c);
+	char *l = strdup(list ? list : ""), *save = NULL;
+	if (!l)
+		return oom(err);
+	cJSON *merged = NULL;
+	int rc = 0, n = 0;
+	for (char *p = strtok_r(l, ":", &save); p && !rc; p = strtok_r(NULL, ":", &save)) {
+		gk_err e = {0};
+		cJSON *r = read_root(p, &e);
+		if (!r && e.code == GK_NOT_FOUND)
+			continue; /* kubectl skips files of the list that do not exist */
+		if (!r) {
+			rc = gk_err_set(err, e.code, "$KUBECONFIG: %s", e.msg);
+			break;
+		}
+		n++;
+		if (!merged) {
+			merged = r;
+			continue;
+		}
+		if (merge(merged, r))
+			rc = oom(err);
+		cJSON_Delete(r);
+	}
+	if (!rc && !merged)
+		rc = gk_err_set(err, GK_NOT_FOUND, "no file of $KUBECONFIG (%.300s) exists", list ? list : "");
+	if (rc) {
+		cJSON_Delete(merged);
+		free(l);
+		return rc;
+	}
+	rc = fill_root(c, merged, context, err);
+	if (rc && n > 1)
+		gk_err_wrap(err, "$KUBECONFIG (%d files merged)", n);
+	else if (rc)
+		gk_err_wrap(err, "$KUBECONFIG");
+	free(l);
 	return rc;
 }
 
@@ -377,20 +682,8 @@ int gk_kube_config_load(gk_kube_config *c, const char *kubeconfig, gk_err *err)
 	if (kubeconfig && *kubeconfig)
 		return gk_kube_config_file(c, kubeconfig, NULL, err);
 	const char *env = secure_getenv("KUBECONFIG");
-	if (env && *env) {
-		char *list = strdup(env), *save = NULL;
-		if (!list)
-			return oom(err);
-		for (char *p = strtok_r(list, ":", &save); p; p = strtok_r(NULL, ":", &save)) {
-			if (access(p, F_OK) == 0) {
-				int rc = gk_kube_config_file(c, p, NULL, err);
-				free(list);
-				return rc;
-			}
-		}
-		free(list);
-		return gk_err_set(err, GK_NOT_FOUND, "no file of $KUBECONFIG exists");
-	}
+	if (env && *env)
+		return gk_kube_config_files(c, env, NULL, err);
 	if (secure_getenv("KUBERNETES_SERVICE_HOST"))
 		return gk_kube_config_in_cluster(c, NULL, err);
 	const char *home = secure_getenv("HOME");

@@ -3,10 +3,28 @@
 #define GPUKMM_KUBE_INTERNAL_H
 
 #include <curl/curl.h>
+#include <pthread.h>
 
 #include "gpukmm/kube.h"
 
 typedef struct gk_kube_disc_entry gk_kube_disc_entry;
+
+/* The credential of an exec plugin (client.c): the current one is in the
+ * client (token, cfg.cert/cfg.key); a refresh before expiry runs on a thread
+ * of its own and is picked up by the next request. */
+typedef struct gk_kube__execst {
+	pthread_mutex_t mu;
+	pthread_t th;
+	bool running;               /* a refresh thread exists (to be joined) */
+	bool done;                  /* under mu: it finished, result below */
+	int rc;
+	gk_err err;
+	gk_kube_cred next;
+	int64_t expiry_ms, got_ms;  /* current credential, unix ms (0 = no expiry) */
+	int64_t fail_ms;            /* monotonic ms of the last failed run, 0 = none */
+	int64_t forced_ms;          /* monotonic ms of the last run forced by a 401, 0 = none */
+	uint64_t runs;
+} gk_kube__execst;
 
 struct gk_kube_client {
 	gk_kube_config cfg;         /* deep copy */
@@ -18,6 +36,10 @@ struct gk_kube_client {
 	gk_kube_bucket bucket;
 	gk_kube_client_stats stats;
 	gk_kube_disc_entry *disc;   /* discovery cache (list) */
+	gk_kube__execst *ex;        /* exec plugin state, NULL = no plugin */
+	char *url_base;             /* tls-server-name: server URL naming it, else NULL */
+	struct curl_slist *connect_to; /* tls-server-name: name:port -> host:port */
+	char *host_hdr;             /* tls-server-name: "Host: host:port" */
 };
 
 /* Response accumulation with a cap. */
@@ -30,8 +52,12 @@ typedef struct gk_kube_buf {
 size_t gk_kube__write_buf(char *ptr, size_t size, size_t nmemb, void *user);
 size_t gk_kube__header_cb(char *ptr, size_t size, size_t nmemb, void *user);
 
-/* Current token, re-read from token_file when stale or when force. May be NULL. */
+/* Current token, re-read from token_file when stale or when force; with an
+ * exec plugin: refreshed before it expires, re-run when expired or when force
+ * (a 401). May be NULL. Updates cfg.cert/cfg.key for a plugin's certificate. */
 const char *gk_kube__token(gk_kube_client *c, bool force);
+/* Can a 401 be cured by re-reading the credential (token file, exec plugin)? */
+bool gk_kube__refreshable(const gk_kube_client *c);
 /* Common options of every handle: URL, TLS, auth, timeouts, keepalive. `hdrs`
  * receives the header list the caller frees after the transfer. */
 int gk_kube__setup(gk_kube_client *c, CURL *e, const char *method, const char *path,

@@ -129,9 +129,14 @@ static int owner_refs(const Gpukmm__Module *ex, const Gpukmm__Module *want, cJSO
 	bool have = false;
 	for (size_t i = 0; i < n; i++) {
 		const Gpukmm__OwnerReference *r = em->owner_references[i];
-		bool same = same_group(r->api_version, ours->api_version) && streq(r->kind, ours->kind) &&
-			    streq(r->name, ours->name) && (!ours->uid || streq(r->uid, ours->uid));
-		if (r->has_controller && r->controller && !same) {
+		/* the same policy by group, kind and name (as controller-runtime compares
+		 * controllers): with an older uid (the policy was deleted and created
+		 * again, or a migration) it is ours to adopt — replaced below, never a
+		 * conflict that would leave the Module to the garbage collector */
+		bool same_owner = same_group(r->api_version, ours->api_version) && streq(r->kind, ours->kind) &&
+				  streq(r->name, ours->name);
+		bool same = same_owner && (!ours->uid || streq(r->uid, ours->uid));
+		if (r->has_controller && r->controller && !same_owner) {
 			char msg[GK_ERR_MSG_MAX];
 			gk_policy_msg_owner_conflict(msg, sizeof(msg), em->namespace_ ? em->namespace_ : "",
 						     em->name ? em->name : "", r->kind, r->name);

@@ -15,6 +15,7 @@
 #include "gpukmm/log.h"
 #include "gpukmm/metrics.h"
 #include "gpukmm/svc.h"
+#include "gpukmm/version.h"
 
 #define CONTROL_TIMEOUT_MS 5000
 /* From the stop request (SIGTERM/SIGINT, or the supervisor asking) to the
@@ -24,7 +25,7 @@
 
 enum {
 	O_HELP = 'h', O_LOG_FORMAT = 256, O_LOG_LEVEL, O_RUNTIME_DIR, O_CONTROL, O_LISTEN, O_WATCHER,
-	O_EVENTS, O_STATUSD, O_KUBECONFIG, O_TOKEN_FILE, O_NAMESPACE, O_HEARTBEAT, O_EXTRA
+	O_EVENTS, O_STATUSD, O_KUBECONFIG, O_TOKEN_FILE, O_NAMESPACE, O_HEARTBEAT, O_VERSION, O_EXTRA
 };
 
 static const struct {
@@ -34,6 +35,7 @@ static const struct {
 	const char *help;
 } common[] = {
 	{ "help", 0, O_HELP, "print this help and exit" },
+	{ "version", 0, O_VERSION, "print the version and exit" },
 	{ "log-format", 1, O_LOG_FORMAT, "text | json (default text, $GPUKMM_LOG_FORMAT)" },
 	{ "log-level", 1, O_LOG_LEVEL, "debug | info | warn | error (default info, $GPUKMM_LOG_LEVEL)" },
 	{ "runtime-dir", 1, O_RUNTIME_DIR, "directory of the ipc sockets ($GPUKMM_RUNTIME_DIR)" },
@@ -42,7 +44,7 @@ static const struct {
 	{ "watcher", 1, O_WATCHER, "Watcher RPC address ($GPUKMM_WATCHER)" },
 	{ "events", 1, O_EVENTS, "watcher event bus address ($GPUKMM_EVENTS)" },
 	{ "statusd", 1, O_STATUSD, "Status RPC address ($GPUKMM_STATUSD)" },
-	{ "kubeconfig", 1, O_KUBECONFIG, "kubeconfig file ($KUBECONFIG; default in-cluster)" },
+	{ "kubeconfig", 1, O_KUBECONFIG, "kubeconfig file (default: $KUBECONFIG, a ':'-separated list merged like kubectl; then in-cluster)" },
 	{ "token-file", 1, O_TOKEN_FILE, "bearer token file ($GPUKMM_TOKEN_FILE)" },
 	{ "namespace", 1, O_NAMESPACE, "operator namespace ($OPERATOR_NAMESPACE)" },
 	{ "heartbeat-ms", 1, O_HEARTBEAT, "heartbeat interval in ms (default 1000, $GPUKMM_HEARTBEAT_MS)" },
@@ -244,6 +246,10 @@ int gk_svc_init(gk_svc *svc, const char *name, int argc, char **argv, const gk_s
 			usage(stdout, name, extra);
 			free(lo);
 			exit(0);
+		case O_VERSION:
+			printf("gpukmm-%s %s\n", name, gk_version);
+			free(lo);
+			exit(0);
 		case O_LOG_FORMAT: f_fmt = optarg; break;
 		case O_LOG_LEVEL: f_lvl = optarg; break;
 		case O_RUNTIME_DIR: fl.runtime_dir = optarg; break;
@@ -301,7 +307,8 @@ int gk_svc_init(gk_svc *svc, const char *name, int argc, char **argv, const gk_s
 	svc->addr.watcher = dflt(svc, fl.watcher, "GPUKMM_WATCHER", "watcher.sock");
 	svc->addr.events = dflt(svc, fl.events, "GPUKMM_EVENTS", "events.sock");
 	svc->addr.statusd = dflt(svc, fl.statusd, "GPUKMM_STATUSD", "statusd.sock");
-	svc->kubeconfig = dflt(svc, f_kc, "KUBECONFIG", NULL);
+	/* only the flag: $KUBECONFIG is a list, merged by gk_kube_config_load */
+	svc->kubeconfig = f_kc;
 	svc->token_file = dflt(svc, f_tok, "GPUKMM_TOKEN_FILE", NULL);
 	svc->ns = dflt(svc, f_ns, "OPERATOR_NAMESPACE", NULL);
 	if (!svc->ns)

@@ -29,6 +29,11 @@ bool gk_gater_is_gated(const Gpukmm__DaemonSet *ds, const char *cp, const char *
 		return true;
 	if (!in_ns(ds, op_ns))
 		return false;
+	/* gpukmm-opmgr's own operands carry the ready key in the node selector it
+	 * renders: one writer per field, so the gater leaves them alone */
+	const char *mb = gk_kv_get(ds->metadata->labels, ds->metadata->n_labels, "app.kubernetes.io/managed-by");
+	if (mb && strcmp(mb, "gpukmm") == 0)
+		return false;
 	static const enum gk_policy_ds all[] = { GK_POLICY_DS_DEVICE_PLUGIN, GK_POLICY_DS_DRA,
 						  GK_POLICY_DS_XPU_MANAGER };
 	char buf[GK_POLICY_KEY_MAX];

@@ -1,8 +1,11 @@
 /* gpukmm-gater — the pure gating decision (reference gpu-base-operator §3).
  *
- * A DaemonSet is gated by ClusterPolicy <cp> when it is <cp>-device-plugin,
- * <cp>-gpu-dra or <cp>-xpu-manager in the operator namespace, or carries the
- * label gpukmm.io/gate=<cp> (opt-in, any watched namespace). Gated + gating
+ * A DaemonSet is gated by ClusterPolicy <cp> when it carries the label
+ * gpukmm.io/gate=<cp> (opt-in, any watched namespace), or is <cp>-device-plugin,
+ * <cp>-gpu-dra or <cp>-xpu-manager in the operator namespace and not gpukmm's
+ * own (label app.kubernetes.io/managed-by=gpukmm: gpukmm-opmgr renders the key
+ * into those, one writer per field) — e.g. left by the Go operator until
+ * gpukmm-opmgr adopts them. Gated + gating
  * wanted (KMM present, the policy alive and kernelModule set) → its pod
  * template's nodeSelector has the KMM ready label
  * kmm.node.kubernetes.io/<ns>.<cp>-gpu.ready: ""; otherwise that key is

@@ -23,6 +23,7 @@
 #include "gpukmm/loop.h"
 #include "gpukmm/metrics.h"
 #include "gpukmm/policy.h"
+#include "gpukmm/reporter.h"
 #include "gpukmm/svc.h"
 #include "gpukmm/workqueue.h"
 #include "gpukmm/wqsched.h"
@@ -33,8 +34,6 @@
 #include "pass.h"
 #include "view.h"
 
-#define REPORT_TIMEOUT_MS 5000
-#define REPORT_RETRY_MS 2000
 #define PASSES_PER_TICK 32
 #define QUEUE_MAX_KEYS 1024
 
@@ -44,7 +43,7 @@ static const char *const TOPICS[] = { "clusterpolicy", "daemonset", "discovery",
 typedef struct gt {
 	gk_svc svc;
 	gk_wsub *bus;
-	gk_ipc_client *statusd;
+	gk_reporter rep;          /* statusd reports (rep.statusd NULL: none) */
 	gk_gtv *view;
 	gk_wq *q;
 	gk_gater_kops *kops;
@@ -54,7 +53,7 @@ typedef struct gt {
 	gk_wq_sched qs;          /* the queue on the loop: passes run from its timer */
 
 	gk_gater_stats pst;
-	uint64_t reports_ok, reports_failed, queue_refused;
+	uint64_t queue_refused;
 } gt;
 
 /* ---- dirty keys → queue ------------------------------------------------------ */
@@ -72,33 +71,8 @@ static void on_dirty(void *user, const char *policy)
 
 /* ---- statusd reports -------------------------------------------------------- */
 
-typedef struct report_ctx {
-	gt *g;
-	char policy[GK_POLICY_KEY_MAX];
-} report_ctx;
-
-static void on_report_done(void *user, int code, ProtobufCMessage *reply, const char *errmsg)
-{
-	report_ctx *rc = user;
-	gt *g = rc->g;
-	if (reply)
-		gk_ipc_free(reply);
-	if (code == GK_OK) {
-		g->reports_ok++;
-	} else if (code != GK_CANCELLED) {
-		g->reports_failed++;
-		GK_DEBUG("status report for %s failed (%s): retrying", rc->policy, errmsg ? errmsg : "");
-		/* level-triggered: the next pass recomputes and resends the report */
-		if (!g->svc.stopping && gk_wq_add_after(g->q, rc->policy, REPORT_RETRY_MS, gk_mono_ms(), NULL) == GK_OK)
-			gk_wq_sched_kick(&g->qs);
-	}
-	free(rc);
-}
-
 static void send_report(gt *g, const char *policy, const gk_gater_result *res)
 {
-	if (!g->statusd)
-		return;
 	Gpukmm__StatusReport r;
 	gpukmm__status_report__init(&r);
 	r.component = "gater";
@@ -109,25 +83,13 @@ static void send_report(gt *g, const char *policy, const gk_gater_result *res)
 	} else {
 		r.has_generation = res->generation != 0;
 		r.generation = res->generation;
-		r.device_plugin_status = (char *)res->dp;
-		r.dra_status = (char *)res->dra;
-		r.xpu_manager_status = (char *)res->xpu;
+		/* the operand counts are gpukmm-opmgr's to report */
 		r.gated_daemonsets = res->gated;
 		r.n_gated_daemonsets = res->n_gated;
 		r.errors = (char **)res->errors;
 		r.n_errors = res->n_errors;
 	}
-	report_ctx *rc = calloc(1, sizeof(*rc));
-	if (!rc)
-		return;
-	rc->g = g;
-	snprintf(rc->policy, sizeof(rc->policy), "%s", policy);
-	gk_err e;
-	if (gk_ipc_call_async(g->statusd, &gpukmm__status__descriptor, "Report", &r.base, REPORT_TIMEOUT_MS,
-			      on_report_done, rc, &e) != GK_OK) {
-		GK_WARN("status report for %s: %s", policy, e.msg);
-		free(rc);
-	}
+	gk_reporter_send(&g->rep, &r);
 }
 
 /* ---- passes ----------------------------------------------------------------- */
@@ -248,10 +210,11 @@ int main(int argc, char **argv)
 		goto fail;
 	gk_gater_kops_ops(g->kops, &g->ops);
 
-	if (g->svc.addr.statusd && gk_ipc_client_open(&g->statusd, g->svc.addr.statusd, NULL, &err))
+	g->rep = (gk_reporter){ .q = g->q, .qs = &g->qs, .stopping = &g->svc.stopping };
+	if (g->svc.addr.statusd && gk_ipc_client_open(&g->rep.statusd, g->svc.addr.statusd, NULL, &err))
 		goto fail;
-	if (g->statusd &&
-	    gk_loop_add_fd(g->svc.loop, gk_ipc_client_fd(g->statusd), EPOLLIN, on_client_fd, g->statusd, &err))
+	if (g->rep.statusd && gk_loop_add_fd(g->svc.loop, gk_ipc_client_fd(g->rep.statusd), EPOLLIN, on_client_fd,
+					     g->rep.statusd, &err))
 		goto fail;
 	const gk_wsub_opts wo = { .topics = TOPICS, .n_topics = N_TOPICS };
 	const gk_wsub_view wv = { .user = g, .reset = view_reset, .apply = view_apply, .resynced = view_resynced };
@@ -272,8 +235,8 @@ int main(int argc, char **argv)
 	gk_metric_counter_var("gpukmm_gater_snapshots_total", "View rebuilds from watcher snapshots.", &bs->snapshots);
 	gk_metric_counter_var("gpukmm_gater_bus_gaps_total", "Bus sequence gaps.", &bs->gaps);
 	gk_metric_counter_var("gpukmm_gater_events_received_total", "Bus events received.", &bs->events);
-	gk_metric_counter_var("gpukmm_gater_reports_ok_total", "Status reports accepted.", &g->reports_ok);
-	gk_metric_counter_var("gpukmm_gater_reports_failed_total", "Status reports failed.", &g->reports_failed);
+	gk_metric_counter_var("gpukmm_gater_reports_ok_total", "Status reports accepted.", &g->rep.ok);
+	gk_metric_counter_var("gpukmm_gater_reports_failed_total", "Status reports failed.", &g->rep.failed);
 	gk_metric_gauge_var("gpukmm_gater_queue_depth", "Keys ready or waiting.", &g->qs.depth);
 	gk_metric_counter_var("gpukmm_gater_queue_refused_total", "Keys refused by the bounded queue.",
 			      &g->queue_refused);
@@ -288,9 +251,9 @@ fail:
 out:
 	g->svc.stopping = 1;
 	gk_wsub_close(g->bus); /* an outstanding snapshot is cancelled */
-	if (g->statusd) {
-		gk_loop_del_fd(g->svc.loop, gk_ipc_client_fd(g->statusd));
-		gk_ipc_client_close(g->statusd);
+	if (g->rep.statusd) {
+		gk_loop_del_fd(g->svc.loop, gk_ipc_client_fd(g->rep.statusd));
+		gk_ipc_client_close(g->rep.statusd);
 	}
 	gk_gater_kops_free(g->kops);
 	gk_gtv_free(g->view);

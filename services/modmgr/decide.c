@@ -114,6 +114,19 @@ bool gk_mm_claim_blocks(const Gpukmm__ResourceClaim *c)
 	return false;
 }
 
+bool gk_mm_pod_is_operand(const Gpukmm__Pod *p, const char *ns)
+{
+	const Gpukmm__ObjectMeta *md = p ? p->metadata : NULL;
+	if (!md || !md->namespace_ || !ns || strcmp(md->namespace_, ns) != 0)
+		return false;
+	for (size_t i = 0; i < md->n_owner_references; i++) {
+		const Gpukmm__OwnerReference *r = md->owner_references[i];
+		if (r->has_controller && r->controller && r->kind && strcmp(r->kind, "DaemonSet") == 0)
+			return true;
+	}
+	return false;
+}
+
 bool gk_mm_pod_blocks(const Gpukmm__Pod *p)
 {
 	if (!p || p->n_gpu_resources == 0)
@@ -130,6 +143,16 @@ bool gk_mm_has_finalizer(const Gpukmm__ClusterPolicy *cp)
 		return false;
 	for (size_t i = 0; i < cp->metadata->n_finalizers; i++)
 		if (cp->metadata->finalizers[i] && strcmp(cp->metadata->finalizers[i], GK_MM_FINALIZER) == 0)
+			return true;
+	return false;
+}
+
+bool gk_mm_has_operand_finalizer(const Gpukmm__ClusterPolicy *cp)
+{
+	if (!cp || !cp->metadata)
+		return false;
+	for (size_t i = 0; i < cp->metadata->n_finalizers; i++)
+		if (cp->metadata->finalizers[i] && strcmp(cp->metadata->finalizers[i], GK_MM_OPERAND_FINALIZER) == 0)
 			return true;
 	return false;
 }
@@ -256,6 +279,15 @@ static void decide_delete(const gk_mm_view *v, gk_mm_plan *plan, bool policy_ali
 	/* upstream order: the guard before the deletionTimestamp check */
 	if (guard(v, plan, "deletion", report_errors))
 		return;
+	/* the ordered teardown (operands.md §9.3): the KMM Module goes last, once
+	 * gpukmm-opmgr has removed the device plugin, DRA driver and XPU Manager
+	 * (it drops its finalizer then) */
+	if (v->policy && deleting(v->policy->metadata) && gk_mm_has_operand_finalizer(v->policy)) {
+		cond(plan, "False", "WaitingForOperands",
+		     "KMM Module %s is deleted once the device plugin, DRA driver and XPU Manager are gone",
+		     plan->module);
+		return;
+	}
 	if (deleting(m->metadata)) {
 		if (report_errors)
 			ADD_MSG(plan, gk_policy_msg_pending_deletion, plan->module);

@@ -29,6 +29,9 @@
 #include "kube.pb-c.h"
 
 #define GK_MM_FINALIZER "gpukmm.io/module-protection"
+/* gpukmm-opmgr's finalizer: while it is on a policy being deleted, its
+ * operands are not torn down yet and the Module waits (it goes last) */
+#define GK_MM_OPERAND_FINALIZER "gpukmm.io/operand-protection"
 #define GK_MM_REQUEUE_MS 5000            /* upstream RequeueDelay */
 #define GK_MM_GPU_DRIVER "gpu.intel.com" /* ResourceClaim allocation result driver */
 #define GK_MM_MAX_ERRORS 10              /* upstream keeps at most 10 */
@@ -116,6 +119,11 @@ void gk_mm_kmm_status_of(const Gpukmm__Module *m, char *buf, size_t cap);
 /* Guard helpers over the watcher's objects (§4.1 and the dp-mode extension). */
 bool gk_mm_claim_blocks(const Gpukmm__ResourceClaim *c);
 bool gk_mm_pod_blocks(const Gpukmm__Pod *p);
+/* A pod of gpukmm's own operands (a DaemonSet's pod in the operator namespace,
+ * e.g. the XPU Manager requesting gpu.intel.com/monitoring): not a GPU user the
+ * dp-mode guard waits for — it would block its own teardown. */
+bool gk_mm_pod_is_operand(const Gpukmm__Pod *p, const char *ns);
+bool gk_mm_has_operand_finalizer(const Gpukmm__ClusterPolicy *cp);
 
 /* Our finalizer is on the policy. */
 bool gk_mm_has_finalizer(const Gpukmm__ClusterPolicy *cp);

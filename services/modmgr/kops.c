@@ -7,14 +7,13 @@
 
 #include "gpukmm/kobj.h"
 #include "gpukmm/kube.h"
+#include "gpukmm/kwriter.h"
 #include "gpukmm/log.h"
 #include "gpukmm/policy.h"
 #include "gpukmm/wsub.h"
 
 struct gk_mm_kops {
-	gk_kube_config cfg;
-	gk_kube_client *kc;
-	gk_kube_mux *mux;        /* every call, on the service loop */
+	gk_kube_conn conn;
 	uint64_t *ev_written, *ev_failed;
 	char *ns, *sa;
 	gk_policy_opts popts;
@@ -101,15 +100,7 @@ int gk_mm_kops_new(gk_mm_kops **out, const char *kubeconfig, const char *ns, con
 	}
 	k->popts.namespace_ = k->ns;
 	k->popts.service_account = k->sa;
-	int rc = gk_kube_config_load(&k->cfg, kubeconfig, err);
-	if (rc == GK_OK) {
-		/* writes are few (one per real change); reads come from the watcher */
-		gk_kube_opts ko = { .qps = qps ? qps : 50, .burst = 100, .timeout_ms = 15000,
-				    .user_agent = "gpukmm-modmgr" };
-		rc = gk_kube_client_new(&k->kc, &k->cfg, &ko, err);
-	}
-	if (rc == GK_OK && (rc = gk_kube_mux_new(&k->mux, k->kc, err)) == GK_OK)
-		rc = gk_kube_mux_attach(k->mux, loop, err);
+	int rc = gk_kube_conn_open(&k->conn, kubeconfig, qps, "gpukmm-modmgr", loop, err);
 	if (rc) {
 		gk_mm_kops_free(k);
 		return rc;
@@ -124,9 +115,7 @@ void gk_mm_kops_free(gk_mm_kops *k)
 {
 	if (!k)
 		return;
-	gk_kube_mux_free(k->mux); /* calls still in flight are dropped */
-	gk_kube_client_free(k->kc);
-	gk_kube_config_free(&k->cfg);
+	gk_kube_conn_close(&k->conn); /* calls still in flight are dropped */
 	free(k->ns);
 	free(k->sa);
 	free(k);
@@ -190,7 +179,7 @@ static int op_create(void *user, gk_mm_run *run, const cJSON *obj, void **handle
 	if (!x)
 		return GK_RESOURCE_EXHAUSTED;
 	gk_kube_call *call = NULL;
-	int rc = gk_kube_call_create(k->mux, &r, obj, NULL, op_done, x, &call, err);
+	int rc = gk_kube_call_create(k->conn.mux, &r, obj, NULL, op_done, x, &call, err);
 	return op_started(rc, call, x, handle);
 }
 
@@ -203,7 +192,7 @@ static int op_patch(void *user, gk_mm_run *run, const char *name, const char *pa
 	if (!x)
 		return GK_RESOURCE_EXHAUSTED;
 	gk_kube_call *call = NULL;
-	int rc = gk_kube_call_patch(k->mux, &r, GK_PATCH_MERGE, patch, NULL, false, NULL, op_done, x, &call,
+	int rc = gk_kube_call_patch(k->conn.mux, &r, GK_PATCH_MERGE, patch, NULL, false, NULL, op_done, x, &call,
 				    err);
 	return op_started(rc, call, x, handle);
 }
@@ -218,7 +207,7 @@ static int op_del(void *user, gk_mm_run *run, const char *name, const char *uid,
 	if (!x)
 		return GK_RESOURCE_EXHAUSTED;
 	gk_kube_call *call = NULL;
-	int rc = gk_kube_call_delete(k->mux, &r, &d, NULL, op_done, x, &call, err);
+	int rc = gk_kube_call_delete(k->conn.mux, &r, &d, NULL, op_done, x, &call, err);
 	return op_started(rc, call, x, handle);
 }
 
@@ -230,7 +219,7 @@ static int op_get(void *user, gk_mm_run *run, const char *name, void **handle, g
 	if (!x)
 		return GK_RESOURCE_EXHAUSTED;
 	gk_kube_call *call = NULL;
-	int rc = gk_kube_call_get(k->mux, &r, NULL, op_done, x, &call, err);
+	int rc = gk_kube_call_get(k->conn.mux, &r, NULL, op_done, x, &call, err);
 	return op_started(rc, call, x, handle);
 }
 
@@ -257,7 +246,7 @@ static int op_set_finalizers(void *user, gk_mm_run *run, const char *policy, con
 	gk_kube_ref r = { .group = "intel.com", .version = "v1alpha1", .resource = "clusterpolicies",
 			  .name = policy };
 	gk_kube_call *call = NULL;
-	int rc = gk_kube_call_patch(k->mux, &r, GK_PATCH_MERGE, body, NULL, false, NULL, op_done, x, &call,
+	int rc = gk_kube_call_patch(k->conn.mux, &r, GK_PATCH_MERGE, body, NULL, false, NULL, op_done, x, &call,
 				    err);
 	free(body);
 	return op_started(rc, call, x, handle);
@@ -317,10 +306,10 @@ static void ev_next(ev_ctx *c)
 	gk_err e = { 0 };
 	int rc;
 	if (c->step == EV_GET) {
-		rc = gk_kube_call_get(c->k->mux, &r, NULL, ev_done, c, &call, &e);
+		rc = gk_kube_call_get(c->k->conn.mux, &r, NULL, ev_done, c, &call, &e);
 	} else {
 		char *p = gk_mm_event_bump_patch(c->count, c->ts);
-		rc = p ? gk_kube_call_patch(c->k->mux, &r, GK_PATCH_MERGE, p, NULL, false, NULL, ev_done, c,
+		rc = p ? gk_kube_call_patch(c->k->conn.mux, &r, GK_PATCH_MERGE, p, NULL, false, NULL, ev_done, c,
 					    &call, &e)
 		       : gk_err_set(&e, GK_RESOURCE_EXHAUSTED, "out of memory");
 		free(p);
@@ -390,7 +379,7 @@ int gk_mm_kops_event(gk_mm_kops *k, const char *policy, const char *uid, const g
 	}
 	gk_kube_ref r = { .version = "v1", .resource = "events", .ns = "default" };
 	gk_kube_call *call = NULL;
-	int rc = gk_kube_call_create(k->mux, &r, o, NULL, ev_done, c, &call, err);
+	int rc = gk_kube_call_create(k->conn.mux, &r, o, NULL, ev_done, c, &call, err);
 	cJSON_Delete(o);
 	if (rc != GK_OK) {
 		free(c);

@@ -22,6 +22,7 @@
 #include "gpukmm/kube.h"
 #include "gpukmm/log.h"
 #include "gpukmm/loop.h"
+#include "gpukmm/reporter.h"
 #include "gpukmm/metrics.h"
 #include "gpukmm/svc.h"
 #include "gpukmm/workqueue.h"
@@ -34,8 +35,6 @@
 #include "pass.h"
 #include "view.h"
 
-#define REPORT_TIMEOUT_MS 5000
-#define REPORT_RETRY_MS 2000
 #define PASSES_PER_TICK 32
 #define MAX_INFLIGHT 16 /* passes with an API call in flight */
 
@@ -55,7 +54,7 @@ typedef struct inflight {
 typedef struct mm {
 	gk_svc svc;
 	gk_wsub *bus;
-	gk_ipc_client *statusd;
+	gk_reporter rep;          /* statusd reports (rep.statusd NULL: none) */
 	gk_mmv *view;
 	gk_wq *q;
 	gk_mm_evrec *evrec;
@@ -70,7 +69,7 @@ typedef struct mm {
 	uint64_t n_fly;
 
 	gk_mm_pass_stats pst;
-	uint64_t reports_ok, reports_failed, events_written, events_failed;
+	uint64_t events_written, events_failed;
 } mm;
 
 /* ---- dirty keys → queue ------------------------------------------------------ */
@@ -85,32 +84,9 @@ static void on_dirty(void *user, const char *policy)
 
 /* ---- statusd reports -------------------------------------------------------- */
 
-typedef struct report_ctx {
-	mm *m;
-	char policy[GK_MM_NAME_MAX];
-} report_ctx;
-
-static void on_report_done(void *user, int code, ProtobufCMessage *reply, const char *errmsg)
-{
-	report_ctx *rc = user;
-	mm *m = rc->m;
-	if (reply)
-		gk_ipc_free(reply);
-	if (code == GK_OK) {
-		m->reports_ok++;
-	} else if (code != GK_CANCELLED) {
-		m->reports_failed++;
-		GK_DEBUG("status report for %s failed (%s): retrying", rc->policy, errmsg ? errmsg : "");
-		/* level-triggered: the next pass recomputes and resends the report */
-		if (!m->svc.stopping && gk_wq_add_after(m->q, rc->policy, REPORT_RETRY_MS, gk_mono_ms(), NULL) == GK_OK)
-			gk_wq_sched_kick(&m->qs);
-	}
-	free(rc);
-}
-
 static void send_report(mm *m, const gk_mm_plan *p)
 {
-	if (!m->statusd || !p->report)
+	if (!m->rep.statusd || !p->report)
 		return;
 	Gpukmm__StatusReport r;
 	gpukmm__status_report__init(&r);
@@ -142,17 +118,7 @@ static void send_report(mm *m, const gk_mm_plan *p)
 	}
 	r.has_deleted = p->report_deleted;
 	r.deleted = p->report_deleted;
-	report_ctx *rc = calloc(1, sizeof(*rc));
-	if (!rc)
-		return;
-	rc->m = m;
-	snprintf(rc->policy, sizeof(rc->policy), "%s", p->policy);
-	gk_err e;
-	if (gk_ipc_call_async(m->statusd, &gpukmm__status__descriptor, "Report", &r.base, REPORT_TIMEOUT_MS,
-			      on_report_done, rc, &e) != GK_OK) {
-		GK_WARN("status report for %s: %s", p->policy, e.msg);
-		free(rc);
-	}
+	gk_reporter_send(&m->rep, &r);
 }
 
 /* ---- Kubernetes Events ----------------------------------------------------- */
@@ -345,10 +311,11 @@ int main(int argc, char **argv)
 		goto fail;
 	gk_mm_kops_ops(m->kops, &m->ops);
 
-	if (m->svc.addr.statusd && gk_ipc_client_open(&m->statusd, m->svc.addr.statusd, NULL, &err))
+	m->rep = (gk_reporter){ .q = m->q, .qs = &m->qs, .stopping = &m->svc.stopping };
+	if (m->svc.addr.statusd && gk_ipc_client_open(&m->rep.statusd, m->svc.addr.statusd, NULL, &err))
 		goto fail;
-	if (m->statusd &&
-	    gk_loop_add_fd(m->svc.loop, gk_ipc_client_fd(m->statusd), EPOLLIN, on_client_fd, m->statusd, &err))
+	if (m->rep.statusd && gk_loop_add_fd(m->svc.loop, gk_ipc_client_fd(m->rep.statusd), EPOLLIN, on_client_fd,
+					     m->rep.statusd, &err))
 		goto fail;
 	const gk_wsub_opts wo = { .topics = TOPICS, .n_topics = N_TOPICS };
 	const gk_wsub_view wv = { .user = m, .reset = view_reset, .apply = view_apply, .resynced = view_resynced };
@@ -369,8 +336,8 @@ int main(int argc, char **argv)
 	gk_metric_counter_var("gpukmm_modmgr_snapshots_total", "View rebuilds from watcher snapshots.", &bs->snapshots);
 	gk_metric_counter_var("gpukmm_modmgr_bus_gaps_total", "Bus sequence gaps.", &bs->gaps);
 	gk_metric_counter_var("gpukmm_modmgr_events_received_total", "Bus events received.", &bs->events);
-	gk_metric_counter_var("gpukmm_modmgr_reports_ok_total", "Status reports accepted.", &m->reports_ok);
-	gk_metric_counter_var("gpukmm_modmgr_reports_failed_total", "Status reports failed.", &m->reports_failed);
+	gk_metric_counter_var("gpukmm_modmgr_reports_ok_total", "Status reports accepted.", &m->rep.ok);
+	gk_metric_counter_var("gpukmm_modmgr_reports_failed_total", "Status reports failed.", &m->rep.failed);
 	gk_metric_counter_var("gpukmm_modmgr_k8s_events_written_total", "Kubernetes Events created or bumped.",
 			      &m->events_written);
 	gk_metric_counter_var("gpukmm_modmgr_k8s_events_failed_total", "Kubernetes Event writes that failed.",
@@ -388,9 +355,9 @@ fail:
 out:
 	m->svc.stopping = 1;
 	gk_wsub_close(m->bus); /* an outstanding snapshot is cancelled; before the view is freed */
-	if (m->statusd) {
-		gk_loop_del_fd(m->svc.loop, gk_ipc_client_fd(m->statusd));
-		gk_ipc_client_close(m->statusd);
+	if (m->rep.statusd) {
+		gk_loop_del_fd(m->svc.loop, gk_ipc_client_fd(m->rep.statusd));
+		gk_ipc_client_close(m->rep.statusd);
 	}
 	for (size_t i = 0; i < MAX_INFLIGHT; i++) {
 		if (m->fly[i].run) {

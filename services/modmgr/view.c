@@ -238,7 +238,7 @@ int gk_mmv_load_snapshot(gk_mmv *v, const Gpukmm__SnapshotReply *s, gk_err *err)
 	}
 	for (size_t i = 0; i < s->n_pods; i++) {
 		const Gpukmm__Pod *p = s->pods[i];
-		if (p && gk_mm_pod_blocks(p)) {
+		if (p && gk_mm_pod_blocks(p) && !gk_mm_pod_is_operand(p, v->ns)) {
 			ns_key(key, sizeof(key), p->metadata);
 			set_put(v, &v->pods, key, true);
 		}
@@ -316,7 +316,7 @@ int gk_mmv_apply(gk_mmv *v, const char *topic, const Gpukmm__Event *ev, gk_err *
 	case GPUKMM__EVENT__OBJECT_POD: {
 		bool before = set_any(&v->pods);
 		ns_key(key, sizeof(key), ev->pod->metadata);
-		set_put(v, &v->pods, key, !del && gk_mm_pod_blocks(ev->pod));
+		set_put(v, &v->pods, key, !del && gk_mm_pod_blocks(ev->pod) && !gk_mm_pod_is_operand(ev->pod, v->ns));
 		if (set_any(&v->pods) != before)
 			mark_all(v);
 		return GK_OK;

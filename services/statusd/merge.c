@@ -1,4 +1,4 @@
-/* gpukmm-statusd: merge of modmgr's and gater's reports into one status. */
+/* gpukmm-statusd: merge of modmgr's, opmgr's and gater's reports into one status. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,16 +26,16 @@ static bool in_list(char **v, size_t n, const char *s)
 	return false;
 }
 
-/* errors: modmgr's, then gater's, deduplicated, at most GK_SD_MAX_ERRORS. A
+/* errors: modmgr's, then opmgr's, then gater's, deduplicated, at most GK_SD_MAX_ERRORS. A
  * component without a report (before the grace period ends) contributes the
  * current errors the other component did not report. */
 static int merge_errors(cJSON *want, const cJSON *cur, const gk_sd_inputs *in)
 {
 	char *v[GK_SD_MAX_ERRORS];
 	size_t n = 0;
-	const Gpukmm__StatusReport *rs[2] = { in->modmgr, in->gater };
-	bool keep_cur = !in->missing_is_empty && (!in->modmgr || !in->gater);
-	for (int k = 0; k < 2; k++) {
+	const Gpukmm__StatusReport *rs[3] = { in->modmgr, in->opmgr, in->gater };
+	bool keep_cur = !in->missing_is_empty && (!in->modmgr || !in->gater || !in->opmgr);
+	for (int k = 0; k < 3; k++) {
 		if (!rs[k])
 			continue;
 		for (size_t i = 0; i < rs[k]->n_errors && n < GK_SD_MAX_ERRORS; i++) {
@@ -275,7 +275,7 @@ static int conditions(cJSON *want, const cJSON *cur, const gk_sd_inputs *in, int
 cJSON *gk_sd_merge(const cJSON *cur, const gk_sd_inputs *in, bool *oom)
 {
 	*oom = false;
-	if (!in->modmgr && !in->gater && !in->nodes)
+	if (!in->modmgr && !in->gater && !in->opmgr && !in->nodes)
 		return NULL;
 	if (cur && !cJSON_IsObject(cur))
 		cur = NULL;
@@ -299,17 +299,22 @@ cJSON *gk_sd_merge(const cJSON *cur, const gk_sd_inputs *in, bool *oom)
 			goto fail;
 		cJSON_AddItemToObject(want, it->string, d);
 	}
-	const Gpukmm__StatusReport *m = in->modmgr, *g = in->gater;
+	const Gpukmm__StatusReport *m = in->modmgr, *g = in->gater, *o = in->opmgr;
+	/* the operand counts are opmgr's; a gater that still reports them is heard where opmgr is silent */
+#define DS_FIELD(f) (o && o->f ? o->f : g ? g->f : NULL)
 	if (own_string(want, cur, "kmmStatus", m ? m->kmm_status : NULL) ||
-	    own_string(want, cur, "devicePluginStatus", g ? g->device_plugin_status : NULL) ||
-	    own_string(want, cur, "draStatus", g ? g->dra_status : NULL) ||
-	    own_string(want, cur, "xpuManagerStatus", g ? g->xpu_manager_status : NULL) || merge_errors(want, cur, in))
+	    own_string(want, cur, "devicePluginStatus", DS_FIELD(device_plugin_status)) ||
+	    own_string(want, cur, "draStatus", DS_FIELD(dra_status)) ||
+	    own_string(want, cur, "xpuManagerStatus", DS_FIELD(xpu_manager_status)) || merge_errors(want, cur, in))
 		goto fail;
+#undef DS_FIELD
 	int64_t gen = 0;
 	if (m && m->has_generation && m->generation > gen)
 		gen = m->generation;
 	if (g && g->has_generation && g->generation > gen)
 		gen = g->generation;
+	if (o && o->has_generation && o->generation > gen)
+		gen = o->generation;
 	if (gen <= 0) {
 		const cJSON *og = cJSON_GetObjectItemCaseSensitive(cur, "observedGeneration");
 		if (cJSON_IsNumber(og))

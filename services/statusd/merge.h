@@ -17,6 +17,9 @@
 typedef struct gk_sd_inputs {
 	const Gpukmm__StatusReport *modmgr;  /* latest report, NULL = none yet */
 	const Gpukmm__StatusReport *gater;   /* latest report, NULL = none yet */
+	/* gpukmm-opmgr: devicePluginStatus / draStatus / xpuManagerStatus (the
+	 * gater's values are used only from a gater that still sends them) */
+	const Gpukmm__StatusReport *opmgr;
 	/* A component without a report is assumed to have nothing to say (its
 	 * share of errors is dropped) only when this is set (after the startup
 	 * grace period); before that its fields are kept from the current status,

@@ -12,7 +12,7 @@
 #include "watcher.h"
 
 const char *const wr_topic_names[WT_N] = {"clusterpolicy", "module", "node",
-					  "resourceclaim", "daemonset", "pod"};
+					  "resourceclaim", "daemonset", "pod", "operand"};
 
 /* ---- the kinds --------------------------------------------------------------
  * Pods: the API cannot select pods by the resources they request, so we narrow
@@ -24,8 +24,12 @@ typedef struct src_def {
 	const char *group, *version, *resource;
 	bool in_operator_ns;
 	const char *label_selector, *field_selector;
-	int gate;
+	int gate;                /* WG_DRAV: version = the newest served resource.k8s.io one */
 } src_def;
+
+/* Operands (gpukmm-opmgr): the objects gpukmm deploys carry this label; every
+ * ConfigMap of the operator namespace is kept (a configMapOverride is the user's). */
+#define OPERAND_SEL "app.kubernetes.io/managed-by=gpukmm"
 
 static const src_def srcs[WR_NSRC] = {
 	{WT_CP, "intel.com", "v1alpha1", "clusterpolicies", false, NULL, NULL, WG_CP},
@@ -36,6 +40,21 @@ static const src_def srcs[WR_NSRC] = {
 	{WT_DS, "apps", "v1", "daemonsets", false, "gpukmm.io/gate", NULL, WG_NONE},
 	{WT_POD, "", "v1", "pods", false, NULL, "status.phase!=Succeeded,status.phase!=Failed",
 	 WG_NONE},
+	{WT_OP, "apps", "v1", "daemonsets", true, OPERAND_SEL, NULL, WG_NONE},
+	{WT_OP, "", "v1", "configmaps", true, NULL, NULL, WG_NONE},
+	{WT_OP, "", "v1", "serviceaccounts", true, OPERAND_SEL, NULL, WG_NONE},
+	{WT_OP, "", "v1", "services", true, OPERAND_SEL, NULL, WG_NONE},
+	{WT_OP, "rbac.authorization.k8s.io", "v1", "clusterroles", false, OPERAND_SEL, NULL, WG_NONE},
+	{WT_OP, "rbac.authorization.k8s.io", "v1", "clusterrolebindings", false, OPERAND_SEL, NULL, WG_NONE},
+	{WT_OP, "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", false, OPERAND_SEL, NULL, WG_VAP},
+	{WT_OP, "admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings", false, OPERAND_SEL, NULL,
+	 WG_VAP},
+	{WT_OP, "resource.k8s.io", NULL, "deviceclasses", false, OPERAND_SEL, NULL, WG_DRAV},
+	{WT_OP, "resource.k8s.io", NULL, "resourceclaimtemplates", true, OPERAND_SEL, NULL, WG_DRAV},
+	{WT_OP, "monitoring.coreos.com", "v1", "servicemonitors", true, OPERAND_SEL, NULL, WG_PROM},
+	{WT_OP, "nfd.k8s-sigs.io", "v1alpha1", "nodefeaturerules", false, OPERAND_SEL, NULL, WG_NFD},
+	{WT_OP, "security.openshift.io", "v1", "securitycontextconstraints", false, OPERAND_SEL, NULL,
+	 WG_OPENSHIFT},
 };
 
 static int convert(int topic, const cJSON *obj, ProtobufCMessage **out, gk_err *err)
@@ -49,6 +68,7 @@ static int convert(int topic, const cJSON *obj, ProtobufCMessage **out, gk_err *
 	case WT_RC: rc = gk_kobj_resource_claim_from_json(obj, (Gpukmm__ResourceClaim **)&m, err); break;
 	case WT_DS: rc = gk_kobj_daemon_set_from_json(obj, (Gpukmm__DaemonSet **)&m, err); break;
 	case WT_POD: rc = gk_kobj_pod_from_json(obj, (Gpukmm__Pod **)&m, err); break;
+	case WT_OP: rc = gk_kobj_object_from_json(obj, (Gpukmm__Object **)&m, err); break;
 	default: rc = gk_err_set(err, GK_INTERNAL, "unknown topic %d", topic);
 	}
 	*out = m;
@@ -64,6 +84,7 @@ static void event_set(Gpukmm__Event *ev, int topic, ProtobufCMessage *m)
 	case WT_RC: ev->object_case = GPUKMM__EVENT__OBJECT_RESOURCE_CLAIM; ev->resource_claim = (void *)m; break;
 	case WT_DS: ev->object_case = GPUKMM__EVENT__OBJECT_DAEMON_SET; ev->daemon_set = (void *)m; break;
 	case WT_POD: ev->object_case = GPUKMM__EVENT__OBJECT_POD; ev->pod = (void *)m; break;
+	case WT_OP: ev->object_case = GPUKMM__EVENT__OBJECT_OPERAND; ev->operand = (void *)m; break;
 	}
 }
 
@@ -80,13 +101,24 @@ static void publish(wr *w, int topic, Gpukmm__EventType type, ProtobufCMessage *
 	w->c_published++;
 }
 
+void wr_discovery_fill(wr *w, Gpukmm__Discovery *d)
+{
+	gpukmm__discovery__init(d);
+	d->has_kmm = d->has_dra = d->has_cluster_policy = 1;
+	d->has_openshift = d->has_nfd = d->has_prometheus = 1;
+	d->kmm = w->gate[WG_KMM];
+	d->dra = w->gate[WG_DRA];
+	d->cluster_policy = w->gate[WG_CP];
+	d->openshift = w->gate[WG_OPENSHIFT];
+	d->nfd = w->gate[WG_NFD];
+	d->prometheus = w->gate[WG_PROM];
+	d->dra_version = w->dra_version;
+}
+
 static void publish_discovery(wr *w)
 {
 	Gpukmm__Discovery d = GPUKMM__DISCOVERY__INIT;
-	d.has_kmm = d.has_dra = d.has_cluster_policy = 1;
-	d.kmm = w->gate[WG_KMM];
-	d.dra = w->gate[WG_DRA];
-	d.cluster_policy = w->gate[WG_CP];
+	wr_discovery_fill(w, &d);
 	Gpukmm__Event ev = GPUKMM__EVENT__INIT;
 	ev.has_type = 1;
 	ev.type = GPUKMM__EVENT_TYPE__MODIFIED;
@@ -129,12 +161,19 @@ static void drop_key(wr *w, int topic, const char *key, uint32_t bit)
 	}
 }
 
-static void on_event(void *user, enum gk_kube_event type, const char *key, const cJSON *obj)
+static void on_event(void *user, enum gk_kube_event type, const char *key0, const cJSON *obj)
 {
 	wr_src *s = user;
 	wr *w = s->w;
 	const src_def *d = &srcs[s->idx];
 	uint32_t bit = 1u << s->idx;
+	/* operands of several kinds share one store: the resource is part of the key */
+	char kbuf[700];
+	const char *key = key0;
+	if (d->topic == WT_OP) {
+		snprintf(kbuf, sizeof kbuf, "%s/%s", d->resource, key0);
+		key = kbuf;
+	}
 	if (type == GK_KUBE_DELETED || !obj) {
 		drop_key(w, d->topic, key, bit);
 		return;
@@ -208,7 +247,11 @@ static void src_start(wr *w, int i)
 	const src_def *d = &srcs[i];
 	if (s->kw)
 		return;
-	gk_kube_ref r = {d->group, d->version, d->resource, d->in_operator_ns ? w->o.ns : NULL,
+	const char *ver = d->gate == WG_DRAV ? w->dra_version : d->version;
+	if (!ver || !*ver)
+		return;
+	snprintf(w->src_version[i], sizeof w->src_version[i], "%s", ver);
+	gk_kube_ref r = {d->group, ver, d->resource, d->in_operator_ns ? w->o.ns : NULL,
 			 NULL, NULL};
 	gk_kube_watch_opts o = {.label_selector = d->label_selector,
 				.page_limit = 250,
@@ -267,6 +310,9 @@ static void src_stop(wr *w, int i)
 static void apply_gates(wr *w)
 {
 	for (int i = 0; i < WR_NSRC; i++) {
+		/* a DRA-versioned source watching an older version than the newest: restart */
+		if (srcs[i].gate == WG_DRAV && w->src[i].kw && strcmp(w->src_version[i], w->dra_version))
+			src_stop(w, i);
 		if (w->gate[srcs[i].gate])
 			src_start(w, i);
 		else
@@ -277,17 +323,47 @@ static void apply_gates(wr *w)
 
 /* ---- discovery (async: the loop never waits for the API) ------------------------ */
 
-static const struct { int gate; const char *g, *v, *r; } disc_q[3] = {
+/* the last four: deviceclasses per resource.k8s.io version, newest first */
+#define DISC_DRAV 7
+static const struct { int gate; const char *g, *v, *r; } disc_q[WR_NDISC] = {
 	{WG_CP, "intel.com", "v1alpha1", "clusterpolicies"},
 	{WG_KMM, "kmm.sigs.x-k8s.io", "v1beta1", "modules"},
 	{WG_DRA, "resource.k8s.io", "v1", "resourceclaims"},
+	{WG_OPENSHIFT, "security.openshift.io", "v1", "securitycontextconstraints"},
+	{WG_NFD, "nfd.k8s-sigs.io", "v1alpha1", "nodefeaturerules"},
+	{WG_PROM, "monitoring.coreos.com", "v1", "servicemonitors"},
+	{WG_VAP, "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies"},
+	{WG_DRAV, "resource.k8s.io", "v1", "deviceclasses"},
+	{WG_DRAV, "resource.k8s.io", "v1beta2", "deviceclasses"},
+	{WG_DRAV, "resource.k8s.io", "v1beta1", "deviceclasses"},
+	{WG_DRAV, "resource.k8s.io", "v1alpha3", "deviceclasses"},
 };
 
-/* All three answers are in: decide which watches run. */
+/* All answers are in: decide which watches run. */
 static void disc_apply(wr *w)
 {
 	bool changed = false;
-	for (size_t i = 0; i < 3; i++) {
+	/* the newest served DRA version (an error keeps the last answer) */
+	bool drav_err = false;
+	const char *drav = "";
+	for (size_t i = DISC_DRAV; i < WR_NDISC; i++) {
+		if (w->disc_res[i] < 0)
+			drav_err = true;
+		else if (w->disc_res[i] == 1 && !*drav)
+			drav = disc_q[i].v;
+	}
+	if (drav_err && !w->disc_known)
+		return; /* no complete first answer yet: next period */
+	if (!drav_err) {
+		if (strcmp(drav, w->dra_version)) {
+			if (w->disc_known)
+				GK_INFO("resource.k8s.io deviceclasses: %s", *drav ? drav : "not served");
+			snprintf(w->dra_version, sizeof w->dra_version, "%s", drav);
+			changed = true;
+		}
+		w->gate[WG_DRAV] = *drav != 0;
+	}
+	for (size_t i = 0; i < DISC_DRAV; i++) {
 		int r = w->disc_res[i];
 		if (r < 0) {
 			if (!w->disc_known)
@@ -332,7 +408,7 @@ static void disc_start(wr *w)
 {
 	if (w->disc_pending)
 		return; /* the API is slow: the round in flight answers first */
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < WR_NDISC; i++) {
 		gk_err err = {0};
 		w->disc_res[i] = -GK_UNAVAILABLE;
 		if (gk_kube_discover_async(w->mux, disc_q[i].g, disc_q[i].v, disc_q[i].r, disc_done,
@@ -551,7 +627,7 @@ static void raw_one(void *user, ws_ent *e)
 }
 
 static const char *const rep_field[WT_N] = {"cluster_policies", "modules", "nodes",
-					    "resource_claims", "daemon_sets", "pods"};
+					    "resource_claims", "daemon_sets", "pods", "operands"};
 
 void wr_snapshot_fill(wr *w, const Gpukmm__SnapshotRequest *req, Gpukmm__SnapshotReply *rep,
 		      Gpukmm__Discovery *disc, Gpukmm__Leadership *lead)
@@ -595,11 +671,7 @@ void wr_snapshot_fill(wr *w, const Gpukmm__SnapshotRequest *req, Gpukmm__Snapsho
 	} else {
 		free(r.f);
 	}
-	gpukmm__discovery__init(disc);
-	disc->has_kmm = disc->has_dra = disc->has_cluster_policy = 1;
-	disc->kmm = w->gate[WG_KMM];
-	disc->dra = w->gate[WG_DRA];
-	disc->cluster_policy = w->gate[WG_CP];
+	wr_discovery_fill(w, disc);
 	rep->discovery = disc;
 	gpukmm__leadership__init(lead);
 	lead->has_leader = 1;
@@ -643,7 +715,7 @@ static void h_get(Gpukmm__Watcher_Service *svc, const Gpukmm__GetRequest *in,
 			t = i;
 	if (t < 0 || !in->name || !*in->name) {
 		gk_ipc_fail(cd, GK_INVALID_ARGUMENT, "Get needs a topic (clusterpolicy, module, node, "
-			    "resourceclaim, daemonset, pod) and a name");
+			    "resourceclaim, daemonset, pod, operand) and a name");
 		return;
 	}
 	char key[600];
@@ -707,7 +779,7 @@ int wr_init(wr *w, const wr_opts *o, gk_loop *loop, gk_kube_client *kc, gk_kube_
 		w->src[i].w = w;
 		w->src[i].idx = i;
 	}
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < WR_NDISC; i++)
 		w->disc_slot[i] = (struct wr_disc_slot){w, i};
 	if (!w->o.leader_elect) {
 		w->ls.leader = true;
@@ -746,7 +818,7 @@ int wr_start(wr *w, gk_err *err)
 
 void wr_fini(wr *w)
 {
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < WR_NDISC; i++) {
 		gk_kube_call_cancel(w->disc_calls[i]);
 		w->disc_calls[i] = NULL;
 	}

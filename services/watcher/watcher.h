@@ -14,9 +14,12 @@
 #include "lease.h"
 #include "store.h"
 
-enum wr_topic { WT_CP, WT_MODULE, WT_NODE, WT_RC, WT_DS, WT_POD, WT_N };
-enum wr_gate { WG_NONE, WG_CP, WG_KMM, WG_DRA };
-#define WR_NSRC 7
+enum wr_topic { WT_CP, WT_MODULE, WT_NODE, WT_RC, WT_DS, WT_POD, WT_OP, WT_N };
+/* WG_DRAV: some resource.k8s.io version of deviceclasses is served (the
+ * operand sources of that group follow the newest one, wr.dra_version) */
+enum wr_gate { WG_NONE, WG_CP, WG_KMM, WG_DRA, WG_OPENSHIFT, WG_NFD, WG_PROM, WG_VAP, WG_DRAV, WG_N };
+#define WR_NSRC 20
+#define WR_NDISC 11
 
 typedef struct wr wr;
 
@@ -49,7 +52,9 @@ struct wr {
 	Gpukmm__Watcher_Service rpc;
 	ws_store store[WT_N];
 	wr_src src[WR_NSRC];
-	bool gate[4];                /* indexed by wr_gate: served? (WG_NONE always true) */
+	bool gate[WG_N];             /* indexed by wr_gate: served? (WG_NONE always true) */
+	char dra_version[16];        /* newest served resource.k8s.io version of deviceclasses, "" = none */
+	char src_version[WR_NSRC][16]; /* the version a running DRA-versioned source watches */
 	bool disc_known;
 	wl_state ls;
 	char holder[256];
@@ -58,9 +63,9 @@ struct wr {
 	void *on_ready_user;
 	gk_timer_id disc_timer, tick_timer, lease_timer;
 	/* async API calls on the mux: never block the loop */
-	gk_kube_call *disc_calls[3];
-	struct wr_disc_slot { wr *w; int i; } disc_slot[3];
-	int disc_res[3];             /* 1 served, 0 absent, -code error */
+	gk_kube_call *disc_calls[WR_NDISC];
+	struct wr_disc_slot { wr *w; int i; } disc_slot[WR_NDISC];
+	int disc_res[WR_NDISC];      /* 1 served, 0 absent, -code error */
 	int disc_pending;
 	gk_kube_call *lease_call;    /* the Lease GET or write in flight */
 	enum wl_action lease_act;
@@ -92,5 +97,7 @@ bool wr_synced(const wr *w);
 void wr_snapshot_fill(wr *w, const Gpukmm__SnapshotRequest *req, Gpukmm__SnapshotReply *rep,
 		      Gpukmm__Discovery *disc, Gpukmm__Leadership *lead);
 void wr_snapshot_free(Gpukmm__SnapshotReply *rep);
+/* The discovery answers as published (strings borrowed from w). */
+void wr_discovery_fill(wr *w, Gpukmm__Discovery *d);
 
 #endif

@@ -41,7 +41,7 @@ def ok(cond, name, why=""):
             print("#   " + str(why))
 
 
-ROW_KEYS = {"verbs", "scope", "names", "code"}
+ROW_KEYS = {"verbs", "scope", "names", "code", "grants"}
 
 
 def table(path, checks=True):
@@ -63,12 +63,16 @@ def _table(path):
             continue
         kv = dict(x.split("=", 1) for x in m.group(2).split() if "=" in x)
         bad = [x for x in m.group(2).split() if "=" not in x] + sorted(set(kv) - ROW_KEYS)
-        ok(not bad and {"verbs", "scope", "code"} <= set(kv), f"{path}:{n}: API-CALL row is RESOURCE verbs= scope= [names=] code=",
-           line.strip())
-        if bad or not {"verbs", "scope", "code"} <= set(kv):
+        # grants=FILE instead of code=: no call of ours needs it, FILE puts it into a role the
+        # service creates (RBAC escalation prevention: it must hold what it grants)
+        has_code = "code" in kv or "grants" in kv
+        ok(not bad and {"verbs", "scope"} <= set(kv) and has_code,
+           f"{path}:{n}: API-CALL row is RESOURCE verbs= scope= [names=] code=|grants=", line.strip())
+        if bad or not {"verbs", "scope"} <= set(kv) or not has_code:
             continue
         row = {"res": m.group(1), "verbs": set(kv["verbs"].split(",")), "scopes": kv["scope"].split(","),
-               "names": frozenset(x for x in kv.get("names", "").split(",") if x), "code": kv["code"], "where": f"{path}:{n}"}
+               "names": frozenset(x for x in kv.get("names", "").split(",") if x), "code": kv.get("code"),
+               "grants": kv.get("grants"), "where": f"{path}:{n}"}
         ok(not (row["names"] and row["verbs"] & {"create", "list", "watch", "deletecollection"}),
            f"{row['where']}: names= never restricts create/list/watch/deletecollection (the rule could not match)")
         ok(all(re.fullmatch(r"cluster|operator-ns|ns:[a-z0-9-]+|opt-in:[a-z0-9.:-]+", x) for x in row["scopes"]),
@@ -86,6 +90,15 @@ def split_res(res):
 def code_checks(rows):
     by_file = {}
     for row in rows:
+        if row.get("grants"):
+            try:
+                gsrc = open(row["grants"]).read()
+            except OSError as e:
+                ok(False, f"table row {row['res']}: {row['grants']} exists", e)
+                continue
+            _, base, _ = split_res(row["res"])
+            ok(base in gsrc, f"table row {row['res']} (granted): {row['grants']} puts {base} into a role")
+            continue
         code = row["code"]
         try:
             src = open(code).read()
@@ -198,9 +211,9 @@ def rbac_checks(objs):
         ok(not wild, f"{sa}: no wildcard rules", wild)
 
 
-PROFILES = {"controller": {"watcher", "modmgr", "gater", "statusd", "webhook"}, "node": {"prober", "statusd"},
+PROFILES = {"controller": {"watcher", "modmgr", "gater", "opmgr", "statusd", "webhook"}, "node": {"prober", "statusd"},
             "webhook": {"webhook"}}
-CREDENTIALED = {"watcher", "modmgr", "gater", "statusd"}  # supervisor/conf.c: "credentials": true
+CREDENTIALED = {"watcher", "modmgr", "gater", "opmgr", "statusd"}  # supervisor/conf.c: "credentials": true
 
 
 def services_of(c):
@@ -412,9 +425,18 @@ def main():
         if v == "monitored":
             monitoring_checks(objs)
         if v == "openshift":
-            scc = [o for o in objs if o["kind"] == "SecurityContextConstraints"]
-            ok(len(scc) == 1 and scc[0]["allowedCapabilities"] == ["SYS_MODULE"],
-               "openshift: module-loader SCC allows SYS_MODULE only")
+            scc = {o["metadata"]["name"]: o for o in objs if o["kind"] == "SecurityContextConstraints"}
+            ml = scc.get("gpukmm-module-loader-scc", {})
+            ok(ml.get("allowedCapabilities") == ["SYS_MODULE"], "openshift: module-loader SCC allows SYS_MODULE only")
+            node = scc.get("gpukmm-node-scc", {})
+            ok(node.get("allowHostDirVolumePlugin") is True and node.get("allowPrivilegedContainer") is False
+               and node.get("requiredDropCapabilities") == ["ALL"] and node.get("runAsUser", {}).get("type") == "MustRunAsNonRoot",
+               "openshift: the node DaemonSet's SCC allows hostPath, nothing privileged, non-root")
+            nb = [o for o in objs if o["kind"] == "ClusterRoleBinding" and o["metadata"]["name"] == "gpukmm-node-scc-binding"]
+            ok(len(nb) == 1 and nb[0]["subjects"][0]["name"] == "gpukmm-node", "openshift: node SCC bound to gpukmm-node")
+            ctl = [o for o in objs if o["kind"] == "Deployment"][0]["spec"]["template"]["spec"]["securityContext"]
+            ok("runAsUser" not in ctl and "runAsGroup" not in ctl and ctl.get("runAsNonRoot") is True,
+               "openshift: controller pods fit restricted-v2 (no pinned UID, runAsNonRoot)")
             b = [o for o in objs if o["kind"] == "ClusterRoleBinding"
                  and o["metadata"]["name"] == "gpukmm-module-loader-scc-binding"]
             ok(len(b) == 1 and b[0]["subjects"][0]["name"] == "module-loader",

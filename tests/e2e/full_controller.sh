@@ -2,7 +2,7 @@
 # The full pass through real processes: the controller pod as shipped
 # (deploy/controller/deployment.yaml), its two containers as two gpukmm
 # supervisors with the shipped arguments: "gpukmm" (--profile controller --without
-# webhook: watcher with leader election, modmgr, gater, statusd) with the token of
+# webhook: watcher with leader election, modmgr, gater, opmgr, statusd) with the token of
 # ServiceAccount gpukmm-controller, and "webhook" (--profile webhook, HTTPS with a
 # test CA) with no credential at all; kubesim as the API server enforcing the
 # shipped RBAC (deploy/rbac) and calling the webhook with the caBundle, as
@@ -21,9 +21,7 @@ FAILED=0
 D=$(mktemp -d "${TMPDIR:-/tmp}/full-controller.XXXXXX") || exit 1
 chmod 700 "$D"
 SUP_PID= WSUP_PID= FK_PID=
-ok() { echo "ok - $1"; }
-notok() { echo "not ok - $1"; FAILED=1; }
-check() { local n=$1; shift; if "$@" >/dev/null 2>&1; then ok "$n"; else notok "$n"; fi; }
+check() { checkf "$@"; } # (tests/lib/proc.sh; not kubesim.sh's check, which sets no FAILED)
 wait_for() { # DESC TIMEOUT_S CMD...
 	local desc=$1 t=$2; shift 2
 	local deadline=$((SECONDS + t))
@@ -101,8 +99,8 @@ SUP_PID=$!
 # the webhook's container: no kubeconfig, no token (none is mounted there)
 "$GPUKMM_BIN/gpukmm" "${WARGS[@]}" >"$D/gpukmm-webhook.log" 2>&1 &
 WSUP_PID=$!
-check "controller ready: every service of the API container reported Ready" wait_for "4/4 ready" 60 \
-	grep -q 'ready: 4/4 required services ready' "$D/gpukmm.log"
+check "controller ready: every service of the API container reported Ready" wait_for "5/5 ready" 60 \
+	grep -q 'ready: 5/5 required services ready' "$D/gpukmm.log"
 check "webhook container ready" wait_for "1/1 ready" 60 grep -q 'ready: 1/1 required services ready' "$D/gpukmm-webhook.log"
 wpid() { pgrep -P "$WSUP_PID" -x gpukmm-webhook; }
 no_credential() { # PID: no kubeconfig or token in its environment or arguments

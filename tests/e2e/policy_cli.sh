@@ -92,6 +92,7 @@ has "build selector" "$TMP/out" '"selector":	{'
 cat >"$TMP/uid.json" <<'J'
 {"apiVersion":"intel.com/v1alpha1","kind":"ClusterPolicy","metadata":{"name":"u","uid":"1234"},"spec":{"resourceRegistration":"dp","kernelModule":{"kernelMappings":[{"regexp":"^.+$","containerImage":"r.io/x:1"}]}}}
 J
+jq '.spec.resourceRegistration = "dra"' "$TMP/uid.json" >"$TMP/dra.json"
 check "render keeps a real uid" 0 "$CTL" render "$TMP/uid.json"
 has "uid from file" "$TMP/out" '"uid":	"1234"'
 check "render in-tree policy renders nothing" 0 "$CTL" render deploy/examples/clusterpolicy-intree.yaml
@@ -103,6 +104,20 @@ check "render unreadable (2)" 2 "$CTL" render $P/broken.yaml
 check "render needs exactly one file" 2 "$CTL" render a b
 check "render --help" 0 "$CTL" render --help
 has "help mentions placeholder" "$TMP/out" "placeholder"
+# the webhook's defaults, shown by validate and used by render --all
+check "validate shows the defaults" 0 "$CTL" validate deploy/examples/clusterpolicy-intree.yaml
+has "default device plugin image" "$TMP/out" 'default /spec/dp = {"plugin":"docker.io/intel/intel-gpu-plugin:0.36.0@sha256:'
+has "default monitoringResource" "$TMP/out" 'default /spec/xpu/monitoringResource = "monitoring"'
+check "render --all" 0 "$CTL" render --all deploy/examples/clusterpolicy-kmm.yaml
+if jq -e '.kind == "List" and ([.items[].kind] | index("Module") == 0) and ([.items[] | select(.kind == "DaemonSet")] | length) >= 1' \
+	"$TMP/out" >/dev/null; then ok "render --all: one List, the Module first, then the operands"; else nok "render --all: $(head -c 300 "$TMP/out")"; fi
+if jq -e '[.items[] | select(.kind == "DaemonSet") | .spec.template.spec.containers[0].image | startswith("docker.io/intel/intel-gpu-plugin") or startswith("ghcr.io/intel/")] | all' \
+	"$TMP/out" >/dev/null; then ok "render --all: defaulted images"; else nok "render --all images"; fi
+if jq -e '[.items[] | .metadata.ownerReferences[0].name == "gpu-kmm"] | all' "$TMP/out" >/dev/null; then
+	ok "render --all: every object owned by the policy"; else nok "render --all owners"; fi
+check "render --all --dra-version none on a dra policy" 0 "$CTL" render --all --dra-version none "$TMP/dra.json"
+has "DRA not enabled said" "$TMP/err" "DRA is not enabled in the cluster, but ClusterPolicy requests it."
+check "render --all --dra-version bad" 2 "$CTL" render --all --dra-version v9 deploy/examples/clusterpolicy-kmm.yaml
 check "gpukmmctl lists both" 0 "$CTL" --help
 has "validate listed" "$TMP/out" "validate"
 has "render listed" "$TMP/out" "render"

@@ -89,7 +89,7 @@ check "Ready sent to Control after the initial lists; heartbeats carry events, r
 	ready_and_heartbeats
 check "snapshot has the 3 nodes" test "$(names_in_snap w1 nodes)" = "node-1 node-2 node-3"
 check "discovery: KMM absent, DRA and ClusterPolicy present" \
-	bash -c "snap w1 | grep -q '\"discovery\":{\"kmm\":false,\"dra\":true,\"cluster_policy\":true}'"
+	bash -c "snap w1 | grep -q '\"discovery\":{\"kmm\":false,\"dra\":true,\"cluster_policy\":true,'"
 
 # ---- a subscriber sees every change, in order, with consecutive numbers ----
 "$CTL" ipc sub "ipc://$T/w1/events.sock" node --count 1000 --timeout-ms 60000 >"$T/sub.out" 2>"$T/sub.err" &

@@ -70,7 +70,7 @@ review() { # op object-json > file
 [ "$(req ca1 /healthz)" = 200 ] && grep -q ok "$TMP/body" && ok "healthz over https" || nok "healthz"
 if curl -sS --max-time 5 -o /dev/null "$URL/healthz" 2>/dev/null; then nok "unverified TLS accepted by curl?"; else ok "TLS verification is on (no CA, no connection)"; fi
 
-GOOD='{"apiVersion":"intel.com/v1alpha1","kind":"ClusterPolicy","metadata":{"name":"gpu"},"spec":{"resourceRegistration":"dp","kernelModule":{"kernelMappings":[{"regexp":"^.+$","containerImage":"registry.example.com/xe-driver:1.0"}]}}}'
+GOOD='{"apiVersion":"intel.com/v1alpha1","kind":"ClusterPolicy","metadata":{"name":"gpu"},"spec":{"resourceRegistration":"dp","dp":{"plugin":"r.io/dp:1"},"dra":{"image":"r.io/dra:1"},"xpu":{"image":"r.io/x:1","monitoringResource":"monitoring"},"kernelModule":{"kernelMappings":[{"regexp":"^.+$","containerImage":"registry.example.com/xe-driver:1.0"}]}}}'
 review CREATE "$GOOD" >"$TMP/good.json"
 code=$(post ca1 /mutate-intel-com-v1alpha1-clusterpolicy "$TMP/good.json")
 patch=$(jq -r .response.patch "$TMP/body" | base64 -d)

@@ -56,6 +56,7 @@ mm_teardown() {
 	[ -n "${MM_WATCHER_PID:-}" ] && who[$MM_WATCHER_PID]=gpukmm-watcher
 	[ -n "${MM_STATUSD_PID:-}" ] && who[$MM_STATUSD_PID]=fake_statusd
 	[ -n "${GT_GATER_PID:-}" ] && who[$GT_GATER_PID]=gpukmm-gater # tests/lib/gater.sh
+	[ -n "${OP_PID:-}" ] && who[$OP_PID]=gpukmm-opmgr             # tests/lib/opmgr.sh
 	for p in "${!who[@]}"; do kill -TERM "$p" 2>/dev/null; done
 	for p in "${!who[@]}"; do
 		name=${who[$p]}
@@ -74,7 +75,7 @@ mm_teardown() {
 		*) notok "$name (pid $p) exits 0 on SIGTERM (exit $rc$([ "$rc" -gt 128 ] && echo ", signal $((rc - 128))"))" ;;
 		esac
 	done
-	MM_MODMGR_PID= MM_WATCHER_PID= MM_STATUSD_PID= GT_GATER_PID=
+	MM_MODMGR_PID= MM_WATCHER_PID= MM_STATUSD_PID= GT_GATER_PID= OP_PID=
 	mm_rbac_check
 	if [ -n "${MM_DIR:-}" ]; then
 		san_check "$MM_DIR"/*.log || MM_FAILED=1

@@ -7,7 +7,12 @@
 #   san_check FILE...          when any FILE (a process log) holds a sanitizer report: a
 #                              "not ok" line and the reports as comments, returns 1
 #   log_tails N FILE...        the last N lines of each FILE, as comments
+#   ok NAME / notok NAME       a TAP-ish line; notok also sets FAILED=1 (the script exits $FAILED)
+#   checkf NAME CMD...         ok or notok by CMD's exit status (its output discarded)
 STOP_RC=0
+ok() { echo "ok - $1"; }
+notok() { echo "not ok - $1"; FAILED=1; }
+checkf() { local n=$1; shift; if "$@" >/dev/null 2>&1; then ok "$n"; else notok "$n"; fi; }
 stop_pid() {
 	# (30 s: a supervisor stops its services one by one, up to 5 s each, then
 	# SIGKILLs and says so in its exit code — its verdict is what we check)

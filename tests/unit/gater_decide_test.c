@@ -182,6 +182,20 @@ Test(gater_decide, ds_status_strings)
 	cr_assert_str_eq(b, "0/0");
 }
 
+/* gpukmm-opmgr's own DaemonSets carry the key it renders: the gater leaves them alone */
+Test(gater_decide, opmgr_operands_are_not_gated_by_name)
+{
+	Gpukmm__DaemonSet *d = ds("gpu-device-plugin", NS, NULL, NULL);
+	cr_assert(gk_gater_is_gated(d, "gpu", NS));
+	gk_kobj_free(d);
+	d = ds("gpu-device-plugin", NS, NULL, "{\"app.kubernetes.io/managed-by\":\"gpukmm\"}");
+	cr_assert_not(gk_gater_is_gated(d, "gpu", NS));
+	gk_kobj_free(d);
+	d = ds("mine", "apps", NULL, "{\"app.kubernetes.io/managed-by\":\"gpukmm\",\"gpukmm.io/gate\":\"gpu\"}");
+	cr_assert(gk_gater_is_gated(d, "gpu", NS), "the opt-in label still gates");
+	gk_kobj_free(d);
+}
+
 /* a 403 on a DaemonSet write names the binding that opts its namespace in */
 Test(gater_decide, forbidden_hint_names_the_binding_to_create)
 {

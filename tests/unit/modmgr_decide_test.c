@@ -655,3 +655,49 @@ Test(decide, pod_blocks_while_running_with_gpu_resources)
 	p.phase = "Failed";
 	cr_assert_not(gk_mm_pod_blocks(&p));
 }
+
+/* the ordered teardown: while gpukmm-opmgr's finalizer is on the deleted
+ * policy, its operands are still there and the Module waits */
+Test(decide, deletion_waits_for_the_operands)
+{
+	module_exists(3, 3);
+	F.cp_md.deletion_timestamp = "2026-01-01T00:00:00Z";
+	F.fins[1] = GK_MM_OPERAND_FINALIZER;
+	F.cp_md.n_finalizers = 2;
+	const gk_mm_plan *p = run();
+	cr_assert_eq(p->module_op, GK_MM_MOD_NONE);
+	cr_assert_eq(p->finalizer_op, GK_MM_FIN_NONE);
+	cr_assert_str_eq(p->cond_reason, "WaitingForOperands");
+	F.cp_md.n_finalizers = 1; /* operands gone */
+	p = run();
+	cr_assert_eq(p->module_op, GK_MM_MOD_DELETE);
+	/* kernelModule removed from a live policy: no waiting */
+	F.cp_md.deletion_timestamp = NULL;
+	F.cp_md.n_finalizers = 2;
+	F.cp_spec.kernel_module = NULL;
+	p = run();
+	cr_assert_eq(p->module_op, GK_MM_MOD_DELETE);
+}
+
+/* the dp-mode pod guard does not count gpukmm's own operand pods */
+Test(decide, operand_pods_are_not_gpu_users)
+{
+	Gpukmm__Pod p;
+	gpukmm__pod__init(&p);
+	Gpukmm__ObjectMeta md = GPUKMM__OBJECT_META__INIT;
+	Gpukmm__OwnerReference ref = GPUKMM__OWNER_REFERENCE__INIT, *refs[1] = { &ref };
+	ref.kind = "DaemonSet";
+	ref.name = "gpu-xpu-manager";
+	ref.has_controller = ref.controller = 1;
+	md.namespace_ = NS;
+	md.owner_references = refs;
+	md.n_owner_references = 1;
+	p.metadata = &md;
+	cr_assert(gk_mm_pod_is_operand(&p, NS));
+	cr_assert_not(gk_mm_pod_is_operand(&p, "other-ns"));
+	md.namespace_ = "apps";
+	cr_assert_not(gk_mm_pod_is_operand(&p, NS), "a user's DaemonSet elsewhere counts");
+	md.namespace_ = NS;
+	ref.kind = "ReplicaSet";
+	cr_assert_not(gk_mm_pod_is_operand(&p, NS));
+}

@@ -470,6 +470,17 @@ Test(diff, owner_references)
 	cr_assert_str_eq(e.msg, "failed to set controller reference: Object ns/gpu-gpu is already owned by another "
 				"ClusterPolicy controller other");
 	gk_kobj_free(have);
+	/* the same policy with an old uid (recreated, or left by the Go operator): adopted in
+	 * place — one reference, ours — not a conflict that leaves the Module to the GC */
+	have = module_from("{\"metadata\":{\"name\":\"gpu-gpu\",\"namespace\":\"ns\",\"ownerReferences\":[{\"apiVersion\":"
+			   "\"intel.com/v1alpha1\",\"kind\":\"ClusterPolicy\",\"name\":\"gpu\",\"uid\":\"old\",\"controller\":true,"
+			   "\"blockOwnerDeletion\":true}]}}");
+	cr_assert_eq(gk_policy_module_diff(have, want, &patch, &e), 0, "%s", e.msg);
+	refs = cJSON_GetObjectItem(cJSON_GetObjectItem(patch, "metadata"), "ownerReferences");
+	cr_assert_eq(cJSON_GetArraySize(refs), 1);
+	cr_assert_str_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(refs, 0), "uid")->valuestring, "uid-gpu");
+	cJSON_Delete(patch);
+	gk_kobj_free(have);
 	gk_kobj_free(want);
 }
 

@@ -396,18 +396,33 @@ Test(pieces, kmm_template_substitution)
 	free(s);
 }
 
+/* every op of a default patch whose path starts with prefix, as one string */
+static char *ops_under(const cJSON *ops, const char *prefix)
+{
+	cJSON *sel = cJSON_CreateArray();
+	const cJSON *o;
+	cJSON_ArrayForEach(o, ops) {
+		const cJSON *path = cJSON_GetObjectItem(o, "path");
+		if (strncmp(path->valuestring, prefix, strlen(prefix)) == 0)
+			cJSON_AddItemToArray(sel, cJSON_Duplicate(o, 1));
+	}
+	char *s = cJSON_PrintUnformatted(sel);
+	cJSON_Delete(sel);
+	return s;
+}
+
 Test(pieces, default_patch)
 {
 	cJSON *j = cJSON_Parse("{\"spec\":{\"kernelModule\":{\"kernelMappings\":[]}}}");
 	cJSON *p = gk_policy_default_patch(j);
-	char *s = cJSON_PrintUnformatted(p);
+	char *s = ops_under(p, "/spec/kernelModule");
 	cr_expect_str_eq(s, "[{\"op\":\"add\",\"path\":\"/spec/kernelModule/moduleName\",\"value\":\"xe\"}]");
 	cJSON_free(s);
 	cJSON_Delete(p);
 	cJSON_Delete(j);
 	j = cJSON_Parse("{\"spec\":{\"kernelModule\":{\"moduleName\":\"\"}}}");
 	p = gk_policy_default_patch(j);
-	s = cJSON_PrintUnformatted(p);
+	s = ops_under(p, "/spec/kernelModule");
 	cr_expect_str_eq(s, "[{\"op\":\"replace\",\"path\":\"/spec/kernelModule/moduleName\",\"value\":\"xe\"}]");
 	cJSON_free(s);
 	cJSON_Delete(p);
@@ -417,7 +432,9 @@ Test(pieces, default_patch)
 	for (size_t i = 0; i < 5; i++) {
 		j = cJSON_Parse(none[i]);
 		p = gk_policy_default_patch(j);
-		cr_expect_eq(cJSON_GetArraySize(p), 0, "%s", none[i]);
+		s = ops_under(p, "/spec/kernelModule");
+		cr_expect_str_eq(s, "[]", "%s", none[i]);
+		cJSON_free(s);
 		cJSON_Delete(p);
 		cJSON_Delete(j);
 	}
@@ -500,6 +517,43 @@ Test(upgrade, resolved_with_defaults)
 	cr_assert_str_eq(u.pod_selector, "a=b");
 	cr_assert(u.force);
 	cr_assert_not(u.delete_empty_dir_data);
+	gk_kobj_free(cp);
+	cJSON_Delete(j);
+}
+
+/* upstream §2.2: images and monitoringResource when empty, whatever the mode */
+Test(pieces, default_patch_images_and_monitoring_resource)
+{
+	cJSON *j = cJSON_Parse("{\"spec\":{\"resourceRegistration\":\"dra\"}}");
+	cJSON *p = gk_policy_default_patch(j);
+	char *s = cJSON_PrintUnformatted(p);
+	cr_expect_str_eq(s, "[{\"op\":\"add\",\"path\":\"/spec/dp\",\"value\":{\"plugin\":\"" GK_POLICY_DEFAULT_DP_IMAGE "\"}},"
+			    "{\"op\":\"add\",\"path\":\"/spec/dra\",\"value\":{\"image\":\"" GK_POLICY_DEFAULT_DRA_IMAGE "\"}},"
+			    "{\"op\":\"add\",\"path\":\"/spec/xpu\",\"value\":{\"image\":\"" GK_POLICY_DEFAULT_XPU_IMAGE "\"}},"
+			    "{\"op\":\"add\",\"path\":\"/spec/xpu/monitoringResource\",\"value\":\"monitoring\"}]");
+	cJSON_free(s);
+	cJSON_Delete(p);
+	cJSON_Delete(j);
+	/* set values stay; empty ones are replaced; present sub-objects get fields */
+	j = cJSON_Parse("{\"spec\":{\"dp\":{\"plugin\":\"my/dp:1\"},\"dra\":{\"image\":\"\"},"
+			"\"xpu\":{\"monitoringResource\":\"xe_monitoring\"}}}");
+	p = gk_policy_default_patch(j);
+	s = cJSON_PrintUnformatted(p);
+	cr_expect_str_eq(s, "[{\"op\":\"replace\",\"path\":\"/spec/dra/image\",\"value\":\"" GK_POLICY_DEFAULT_DRA_IMAGE "\"},"
+			    "{\"op\":\"add\",\"path\":\"/spec/xpu/image\",\"value\":\"" GK_POLICY_DEFAULT_XPU_IMAGE "\"}]");
+	cJSON_free(s);
+	cJSON_Delete(p);
+	cJSON_Delete(j);
+	/* the typed defaulting agrees, and is idempotent */
+	j = cJSON_Parse("{\"metadata\":{\"name\":\"gpu\"},\"spec\":{\"resourceRegistration\":\"dp\"}}");
+	Gpukmm__ClusterPolicy *cp;
+	cr_assert_eq(gk_kobj_cluster_policy_from_json(j, &cp, NULL), 0);
+	cr_assert_eq(gk_policy_default(cp), 1);
+	cr_assert_eq(gk_policy_default(cp), 0);
+	cr_expect_str_eq(cp->spec->dp->plugin, GK_POLICY_DEFAULT_DP_IMAGE);
+	cr_expect_str_eq(cp->spec->dra->image, GK_POLICY_DEFAULT_DRA_IMAGE);
+	cr_expect_str_eq(cp->spec->xpu->image, GK_POLICY_DEFAULT_XPU_IMAGE);
+	cr_expect_str_eq(cp->spec->xpu->monitoring_resource, "monitoring");
 	gk_kobj_free(cp);
 	cJSON_Delete(j);
 }

@@ -35,11 +35,52 @@ static const cJSON *cond(const cJSON *st, const char *type)
 static cJSON *merge(const cJSON *cur, const Gpukmm__StatusReport *m, const Gpukmm__StatusReport *g, bool grace_over,
 		    const char *now)
 {
-	gk_sd_inputs in = { .modmgr = m, .gater = g, .missing_is_empty = grace_over, .now = now };
+	/* an opmgr that has reported nothing of its own (its share is in the tests below) */
+	static Gpukmm__StatusReport o = GPUKMM__STATUS_REPORT__INIT;
+	o.component = "opmgr";
+	gk_sd_inputs in = { .modmgr = m, .gater = g, .opmgr = m || g ? &o : NULL, .missing_is_empty = grace_over,
+			    .now = now };
 	bool oom;
 	cJSON *w = gk_sd_merge(cur, &in, &oom);
 	cr_assert_not(oom);
 	return w;
+}
+
+/* the operand counts come from opmgr, its errors between modmgr's and the gater's,
+ * and a DaemonSet not ready makes Ready False */
+Test(statusd_merge, opmgr_reports_the_operands)
+{
+	Gpukmm__StatusReport m = GPUKMM__STATUS_REPORT__INIT, o = GPUKMM__STATUS_REPORT__INIT,
+			     g = GPUKMM__STATUS_REPORT__INIT;
+	m.component = "modmgr";
+	m.kmm_status = "3/3";
+	o.component = "opmgr";
+	o.device_plugin_status = "2/3";
+	o.dra_status = "N/A";
+	o.xpu_manager_status = "3/3";
+	char *oe[] = { "DRA is not enabled in the cluster, but ClusterPolicy requests it." };
+	o.errors = oe;
+	o.n_errors = 1;
+	g.component = "gater";
+	g.device_plugin_status = "9/9"; /* an old gater: opmgr wins */
+	char *ge[] = { "g" };
+	g.errors = ge;
+	g.n_errors = 1;
+	gk_sd_inputs in = { .modmgr = &m, .gater = &g, .opmgr = &o, .missing_is_empty = true, .now = "t" };
+	bool oom;
+	cJSON *w = gk_sd_merge(NULL, &in, &oom);
+	cr_assert_str_eq(cJSON_GetObjectItem(w, "devicePluginStatus")->valuestring, "2/3");
+	cr_assert_str_eq(cJSON_GetObjectItem(w, "draStatus")->valuestring, "N/A");
+	cr_assert_str_eq(cJSON_GetObjectItem(w, "xpuManagerStatus")->valuestring, "3/3");
+	cJSON *e = cJSON_GetObjectItem(w, "errors");
+	cr_assert_eq(cJSON_GetArraySize(e), 2);
+	cr_assert_str_eq(cJSON_GetArrayItem(e, 0)->valuestring, oe[0]);
+	cJSON_Delete(w);
+	o.n_errors = g.n_errors = 0;
+	w = gk_sd_merge(NULL, &in, &oom);
+	cr_assert_str_eq(s(cond(w, "Ready"), "reason"), "DaemonSetsNotReady");
+	cr_assert(strstr(s(cond(w, "Ready"), "message"), "devicePluginStatus is 2/3") != NULL);
+	cJSON_Delete(w);
 }
 
 Test(statusd_merge, nothing_reported_writes_nothing)

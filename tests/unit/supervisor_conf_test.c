@@ -248,11 +248,39 @@ Test(sup_conf, profile_options_reach_their_services)
 
 	/* only what is given; "" counts as not given (an empty env variable) */
 	cr_assert_eq(gk_sup_conf_profile(&c, "controller", &err), 0);
-	gk_sup_pflags g = { .webhook_listen = ":8443", .webhook_tls_cert = "", .lease_name = "" };
+	gk_sup_pflags g = { .webhook_tls_cert = "/c", .webhook_tls_key = "/k", .webhook_listen = "", .lease_name = "" };
 	cr_assert_eq(gk_sup_conf_apply_pflags(&c, &g, &err), 0, "%s", err.msg);
-	static const char *const wl[] = { "--listen", ":8443", NULL };
+	static const char *const wl[] = { "--tls-cert", "/c", "--tls-key", "/k", NULL };
 	cr_assert(has_args(&c.svcs[4], wl));
 	cr_assert(has_args(&c.svcs[0], none), "no leader election unless asked");
+	gk_sup_conf_free(&c);
+
+	/* no certificate: the controller runs without the webhook and says why */
+	cr_assert_eq(gk_sup_conf_profile(&c, "controller", &err), 0);
+	gk_sup_pflags n = { .webhook_tls_cert = "", .webhook_tls_key = "" };
+	cr_assert_eq(gk_sup_conf_apply_pflags(&c, &n, &err), 0, "%s", err.msg);
+	cr_assert_eq(c.n_svcs, 4);
+	for (size_t i = 0; i < c.n_svcs; i++)
+		cr_assert_str_neq(c.svcs[i].name, "webhook");
+	cr_assert(strstr(c.note, "webhook: off: no serving certificate"), "%s", c.note);
+	gk_sup_conf_free(&c);
+	/* the webhook profile without a certificate has nothing to run: an error, not an empty table */
+	cr_assert_eq(gk_sup_conf_profile(&c, "webhook", &err), 0);
+	cr_assert_eq(gk_sup_conf_apply_pflags(&c, &n, &err), GK_INVALID_ARGUMENT);
+	cr_assert(strstr(err.msg, "no serving certificate") && strstr(err.msg, "nothing else is left"), "%s", err.msg);
+	gk_sup_conf_free(&c);
+	/* ... unless it serves plain HTTP by its config (tests) */
+	const char *ins = "{\"services\":[{\"name\":\"webhook\",\"args\":[\"--insecure-http\"]}]}";
+	cr_assert_eq(gk_sup_conf_parse(&c, NULL, ins, strlen(ins), &err), 0, "%s", err.msg);
+	cr_assert_eq(gk_sup_conf_apply_pflags(&c, &n, &err), 0, "%s", err.msg);
+	cr_assert_eq(c.n_svcs, 1);
+	cr_assert_eq(c.note[0], 0);
+	gk_sup_conf_free(&c);
+	/* a service merely named "webhook" is not the webhook */
+	const char *other = "{\"services\":[{\"name\":\"webhook\",\"binary\":\"gpukmm-echo\"}]}";
+	cr_assert_eq(gk_sup_conf_parse(&c, NULL, other, strlen(other), &err), 0, "%s", err.msg);
+	cr_assert_eq(gk_sup_conf_apply_pflags(&c, &n, &err), 0, "%s", err.msg);
+	cr_assert_eq(c.n_svcs, 1);
 	gk_sup_conf_free(&c);
 
 	/* nothing given: nothing changes, also for a profile without those services */
@@ -271,6 +299,7 @@ Test(sup_conf, profile_options_errors)
 		{ { .webhook_tls_key = "/k" }, "controller", "go together" },
 		{ { .lease_name = "x" }, "controller", "needs --leader-elect" },
 		{ { .webhook_listen = ":1" }, "node", "'webhook'" },
+		{ { .webhook_listen = ":1" }, "controller", "--webhook-listen: the webhook has no serving certificate" },
 		{ { .leader_elect = true }, "node", "'watcher'" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -358,4 +387,65 @@ Test(sup_conf, runtime_dir_owner_is_the_one_service_user)
 		cr_assert(strstr(err.msg, "services[1].user") && strstr(err.msg, "'b'"), "%s", err.msg);
 		gk_sup_conf_free(&c);
 	}
+}
+
+/* ---- the files the options name: checked before anything starts ---- */
+Test(sup_files, every_named_file_checked)
+{
+	char dir[200], cmd[1024], a[300], b[300], kc[700];
+	const char *t = getenv("TMPDIR");
+	snprintf(dir, sizeof(dir), "%s/gk-supfiles.XXXXXX", t && *t ? t : "/tmp");
+	cr_assert(mkdtemp(dir));
+	snprintf(cmd, sizeof(cmd),
+		 "cd '%s' && openssl req -x509 -newkey rsa:2048 -nodes -keyout k1 -out c1 -days 1 -subj /CN=a >/dev/null 2>&1 && "
+		 "openssl req -x509 -newkey rsa:2048 -nodes -keyout k2 -out c2 -days 1 -subj /CN=b >/dev/null 2>&1 && "
+		 "echo tok > token && printf 'apiVersion: v1\\nkind: Config\\ncurrent-context: a\\nclusters:\\n"
+		 "- name: c\\n  cluster: {server: https://h, certificate-authority: c1}\\ncontexts:\\n"
+		 "- name: a\\n  context: {cluster: c, user: u}\\nusers:\\n- name: u\\n  user:\\n    exec: "
+		 "{apiVersion: client.authentication.k8s.io/v1, interactiveMode: Never, command: no-such-plugin, "
+		 "installHint: install it}\\n' > kc-exec && "
+		 "printf 'apiVersion: v1\\nkind: Config\\ncurrent-context: a\\nclusters:\\n"
+		 "- name: c\\n  cluster: {server: https://h, certificate-authority: missing-ca}\\ncontexts:\\n"
+		 "- name: a\\n  context: {cluster: c}\\n' > kc-noca",
+		 dir);
+	cr_assert_eq(system(cmd), 0);
+	gk_err err = { 0 };
+	snprintf(a, sizeof(a), "%s/c1", dir);
+	snprintf(b, sizeof(b), "%s/k1", dir);
+	gk_sup_pflags ok = { .webhook_tls_cert = a, .webhook_tls_key = b };
+	cr_assert_eq(gk_sup_check_files(&ok, NULL, NULL, NULL, &err), 0, "%s", err.msg);
+	gk_sup_pflags none = { 0 };
+	cr_assert_eq(gk_sup_check_files(&none, NULL, NULL, NULL, &err), 0, "%s", err.msg);
+	/* a certificate file that is not there */
+	gk_sup_pflags missing = { .webhook_tls_cert = "/nonexistent/tls.crt", .webhook_tls_key = b };
+	cr_assert_eq(gk_sup_check_files(&missing, NULL, NULL, NULL, &err), GK_INVALID_ARGUMENT);
+	cr_assert(strstr(err.msg, "--webhook-tls-cert /nonexistent/tls.crt: No such file"), "%s", err.msg);
+	/* a key of another certificate */
+	char k2[300];
+	snprintf(k2, sizeof(k2), "%s/k2", dir);
+	gk_sup_pflags mismatch = { .webhook_tls_cert = a, .webhook_tls_key = k2 };
+	cr_assert_eq(gk_sup_check_files(&mismatch, NULL, NULL, NULL, &err), GK_INVALID_ARGUMENT);
+	cr_assert(strstr(err.msg, "does not match"), "%s", err.msg);
+	/* the /metrics pair, the same way */
+	gk_sup_pflags mm = { .metrics_tls_cert = a, .metrics_tls_key = k2 };
+	cr_assert_eq(gk_sup_check_files(&mm, NULL, NULL, NULL, &err), GK_INVALID_ARGUMENT);
+	cr_assert(strstr(err.msg, "--metrics-tls-cert/--metrics-tls-key") && strstr(err.msg, "does not match"), "%s", err.msg);
+	/* a key that is a certificate */
+	gk_sup_pflags notkey = { .webhook_tls_cert = a, .webhook_tls_key = a };
+	cr_assert_eq(gk_sup_check_files(&notkey, NULL, NULL, NULL, &err), GK_INVALID_ARGUMENT);
+	cr_assert(strstr(err.msg, "no PEM private key"), "%s", err.msg);
+	/* the token file */
+	cr_assert_eq(gk_sup_check_files(&none, "/nonexistent/token", NULL, NULL, &err), GK_INVALID_ARGUMENT);
+	cr_assert(strstr(err.msg, "--token-file /nonexistent/token"), "%s", err.msg);
+	/* a kubeconfig list: a file it names is missing; a plugin that is not installed */
+	snprintf(kc, sizeof(kc), "%s/nope:%s/kc-noca", dir, dir);
+	cr_assert_eq(gk_sup_check_files(&none, NULL, kc, "/bin", &err), GK_INVALID_ARGUMENT);
+	cr_assert(strstr(err.msg, "certificate-authority") && strstr(err.msg, "missing-ca"), "%s", err.msg);
+	snprintf(kc, sizeof(kc), "%s/kc-exec", dir);
+	cr_assert_eq(gk_sup_check_files(&none, NULL, kc, "/bin:/usr/bin", &err), GK_INVALID_ARGUMENT);
+	cr_assert(strstr(err.msg, "\"no-such-plugin\" is not an executable in $PATH. install it"), "%s", err.msg);
+	cr_assert_eq(gk_sup_check_files(&none, NULL, "/nonexistent/kubeconfig", NULL, &err), GK_INVALID_ARGUMENT);
+	cr_assert(strstr(err.msg, "/nonexistent/kubeconfig"), "%s", err.msg);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	cr_assert_eq(system(cmd), 0);
 }

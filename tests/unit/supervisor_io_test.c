@@ -242,17 +242,19 @@ Test(sup_env, credentials_only_where_needed)
 	cr_assert_null(av[3]);
 	gk_sup_strv_free(av);
 	char *base[] = { "PATH=/bin", "NOTIFY_SOCKET=/n", "WATCHDOG_USEC=1", "KUBECONFIG=/k", "FOO=base",
-			 "GPUKMM_TOKEN_FILE=/t", NULL };
+			 "GPUKMM_TOKEN_FILE=/t", "HOME=/root", "AWS_SECRET_ACCESS_KEY=s", "GOOGLE_APPLICATION_CREDENTIALS=/g",
+			 "AZURE_FEDERATED_TOKEN_FILE=/a", "CLOUDSDK_CONFIG=/c", "XDG_CONFIG_HOME=/x", NULL };
 	gk_sup_env_in in = { .base = base, .runtime_dir = "/run/g", .control_url = "ipc:///run/g/control.sock",
-			     .token_file = "/var/token", .kubeconfig = NULL };
+			     .token_file = "/var/token", .kubeconfig = "/etc/a:/etc/b" };
 	char **e = gk_sup_build_env(&s, &in);
 	char joined[1024] = "";
 	for (char **p = e; *p; p++) {
 		strcat(joined, *p);
 		strcat(joined, ";");
 	}
+	/* no credentials: no path to any, HOME included */
 	cr_assert_str_eq(joined, "PATH=/bin;GPUKMM_RUNTIME_DIR=/run/g;GPUKMM_CONTROL=ipc:///run/g/control.sock;"
-				 "GPUKMM_HEARTBEAT_MS=250;FOO=svc;");
+				 "GPUKMM_HEARTBEAT_MS=250;HOME=/nonexistent;FOO=svc;");
 	gk_sup_strv_free(e);
 	s.credentials = true;
 	e = gk_sup_build_env(&s, &in);
@@ -262,7 +264,22 @@ Test(sup_env, credentials_only_where_needed)
 		strcat(joined, ";");
 	}
 	cr_assert(strstr(joined, "GPUKMM_TOKEN_FILE=/var/token;"), "%s", joined);
-	cr_assert_null(strstr(joined, "KUBECONFIG"), "%s", joined);
+	cr_assert(strstr(joined, ";KUBECONFIG=/etc/a:/etc/b;"), "the list as given: %s", joined);
+	cr_assert_null(strstr(joined, "KUBECONFIG=/k"), "%s", joined);
+	cr_assert(strstr(joined, "HOME=/root;") && strstr(joined, "AWS_SECRET_ACCESS_KEY=s;"),
+		  "an exec plugin finds its own credentials: %s", joined);
+	gk_sup_strv_free(e);
+	/* a service's own HOME wins */
+	char *env2[] = { "HOME=/var/lib/x", NULL };
+	s.credentials = false;
+	s.env = env2;
+	e = gk_sup_build_env(&s, &in);
+	joined[0] = 0;
+	for (char **p = e; *p; p++) {
+		strcat(joined, *p);
+		strcat(joined, ";");
+	}
+	cr_assert(strstr(joined, "HOME=/var/lib/x;") && !strstr(joined, "nonexistent"), "%s", joined);
 	gk_sup_strv_free(e);
 }
 

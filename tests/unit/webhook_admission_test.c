@@ -1,5 +1,7 @@
 /* gpukmm-webhook's pure AdmissionReview handling (services/webhook/admission.c). */
 #include <criterion/criterion.h>
+
+#include "gpukmm/policy.h"
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,9 +49,13 @@ static char *patch_of(cJSON *review)
 	return (char *)out;
 }
 
+/* the images and monitoringResource given: only moduleName is defaulted */
+#define IMAGES "\"dp\":{\"plugin\":\"r.io/dp:1\"},\"dra\":{\"image\":\"r.io/dra:1\"}," \
+	       "\"xpu\":{\"image\":\"r.io/x:1\",\"monitoringResource\":\"monitoring\"}"
+
 Test(mutate, defaults_module_name)
 {
-	cJSON *j = run(GK_WEBHOOK_MUTATE, REVIEW("CREATE", CP("{\"resourceRegistration\":\"dp\",\"kernelModule\":{\"kernelMappings\":[]}}")),
+	cJSON *j = run(GK_WEBHOOK_MUTATE, REVIEW("CREATE", CP("{\"resourceRegistration\":\"dp\"," IMAGES ",\"kernelModule\":{\"kernelMappings\":[]}}")),
 		       200, GK_WEBHOOK_ALLOWED);
 	char *p = patch_of(j);
 	cr_assert_str_eq(p, "[{\"op\":\"add\",\"path\":\"/spec/kernelModule/moduleName\",\"value\":\"xe\"}]");
@@ -60,8 +66,8 @@ Test(mutate, defaults_module_name)
 
 Test(mutate, nothing_when_set_or_in_tree)
 {
-	const char *objs[] = { CP("{\"resourceRegistration\":\"dp\",\"kernelModule\":{\"moduleName\":\"i915\"}}"),
-			       CP("{\"resourceRegistration\":\"dp\"}") };
+	const char *objs[] = { CP("{\"resourceRegistration\":\"dp\"," IMAGES ",\"kernelModule\":{\"moduleName\":\"i915\"}}"),
+			       CP("{\"resourceRegistration\":\"dp\"," IMAGES "}") };
 	for (int i = 0; i < 2; i++) {
 		char body[1024];
 		snprintf(body, sizeof(body), REVIEW("UPDATE", "%s"), objs[i]);
@@ -70,6 +76,19 @@ Test(mutate, nothing_when_set_or_in_tree)
 		cr_assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "response"), "patchType"));
 		cJSON_Delete(j);
 	}
+}
+
+/* upstream §2.2: the images and monitoringResource, whatever the mode */
+Test(mutate, defaults_images_and_monitoring_resource)
+{
+	cJSON *j = run(GK_WEBHOOK_MUTATE, REVIEW("CREATE", CP("{\"resourceRegistration\":\"dra\"}")), 200, GK_WEBHOOK_ALLOWED);
+	char *p = patch_of(j);
+	cr_assert_str_eq(p, "[{\"op\":\"add\",\"path\":\"/spec/dp\",\"value\":{\"plugin\":\"" GK_POLICY_DEFAULT_DP_IMAGE "\"}},"
+			    "{\"op\":\"add\",\"path\":\"/spec/dra\",\"value\":{\"image\":\"" GK_POLICY_DEFAULT_DRA_IMAGE "\"}},"
+			    "{\"op\":\"add\",\"path\":\"/spec/xpu\",\"value\":{\"image\":\"" GK_POLICY_DEFAULT_XPU_IMAGE "\"}},"
+			    "{\"op\":\"add\",\"path\":\"/spec/xpu/monitoringResource\",\"value\":\"monitoring\"}]");
+	free(p);
+	cJSON_Delete(j);
 }
 
 Test(validate, allow_and_deny_with_upstream_message)

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "gpukmm/log.h"
+#include "gpukmm/version.h"
 #include "gpukmm/loop.h"
 
 #include "ctrl.h"
@@ -106,6 +107,7 @@ int main(int argc, char **argv)
 		{ "unload-delay-ms", required_argument, NULL, O_UNLOAD },
 		{ "sign-delay-ms", required_argument, NULL, O_SIGN },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -140,6 +142,7 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'h': usage(stdout); return 0;
+		case 'V': printf("fake-kmm %s\n", gk_version); return 0;
 		default: usage(stderr); return 2;
 		}
 	}

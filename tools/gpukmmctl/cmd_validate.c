@@ -22,7 +22,9 @@ static void usage(FILE *f)
 		"\n"
 		"  --namespace NS  operator namespace the Module would live in (default %s)\n"
 		"\n"
-		"Prints 'FILE: ok' or one line per violation, each naming its field.\n"
+		"Prints 'FILE: ok' (then one 'FILE: default PATH = VALUE' line per default the\n"
+		"mutating webhook would fill in: images, monitoringResource, moduleName) or one\n"
+		"line per violation, each naming its field.\n"
 		"Exit status: 0 all valid, 1 some violation, 2 unreadable input or usage error.\n",
 		GK_POLICY_DEFAULT_NAMESPACE);
 }
@@ -75,6 +77,17 @@ int gkctl_validate(int argc, char **argv)
 				worst = 2;
 			} else if (r.n == 0) {
 				printf("%s: ok\n", label);
+				/* what the mutating webhook would fill in */
+				cJSON *ops = gk_policy_default_patch(ps.cp[d]);
+				const cJSON *op;
+				cJSON_ArrayForEach(op, ops) {
+					const cJSON *path = cJSON_GetObjectItemCaseSensitive(op, "path");
+					char *v = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(op, "value"));
+					if (cJSON_IsString(path) && v)
+						printf("%s: default %s = %s\n", label, path->valuestring, v);
+					cJSON_free(v);
+				}
+				cJSON_Delete(ops);
 			} else {
 				for (size_t v = 0; v < r.n; v++)
 					printf("%s: %s\n", label, r.v[v].msg);

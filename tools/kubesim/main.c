@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "gpukmm/log.h"
+#include "gpukmm/version.h"
 #include "http.h"
 #include "kubesim.h"
 #include "versions.h"
@@ -191,6 +192,10 @@ int main(int argc, char **argv)
 		}
 		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			usage(stdout);
+			return 0;
+		}
+		if (strcmp(a, "--version") == 0) {
+			printf("kubesim %s\n", gk_version);
 			return 0;
 		}
 		fprintf(stderr, "kubesim: unknown or incomplete argument '%s'\n", a);

@@ -28,6 +28,11 @@ static const struct builtin {
 	  "MutatingWebhookConfiguration", NULL, "api-extensions", 0, 0 },
 	{ "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", "validatingwebhookconfiguration",
 	  "ValidatingWebhookConfiguration", NULL, "api-extensions", 0, 0 },
+	/* the DRA driver's admission policy (gpukmm-opmgr) */
+	{ "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "validatingadmissionpolicy",
+	  "ValidatingAdmissionPolicy", NULL, "api-extensions", 0, 1 },
+	{ "admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings", "validatingadmissionpolicybinding",
+	  "ValidatingAdmissionPolicyBinding", NULL, "api-extensions", 0, 0 },
 	{ "rbac.authorization.k8s.io", "v1", "clusterroles", "clusterrole", "ClusterRole", NULL, NULL, 0, 0 },
 	{ "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding", NULL,
 	  NULL, 0, 0 },

@@ -1,0 +1,340 @@
+/* gpukmm-opmgr — the view (see view.h). */
+#include "view.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpukmm/operands.h"
+#include "gpukmm/wsub.h"
+
+struct gk_opv {
+	char *ns;
+	gk_opv_dirty_fn dirty;
+	void *user;
+	gk_wsub_tab policies, objects, daemonsets, claims;
+	gk_opv_disc disc;
+	bool leader, synced;
+	uint64_t ignored;
+};
+
+int gk_opv_new(gk_opv **out, const char *ns, size_t max, gk_opv_dirty_fn fn, void *user, gk_err *err)
+{
+	*out = NULL;
+	gk_opv *v = calloc(1, sizeof(*v));
+	if (!v || !(v->ns = strdup(ns && *ns ? ns : GK_POLICY_DEFAULT_NAMESPACE))) {
+		free(v);
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: out of memory");
+	}
+	gk_wsub_tab_init(&v->policies, max);
+	gk_wsub_tab_init(&v->objects, max);
+	gk_wsub_tab_init(&v->daemonsets, max);
+	gk_wsub_tab_init(&v->claims, max);
+	v->dirty = fn;
+	v->user = user;
+	v->leader = true;
+	*out = v;
+	return GK_OK;
+}
+
+void gk_opv_free(gk_opv *v)
+{
+	if (!v)
+		return;
+	gk_wsub_tab_clear(&v->policies);
+	gk_wsub_tab_clear(&v->objects);
+	gk_wsub_tab_clear(&v->daemonsets);
+	gk_wsub_tab_clear(&v->claims);
+	free(v->ns);
+	free(v);
+}
+
+static void mark(gk_opv *v, const char *p)
+{
+	if (v->dirty && p && *p)
+		v->dirty(v->user, p);
+}
+
+static void mark_all(gk_opv *v)
+{
+	for (size_t i = 0; i < v->policies.n; i++)
+		mark(v, v->policies.v[i].key);
+}
+
+/* the policy an object belongs to: its controller ClusterPolicy reference, or its owner label */
+static void mark_meta(gk_opv *v, const Gpukmm__ObjectMeta *md)
+{
+	if (!md)
+		return;
+	for (size_t i = 0; i < md->n_owner_references; i++) {
+		const Gpukmm__OwnerReference *r = md->owner_references[i];
+		if (r->kind && strcmp(r->kind, GK_POLICY_KIND) == 0 && r->name) {
+			mark(v, r->name);
+			return;
+		}
+	}
+	for (size_t i = 0; i < md->n_labels; i++)
+		if (md->labels[i]->key && strcmp(md->labels[i]->key, "owner") == 0) {
+			mark(v, md->labels[i]->value);
+			return;
+		}
+	mark_all(v);
+}
+
+static int obj_key(char *buf, size_t cap, const char *kind, const char *ns, const char *name)
+{
+	int n = snprintf(buf, cap, "%s/%s/%s", kind ? kind : "", ns ? ns : "", name ? name : "");
+	return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
+static bool claim_blocks(const Gpukmm__ResourceClaim *c)
+{
+	if (!c || !c->has_allocated || !c->allocated)
+		return false;
+	for (size_t i = 0; i < c->n_allocated_drivers; i++)
+		if (c->allocated_drivers[i] && strcmp(c->allocated_drivers[i], GK_OP_GPU_DRIVER) == 0)
+			return true;
+	return false;
+}
+
+static void set_disc(gk_opv *v, const Gpukmm__Discovery *d)
+{
+	gk_opv_disc n = { .known = true };
+	if (d) {
+		n.kmm = d->has_kmm && d->kmm;
+		n.dra = d->has_dra && d->dra;
+		n.openshift = d->has_openshift && d->openshift;
+		n.nfd = d->has_nfd && d->nfd;
+		n.prometheus = d->has_prometheus && d->prometheus;
+		snprintf(n.dra_version, sizeof(n.dra_version), "%s", d->dra_version ? d->dra_version : "");
+	}
+	if (memcmp(&n, &v->disc, sizeof(n)) != 0) {
+		v->disc = n;
+		mark_all(v);
+	}
+}
+
+static int put_typed(gk_wsub_tab *t, const char *key, const ProtobufCMessage *m, bool del, gk_err *err)
+{
+	if (del) {
+		gk_wsub_tab_del(t, key);
+		return GK_OK;
+	}
+	return gk_wsub_tab_put(t, key, m, err);
+}
+
+int gk_opv_load_snapshot(gk_opv *v, const Gpukmm__SnapshotReply *s, gk_err *err)
+{
+	mark_all(v);
+	gk_wsub_tab_clear(&v->policies);
+	gk_wsub_tab_clear(&v->objects);
+	gk_wsub_tab_clear(&v->daemonsets);
+	gk_wsub_tab_clear(&v->claims);
+	int rc = GK_OK, r;
+	char key[800];
+	for (size_t i = 0; i < s->n_cluster_policies; i++) {
+		const Gpukmm__ClusterPolicy *cp = s->cluster_policies[i];
+		if (!cp->metadata || !cp->metadata->name) {
+			v->ignored++;
+			continue;
+		}
+		if ((r = gk_wsub_tab_put(&v->policies, cp->metadata->name, &cp->base, err)))
+			rc = r;
+	}
+	for (size_t i = 0; i < s->n_operands; i++) {
+		const Gpukmm__Object *o = s->operands[i];
+		if (!o->metadata || obj_key(key, sizeof(key), o->kind, o->metadata->namespace_, o->metadata->name)) {
+			v->ignored++;
+			continue;
+		}
+		if ((r = gk_wsub_tab_put(&v->objects, key, &o->base, err)))
+			rc = r;
+	}
+	for (size_t i = 0; i < s->n_daemon_sets; i++) {
+		const Gpukmm__DaemonSet *d = s->daemon_sets[i];
+		if (!d->metadata || obj_key(key, sizeof(key), "", d->metadata->namespace_, d->metadata->name))
+			continue;
+		if ((r = gk_wsub_tab_put(&v->daemonsets, key, &d->base, err)))
+			rc = r;
+	}
+	for (size_t i = 0; i < s->n_resource_claims; i++) {
+		const Gpukmm__ResourceClaim *c = s->resource_claims[i];
+		if (!claim_blocks(c) || !c->metadata ||
+		    obj_key(key, sizeof(key), "", c->metadata->namespace_, c->metadata->name))
+			continue;
+		if ((r = gk_wsub_tab_put(&v->claims, key, &c->base, err)))
+			rc = r;
+	}
+	v->disc.known = false;
+	set_disc(v, s->discovery);
+	v->leader = !s->leadership || !s->leadership->has_leader || s->leadership->leader;
+	v->synced = s->has_synced && s->synced;
+	mark_all(v);
+	return rc;
+}
+
+int gk_opv_apply(gk_opv *v, const char *topic, const Gpukmm__Event *ev, gk_err *err)
+{
+	if (!ev) {
+		v->ignored++;
+		return GK_OK;
+	}
+	bool del = ev->has_type && ev->type == GPUKMM__EVENT_TYPE__DELETED;
+	char key[800];
+	switch (ev->object_case) {
+	case GPUKMM__EVENT__OBJECT_CLUSTER_POLICY: {
+		const Gpukmm__ObjectMeta *md = ev->cluster_policy->metadata;
+		if (!md || !md->name)
+			break;
+		int rc = put_typed(&v->policies, md->name, &ev->cluster_policy->base, del, err);
+		mark(v, md->name);
+		return rc;
+	}
+	case GPUKMM__EVENT__OBJECT_OPERAND: {
+		const Gpukmm__Object *o = ev->operand;
+		if (!o->metadata || obj_key(key, sizeof(key), o->kind, o->metadata->namespace_, o->metadata->name))
+			break;
+		const Gpukmm__Object *old = (const Gpukmm__Object *)gk_wsub_tab_get(&v->objects, key);
+		if (old)
+			mark_meta(v, old->metadata);
+		int rc = put_typed(&v->objects, key, &o->base, del, err);
+		mark_meta(v, o->metadata);
+		return rc;
+	}
+	case GPUKMM__EVENT__OBJECT_DAEMON_SET: {
+		const Gpukmm__DaemonSet *d = ev->daemon_set;
+		if (!d->metadata || obj_key(key, sizeof(key), "", d->metadata->namespace_, d->metadata->name))
+			break;
+		int rc = put_typed(&v->daemonsets, key, &d->base, del, err);
+		mark_meta(v, d->metadata);
+		return rc;
+	}
+	case GPUKMM__EVENT__OBJECT_RESOURCE_CLAIM: {
+		const Gpukmm__ResourceClaim *c = ev->resource_claim;
+		if (!c->metadata || obj_key(key, sizeof(key), "", c->metadata->namespace_, c->metadata->name))
+			break;
+		bool before = v->claims.n > 0;
+		int rc = put_typed(&v->claims, key, &c->base, del || !claim_blocks(c), err);
+		if ((v->claims.n > 0) != before)
+			mark_all(v);
+		return rc;
+	}
+	case GPUKMM__EVENT__OBJECT_DISCOVERY:
+		set_disc(v, ev->discovery);
+		return GK_OK;
+	case GPUKMM__EVENT__OBJECT_LEADERSHIP: {
+		bool l = !ev->leadership->has_leader || ev->leadership->leader;
+		if (l != v->leader) {
+			v->leader = l;
+			mark_all(v);
+		}
+		return GK_OK;
+	}
+	default:
+		break;
+	}
+	v->ignored++;
+	return GK_OK;
+}
+
+const char *gk_opv_ns(const gk_opv *v)
+{
+	return v->ns;
+}
+
+bool gk_opv_leader(const gk_opv *v)
+{
+	return v->leader;
+}
+
+bool gk_opv_synced(const gk_opv *v)
+{
+	return v->synced;
+}
+
+const gk_opv_disc *gk_opv_discovery(const gk_opv *v)
+{
+	return &v->disc;
+}
+
+bool gk_opv_claims_allocated(const gk_opv *v)
+{
+	return v->claims.n > 0;
+}
+
+const Gpukmm__ClusterPolicy *gk_opv_policy(const gk_opv *v, const char *name)
+{
+	return (const Gpukmm__ClusterPolicy *)gk_wsub_tab_get(&v->policies, name);
+}
+
+const Gpukmm__Object *gk_opv_obj(const gk_opv *v, const char *kind, const char *ns, const char *name)
+{
+	char key[800];
+	if (obj_key(key, sizeof(key), kind, ns, name))
+		return NULL;
+	return (const Gpukmm__Object *)gk_wsub_tab_get(&v->objects, key);
+}
+
+const Gpukmm__DaemonSet *gk_opv_ds(const gk_opv *v, const char *ns, const char *name)
+{
+	char key[800];
+	if (obj_key(key, sizeof(key), "", ns, name))
+		return NULL;
+	return (const Gpukmm__DaemonSet *)gk_wsub_tab_get(&v->daemonsets, key);
+}
+
+/* resourceVersions are opaque, but the API server's are increasing integers */
+static bool older(const char *a, const char *b)
+{
+	if (!a || !b)
+		return false;
+	char *ea, *eb;
+	unsigned long long x = strtoull(a, &ea, 10), y = strtoull(b, &eb, 10);
+	return !*ea && !*eb && x < y;
+}
+
+int gk_opv_put_obj(gk_opv *v, const char *kind, const char *ns, const char *name, const Gpukmm__Object *o,
+		   gk_err *err)
+{
+	char key[800];
+	if (obj_key(key, sizeof(key), kind, ns, name))
+		return gk_err_set(err, GK_INVALID_ARGUMENT, "name too long");
+	const Gpukmm__Object *old = (const Gpukmm__Object *)gk_wsub_tab_get(&v->objects, key);
+	if (old)
+		mark_meta(v, old->metadata);
+	if (o && old && old->metadata && o->metadata && older(o->metadata->resource_version, old->metadata->resource_version))
+		return GK_OK;
+	int rc = put_typed(&v->objects, key, o ? &o->base : NULL, !o, err);
+	if (o)
+		mark_meta(v, o->metadata);
+	return rc;
+}
+
+int gk_opv_put_policy(gk_opv *v, const Gpukmm__ClusterPolicy *cp, gk_err *err)
+{
+	if (!cp->metadata || !cp->metadata->name)
+		return GK_OK;
+	const Gpukmm__ClusterPolicy *old = gk_opv_policy(v, cp->metadata->name);
+	if (old && old->metadata && older(cp->metadata->resource_version, old->metadata->resource_version))
+		return GK_OK;
+	int rc = gk_wsub_tab_put(&v->policies, cp->metadata->name, &cp->base, err);
+	mark(v, cp->metadata->name);
+	return rc;
+}
+
+void gk_opv_touch(gk_opv *v, const char *policy)
+{
+	mark(v, policy);
+}
+
+void gk_opv_each_policy(const gk_opv *v, gk_opv_dirty_fn fn, void *user)
+{
+	for (size_t i = 0; i < v->policies.n; i++)
+		fn(user, v->policies.v[i].key);
+}
+
+void gk_opv_state_get(const gk_opv *v, gk_opv_state *out)
+{
+	*out = (gk_opv_state){ .policies = v->policies.n, .objects = v->objects.n, .daemonsets = v->daemonsets.n,
+			       .claims = v->claims.n, .ignored = v->ignored };
+}

@@ -1,0 +1,56 @@
+/* gpukmm-opmgr — the operand manager's view: ClusterPolicies, the operand
+ * objects (watcher topic "operand", by kind/namespace/name), the DaemonSets
+ * of the operator namespace (their status counts), whether a ResourceClaim
+ * holds a GPU (the DRA teardown guard), discovery and leadership. Rebuilt
+ * from watcher snapshots, kept current by bus events; pure data.
+ *
+ * Dirty keys: a policy event → that policy; an operand or DaemonSet event →
+ * the policy its controller owner reference (or its `owner` label) names, else
+ * every policy (a configMapOverride ConfigMap is the user's); claims, discovery
+ * and leadership → every policy when the answer flips. Bounded like every view. */
+#ifndef GPUKMM_OPMGR_VIEW_H
+#define GPUKMM_OPMGR_VIEW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "events.pb-c.h"
+#include "gpukmm/err.h"
+
+typedef struct gk_opv gk_opv;
+typedef void (*gk_opv_dirty_fn)(void *user, const char *policy);
+
+typedef struct gk_opv_disc {
+	bool known, kmm, dra, openshift, nfd, prometheus;
+	char dra_version[16];
+} gk_opv_disc;
+
+int gk_opv_new(gk_opv **out, const char *ns, size_t max_objects, gk_opv_dirty_fn fn, void *user, gk_err *err);
+void gk_opv_free(gk_opv *v);
+int gk_opv_load_snapshot(gk_opv *v, const Gpukmm__SnapshotReply *s, gk_err *err);
+int gk_opv_apply(gk_opv *v, const char *topic, const Gpukmm__Event *ev, gk_err *err);
+
+const char *gk_opv_ns(const gk_opv *v);
+bool gk_opv_leader(const gk_opv *v);
+bool gk_opv_synced(const gk_opv *v);
+const gk_opv_disc *gk_opv_discovery(const gk_opv *v);
+bool gk_opv_claims_allocated(const gk_opv *v);
+const Gpukmm__ClusterPolicy *gk_opv_policy(const gk_opv *v, const char *name);
+/* ns NULL or "" = cluster-scoped */
+const Gpukmm__Object *gk_opv_obj(const gk_opv *v, const char *kind, const char *ns, const char *name);
+const Gpukmm__DaemonSet *gk_opv_ds(const gk_opv *v, const char *ns, const char *name);
+/* What the API returned after our own write (NULL = gone): the view holds it
+ * until the watch confirms (an older resourceVersion never replaces a newer). */
+int gk_opv_put_obj(gk_opv *v, const char *kind, const char *ns, const char *name, const Gpukmm__Object *o,
+		   gk_err *err);
+int gk_opv_put_policy(gk_opv *v, const Gpukmm__ClusterPolicy *cp, gk_err *err);
+void gk_opv_touch(gk_opv *v, const char *policy);
+void gk_opv_each_policy(const gk_opv *v, gk_opv_dirty_fn fn, void *user);
+
+typedef struct gk_opv_state {
+	size_t policies, objects, daemonsets, claims;
+	uint64_t ignored;
+} gk_opv_state;
+void gk_opv_state_get(const gk_opv *v, gk_opv_state *out);
+
+#endif

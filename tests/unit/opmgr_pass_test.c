@@ -1,0 +1,345 @@
+/* gpukmm-opmgr: one pass on a view built from a snapshot, with fake writes —
+ * protection first, create / nothing / patch, the ordered teardown with the DRA
+ * claim guard, finalizers released (ours and upstream's), nothing deleted on an
+ * absence or when the object is not ours, foreign controllers left alone. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpukmm/kobj.h"
+#include "gpukmm/operands.h"
+#include "../../services/opmgr/pass.h"
+#include "../../services/opmgr/view.h"
+
+#define NS "intel-gpu-base-operator"
+
+typedef struct fake {
+	char log[64][256];
+	size_t n;
+} fake;
+static fake F;
+
+static int rec(const char *verb, const gk_opp_ref *r)
+{
+	if (F.n < 64)
+		snprintf(F.log[F.n++], 256, "%s %s %s", verb, r->kind, r->name);
+	return GK_OPP_WR_STARTED;
+}
+static int f_create(void *u, const gk_opp_ref *r, const cJSON *o, const char **l) { *l = NULL; return rec("create", r); }
+static int f_patch(void *u, const gk_opp_ref *r, const char *b, const char **l) { *l = NULL; return rec("patch", r); }
+static int f_del(void *u, const gk_opp_ref *r, const char *uid, const char **l) { *l = NULL; return rec("delete", r); }
+static int f_fin(void *u, const char *p, const char *rv, char *const *f, size_t n, const char **l)
+{
+	*l = NULL;
+	if (F.n < 64) {
+		size_t o = (size_t)snprintf(F.log[F.n], 256, "finalizers");
+		for (size_t i = 0; i < n; i++)
+			o += (size_t)snprintf(F.log[F.n] + o, 256 - o, " %s", f[i]);
+		F.n++;
+	}
+	return GK_OPP_WR_STARTED;
+}
+static const gk_opp_ops OPS = { NULL, f_create, f_patch, f_del, f_fin };
+
+static bool logged(const char *s)
+{
+	for (size_t i = 0; i < F.n; i++)
+		if (strcmp(F.log[i], s) == 0)
+			return true;
+	return false;
+}
+
+/* ---- a snapshot ------------------------------------------------------------------------- */
+static Gpukmm__SnapshotReply SNAP;
+static Gpukmm__ClusterPolicy *CPS[2];
+static Gpukmm__Object *OBJS[32];
+static Gpukmm__DaemonSet *DSS[4];
+static Gpukmm__ResourceClaim *RCS[2];
+static Gpukmm__Discovery DISC;
+static gk_opv *V;
+
+static void dirty(void *u, const char *p) {}
+
+static void reset(void)
+{
+	for (size_t i = 0; i < SNAP.n_cluster_policies; i++)
+		gk_kobj_free(CPS[i]);
+	for (size_t i = 0; i < SNAP.n_operands; i++)
+		gk_kobj_free(OBJS[i]);
+	for (size_t i = 0; i < SNAP.n_daemon_sets; i++)
+		gk_kobj_free(DSS[i]);
+	for (size_t i = 0; i < SNAP.n_resource_claims; i++)
+		gk_kobj_free(RCS[i]);
+	gpukmm__snapshot_reply__init(&SNAP);
+	SNAP.cluster_policies = CPS;
+	SNAP.operands = OBJS;
+	SNAP.daemon_sets = DSS;
+	SNAP.resource_claims = RCS;
+	gpukmm__discovery__init(&DISC);
+	DISC.has_kmm = DISC.kmm = 1;
+	DISC.has_dra = DISC.dra = 1;
+	DISC.dra_version = "v1";
+	SNAP.discovery = &DISC;
+	SNAP.has_synced = SNAP.synced = 1;
+	memset(&F, 0, sizeof(F));
+}
+
+static void setup(void)
+{
+	gpukmm__snapshot_reply__init(&SNAP);
+	reset();
+	cr_assert_eq(gk_opv_new(&V, NS, 0, dirty, NULL, NULL), 0);
+}
+static void teardown(void)
+{
+	reset();
+	gk_opv_free(V);
+}
+
+static void add_policy(const char *json)
+{
+	cJSON *j = cJSON_Parse(json);
+	cr_assert_not_null(j, "%s", json);
+	cr_assert_eq(gk_kobj_cluster_policy_from_json(j, &CPS[SNAP.n_cluster_policies++], NULL), 0);
+	cJSON_Delete(j);
+}
+
+static void add_obj(cJSON *j)
+{
+	cr_assert_eq(gk_kobj_object_from_json(j, &OBJS[SNAP.n_operands++], NULL), 0);
+	cJSON_Delete(j);
+}
+
+/* every object the policy renders, as the API would hold it (optionally only one kind) */
+static void add_rendered(const char *policy_json, const gk_op_opts *o, const char *only_kind)
+{
+	cJSON *j = cJSON_Parse(policy_json);
+	Gpukmm__ClusterPolicy *cp;
+	cr_assert_eq(gk_kobj_cluster_policy_from_json(j, &cp, NULL), 0);
+	cJSON_Delete(j);
+	gk_policy_default(cp);
+	if (cp->metadata->deletion_timestamp) {
+		free(cp->metadata->deletion_timestamp);
+		cp->metadata->deletion_timestamp = NULL;
+	}
+	gk_op_set s;
+	cr_assert_eq(gk_op_render(cp, o, &s, NULL), 0);
+	for (size_t i = 0; i < s.n; i++) {
+		if (only_kind && strcmp(s.v[i].kind, only_kind))
+			continue;
+		cJSON *x = cJSON_Duplicate(s.v[i].obj, 1);
+		cJSON *md = cJSON_GetObjectItem(x, "metadata");
+		cJSON_AddStringToObject(md, "resourceVersion", "7");
+		cJSON_AddStringToObject(md, "uid", "obj-uid");
+		add_obj(x);
+	}
+	gk_op_set_free(&s);
+	gk_kobj_free(cp);
+}
+
+static void load(void)
+{
+	cr_assert_eq(gk_opv_load_snapshot(V, &SNAP, NULL), 0);
+	memset(&F, 0, sizeof(F));
+}
+
+static gk_opp_result R;
+static void pass(void)
+{
+	gk_opp_result_free(&R);
+	cr_assert_eq(gk_opp_pass(V, "gpu", NULL, &OPS, &R, NULL), 0);
+}
+
+#define CP_DP(fins, extra) "{\"apiVersion\":\"intel.com/v1alpha1\",\"kind\":\"ClusterPolicy\",\"metadata\":{\"name\":\"gpu\"," \
+	"\"uid\":\"u1\",\"resourceVersion\":\"5\",\"generation\":2,\"finalizers\":[" fins "]" extra "},\"spec\":{\"resourceRegistration\":\"dp\"}}"
+#define OURS "\"gpukmm.io/operand-protection\""
+#define DELETING ",\"deletionTimestamp\":\"2026-01-01T00:00:00Z\""
+
+TestSuite(opmgr_pass, .init = setup, .fini = teardown);
+
+Test(opmgr_pass, protection_first_then_create_then_nothing)
+{
+	add_policy(CP_DP("", ""));
+	load();
+	pass();
+	cr_assert_eq(F.n, 1);
+	cr_assert_str_eq(F.log[0], "finalizers gpukmm.io/operand-protection");
+	reset();
+	add_policy(CP_DP(OURS, ""));
+	load();
+	pass();
+	cr_assert(logged("create DaemonSet gpu-device-plugin"));
+	cr_assert_eq(F.n, 1);
+	cr_assert_eq(R.pending, 1);
+	/* as the API holds it: nothing to write; the counts from the DaemonSet's status */
+	reset();
+	add_policy(CP_DP(OURS, ""));
+	gk_op_opts o = { .namespace_ = NS, .kmm = true, .dra_version = "v1" };
+	add_rendered(CP_DP(OURS, ""), &o, NULL);
+	cJSON *dj = cJSON_Parse("{\"metadata\":{\"name\":\"gpu-device-plugin\",\"namespace\":\"" NS "\"},"
+				"\"status\":{\"numberReady\":1,\"desiredNumberScheduled\":2}}");
+	cr_assert_eq(gk_kobj_daemon_set_from_json(dj, &DSS[SNAP.n_daemon_sets++], NULL), 0);
+	cJSON_Delete(dj);
+	load();
+	pass();
+	cr_assert_eq(F.n, 0, "%s", F.log[0]);
+	cr_assert_str_eq(R.dp, "1/2");
+	cr_assert_str_eq(R.dra, "N/A");
+	cr_assert_eq(R.generation, 2);
+}
+
+Test(opmgr_pass, absence_deletes_nothing)
+{
+	gk_op_opts o = { .namespace_ = NS, .kmm = true, .dra_version = "v1" };
+	add_rendered(CP_DP(OURS, ""), &o, NULL);
+	load();
+	pass();
+	cr_assert(R.deleted);
+	cr_assert_eq(F.n, 0);
+}
+
+Test(opmgr_pass, not_the_leader_writes_nothing)
+{
+	add_policy(CP_DP("", ""));
+	Gpukmm__Leadership l = GPUKMM__LEADERSHIP__INIT;
+	l.has_leader = 1;
+	l.leader = 0;
+	SNAP.leadership = &l;
+	load();
+	pass();
+	cr_assert(R.idle);
+	cr_assert_eq(F.n, 0);
+	SNAP.leadership = NULL;
+}
+
+/* dp -> dra: the DRA objects rendered; a dra -> dp switch deletes them only without allocated claims */
+Test(opmgr_pass, mode_switch_and_the_claim_guard)
+{
+	gk_op_opts o = { .namespace_ = NS, .kmm = true, .dra_version = "v1" };
+	const char *dra = "{\"apiVersion\":\"intel.com/v1alpha1\",\"kind\":\"ClusterPolicy\",\"metadata\":{\"name\":\"gpu\","
+			  "\"uid\":\"u1\",\"finalizers\":[" OURS "]},\"spec\":{\"resourceRegistration\":\"dra\"}}";
+	add_policy(CP_DP(OURS, ""));
+	add_rendered(dra, &o, NULL);
+	cJSON *cj = cJSON_Parse("{\"metadata\":{\"name\":\"c\",\"namespace\":\"apps\"},\"status\":{\"allocation\":{\"devices\":"
+				"{\"results\":[{\"driver\":\"gpu.intel.com\"}]}}}}");
+	cr_assert_eq(gk_kobj_resource_claim_from_json(cj, &RCS[SNAP.n_resource_claims++], NULL), 0);
+	cJSON_Delete(cj);
+	load();
+	pass();
+	cr_assert(logged("create DaemonSet gpu-device-plugin"));
+	cr_assert_not(logged("delete DaemonSet gpu-gpu-dra"), "claims allocated: the DRA driver stays");
+	cr_assert_eq(R.requeue_ms, GK_OPP_REQUEUE_MS);
+	cr_assert_str_eq(R.errors[0], "allocated GPU ResourceClaims blocking the removal of the DRA driver gpu-gpu-dra");
+	/* claims released */
+	gk_kobj_free(RCS[0]);
+	SNAP.n_resource_claims = 0;
+	load();
+	pass();
+	cr_assert(logged("delete DaemonSet gpu-gpu-dra"));
+	cr_assert(logged("delete DeviceClass gpu.intel.com"));
+	cr_assert(logged("delete ClusterRole gpu-gpu-dra"));
+	cr_assert_eq(R.requeue_ms, 0);
+}
+
+/* upstream §9.3: device plugin and XPU Manager first, DRA next (guarded), misc after; finalizers last */
+Test(opmgr_pass, ordered_teardown_then_finalizers)
+{
+	gk_op_opts o = { .namespace_ = NS, .kmm = true, .dra_version = "v1", .nfd = true };
+	DISC.has_nfd = DISC.nfd = 1;
+	const char *cpj = CP_DP(OURS ",\"gpu.intel.com/clusterpolicy-protection\",\"gpukmm.io/module-protection\"", DELETING);
+	add_policy(cpj);
+	add_rendered("{\"metadata\":{\"name\":\"gpu\",\"uid\":\"u1\"},\"spec\":{\"resourceRegistration\":\"dp\","
+		     "\"resourceMonitoring\":true,\"useNFDLabeling\":true}}", &o, NULL);
+	add_rendered("{\"metadata\":{\"name\":\"gpu\",\"uid\":\"u1\"},\"spec\":{\"resourceRegistration\":\"dra\"}}", &o,
+		     "DeviceClass");
+	load();
+	pass();
+	cr_assert(logged("delete DaemonSet gpu-device-plugin"));
+	cr_assert(logged("delete DaemonSet gpu-xpu-manager"));
+	cr_assert(logged("delete ConfigMap gpu-xpumanager-otel-config"));
+	cr_assert_not(logged("delete DeviceClass gpu.intel.com"), "DRA waits for the first stage");
+	cr_assert_not(logged("delete NodeFeatureRule intel-gpu-devices"));
+	cr_assert_eq(R.n_errors, 0);
+	/* the first stage gone: DRA next */
+	reset();
+	DISC.has_nfd = DISC.nfd = 1;
+	add_policy(cpj);
+	add_rendered("{\"metadata\":{\"name\":\"gpu\",\"uid\":\"u1\"},\"spec\":{\"resourceRegistration\":\"dp\","
+		     "\"useNFDLabeling\":true}}", &o, "NodeFeatureRule");
+	add_rendered("{\"metadata\":{\"name\":\"gpu\",\"uid\":\"u1\"},\"spec\":{\"resourceRegistration\":\"dra\"}}", &o,
+		     "DeviceClass");
+	load();
+	pass();
+	cr_assert(logged("delete DeviceClass gpu.intel.com"));
+	cr_assert_not(logged("delete NodeFeatureRule intel-gpu-devices"));
+	/* only the rule left */
+	reset();
+	DISC.has_nfd = DISC.nfd = 1;
+	add_policy(cpj);
+	add_rendered("{\"metadata\":{\"name\":\"gpu\",\"uid\":\"u1\"},\"spec\":{\"resourceRegistration\":\"dp\","
+		     "\"useNFDLabeling\":true}}", &o, "NodeFeatureRule");
+	load();
+	pass();
+	cr_assert(logged("delete NodeFeatureRule intel-gpu-devices"));
+	cr_assert_eq(F.n, 1, "no finalizer change while something is left");
+	/* nothing left: ours and upstream's finalizers go, modmgr's stays */
+	reset();
+	add_policy(cpj);
+	load();
+	pass();
+	cr_assert_eq(F.n, 1);
+	cr_assert_str_eq(F.log[0], "finalizers gpukmm.io/module-protection");
+}
+
+/* an object of an operand's name that is not ours (no label, no owner) is never deleted;
+ * one owned by another controller is not patched */
+Test(opmgr_pass, not_ours_is_left_alone)
+{
+	add_policy(CP_DP(OURS, ""));
+	add_obj(cJSON_Parse("{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\",\"metadata\":{\"name\":\"gpu-xpu-manager\","
+			    "\"namespace\":\"" NS "\",\"uid\":\"x\",\"resourceVersion\":\"3\"}}"));
+	add_obj(cJSON_Parse("{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\",\"metadata\":{\"name\":\"gpu-device-plugin\","
+			    "\"namespace\":\"" NS "\",\"uid\":\"y\",\"resourceVersion\":\"3\",\"ownerReferences\":[{"
+			    "\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"name\":\"d\",\"uid\":\"z\",\"controller\":true}]}}"));
+	load();
+	pass();
+	cr_assert_eq(F.n, 0, "%s", F.log[0]);
+	cr_assert_eq(R.n_errors, 1);
+	cr_assert(strstr(R.errors[0], "controlled by Deployment d") != NULL, "%s", R.errors[0]);
+}
+
+/* the DRA kinds served but claims not watched (an older resource.k8s.io): fail closed */
+Test(opmgr_pass, unknown_claims_block_the_dra_removal)
+{
+	gk_op_opts o = { .namespace_ = NS, .kmm = true, .dra_version = "v1beta1" };
+	DISC.dra = 0;
+	DISC.dra_version = "v1beta1";
+	add_policy(CP_DP(OURS, ""));
+	add_rendered("{\"metadata\":{\"name\":\"gpu\",\"uid\":\"u1\"},\"spec\":{\"resourceRegistration\":\"dra\"}}", &o, NULL);
+	load();
+	pass();
+	cr_assert_not(logged("delete DaemonSet gpu-gpu-dra"));
+	cr_assert(strstr(R.errors[0], "cannot tell whether a ResourceClaim holds a GPU") != NULL, "%s", R.errors[0]);
+	cr_assert_eq(R.requeue_ms, GK_OPP_REQUEUE_MS);
+}
+
+/* a ClusterRoleBinding waits for its ClusterRole (the API server's escalation check
+ * of a binding refuses it while the role does not exist) */
+Test(opmgr_pass, binding_after_its_role)
+{
+	gk_op_opts o = { .namespace_ = NS, .kmm = true, .dra_version = "v1" };
+	const char *dra = "{\"apiVersion\":\"intel.com/v1alpha1\",\"kind\":\"ClusterPolicy\",\"metadata\":{\"name\":\"gpu\","
+			  "\"uid\":\"u1\",\"finalizers\":[" OURS "]},\"spec\":{\"resourceRegistration\":\"dra\"}}";
+	add_policy(dra);
+	load();
+	pass();
+	cr_assert(logged("create ClusterRole gpu-gpu-dra"));
+	cr_assert_not(logged("create ClusterRoleBinding gpu-gpu-dra"));
+	reset();
+	add_policy(dra);
+	add_rendered(dra, &o, "ClusterRole");
+	load();
+	pass();
+	cr_assert(logged("create ClusterRoleBinding gpu-gpu-dra"));
+}
