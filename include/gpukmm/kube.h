@@ -328,6 +328,7 @@ int gk_kube_list(gk_kube_client *c, const gk_kube_ref *r, const gk_kube_list_opt
 		 gk_kube_item_fn fn, void *user, char *rv, size_t rv_cap, gk_kube_status *st,
 		 gk_err *err);
 
+/* POST to the collection, or to r->name's r->subresource when set (pods/NAME/eviction). */
 int gk_kube_create(gk_kube_client *c, const gk_kube_ref *r, const cJSON *obj, cJSON **out,
 		   gk_kube_status *st, gk_err *err);
 /* PUT; obj must carry metadata.resourceVersion (409 → ABORTED on a stale one). */
@@ -422,6 +423,11 @@ int gk_kube_call_create(gk_kube_mux *m, const gk_kube_ref *r, const cJSON *obj,
 int gk_kube_call_update(gk_kube_mux *m, const gk_kube_ref *r, const cJSON *obj,
 			const gk_kube_call_opts *o, gk_kube_call_fn fn, void *user,
 			gk_kube_call **out, gk_err *err);
+/* One page of a list (the List object: items, metadata.continue when more
+ * are left, metadata.resourceVersion); lo may be NULL (limit 500, a
+ * consistent read). r->name and r->subresource are ignored. */
+int gk_kube_call_list(gk_kube_mux *m, const gk_kube_ref *r, const gk_kube_list_opts *lo,
+		      const gk_kube_call_opts *o, gk_kube_call_fn fn, void *user, gk_kube_call **out, gk_err *err);
 int gk_kube_call_patch(gk_kube_mux *m, const gk_kube_ref *r, enum gk_kube_patch_type type,
 		       const char *body, const char *field_manager, bool force,
 		       const gk_kube_call_opts *o, gk_kube_call_fn fn, void *user,

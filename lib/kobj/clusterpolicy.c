@@ -551,6 +551,42 @@ static bool add_u32(cJSON *o, const char *k, protobuf_c_boolean has, uint32_t v)
 	return !has || cJSON_AddNumberToObject(o, k, v);
 }
 
+cJSON *gk_kobj_upgrade_status_to_json(const Gpukmm__UpgradeStatus *u)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (!o)
+		return NULL;
+	bool ok = gk_kj_add_str(o, "targetVersion", u->target_version) &&
+		  (!u->has_auto_upgrade || cJSON_AddBoolToObject(o, "autoUpgrade", u->auto_upgrade)) &&
+		  add_u32(o, "nodes", u->has_nodes, u->nodes) && add_u32(o, "upToDate", u->has_up_to_date, u->up_to_date) &&
+		  add_u32(o, "pending", u->has_pending, u->pending) && add_u32(o, "draining", u->has_draining, u->draining) &&
+		  add_u32(o, "unloading", u->has_unloading, u->unloading) &&
+		  add_u32(o, "loading", u->has_loading, u->loading) && add_u32(o, "failed", u->has_failed, u->failed) &&
+		  add_u32(o, "skipped", u->has_skipped, u->skipped) &&
+		  add_u32(o, "maxParallel", u->has_max_parallel, u->max_parallel) &&
+		  add_u32(o, "maxUnavailable", u->has_max_unavailable, u->max_unavailable) &&
+		  add_u32(o, "unavailable", u->has_unavailable, u->unavailable) &&
+		  (!u->has_halted || cJSON_AddBoolToObject(o, "halted", u->halted));
+	if (ok && u->n_problems) {
+		cJSON *a = cJSON_AddArrayToObject(o, "problems");
+		ok = a != NULL;
+		for (size_t i = 0; ok && i < u->n_problems; i++) {
+			const Gpukmm__UpgradeNode *n = u->problems[i];
+			cJSON *p = cJSON_CreateObject();
+			ok = p != NULL;
+			if (p)
+				cJSON_AddItemToArray(a, p);
+			ok = ok && gk_kj_add_str(p, "node", n->node) && gk_kj_add_str(p, "state", n->state) &&
+			     gk_kj_add_str(p, "reason", n->reason) && gk_kj_add_str(p, "message", n->message);
+		}
+	}
+	if (!ok) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
 cJSON *gk_kobj_cluster_policy_status_to_json(const Gpukmm__ClusterPolicyStatus *st)
 {
 	cJSON *j = cJSON_CreateObject();
@@ -612,6 +648,12 @@ cJSON *gk_kobj_cluster_policy_status_to_json(const Gpukmm__ClusterPolicyStatus *
 					goto fail;
 			}
 		}
+	}
+	if (st->upgrade) {
+		cJSON *u = gk_kobj_upgrade_status_to_json(st->upgrade);
+		if (!u)
+			goto fail;
+		cJSON_AddItemToObject(j, "upgrade", u);
 	}
 	return j;
 fail:

@@ -26,14 +26,24 @@
  * One chain per policy at a time (entry.call); a report that arrives while
  * it runs marks the policy dirty again and it is evaluated once more after. */
 
+#define N_REP 4
+
 typedef struct entry {
 	char name[GK_SD_NAME_MAX];
-	Gpukmm__StatusReport *rep[3]; /* 0 modmgr, 1 gater, 2 opmgr */
+	Gpukmm__StatusReport *rep[N_REP]; /* 0 modmgr, 1 gater, 2 opmgr, 3 upgrader */
 	bool dirty;
 	gk_kube_call *call;    /* in flight (its ctx is freed on drop) */
 	int conflicts;         /* 409s in a row */
 	int64_t not_before;    /* mono ms: no new attempt before */
 } entry;
+
+static bool no_reports(const entry *e)
+{
+	for (int k = 0; k < N_REP; k++)
+		if (e->rep[k])
+			return false;
+	return true;
+}
 
 struct gk_sd_ctrl {
 	gk_loop *loop;
@@ -98,7 +108,7 @@ static void drop(gk_sd_ctrl *c, entry *e)
 		gk_kube_call_cancel(e->call); /* frees its ctx */
 		c->inflight--;
 	}
-	for (int k = 0; k < 3; k++)
+	for (int k = 0; k < N_REP; k++)
 		if (e->rep[k])
 			gpukmm__status_report__free_unpacked(e->rep[k], NULL);
 	gk_sd_metrics_forget(e->name);
@@ -190,7 +200,7 @@ static bool after_get(gk_sd_ctrl *c, entry *e, cJSON *obj)
 		finish(c, e, false, RETRY_MS);
 		return false;
 	}
-	if (!e->rep[0] && !e->rep[1] && !e->rep[2] && (!c->grace_over || !nodes)) {
+	if (no_reports(e) && (!c->grace_over || !nodes)) {
 		finish(c, e, true, 0);
 		return false;
 	}
@@ -199,7 +209,8 @@ static bool after_get(gk_sd_ctrl *c, entry *e, cJSON *obj)
 	const cJSON *cur = cJSON_GetObjectItemCaseSensitive(obj, "status");
 	char now[GK_KUBE_TIME_LEN];
 	gk_kube_time(now, sizeof(now), gk_now_ms() / 1000);
-	gk_sd_inputs in = { .modmgr = e->rep[0], .gater = e->rep[1], .opmgr = e->rep[2], .missing_is_empty = c->grace_over,
+	gk_sd_inputs in = { .modmgr = e->rep[0], .gater = e->rep[1], .opmgr = e->rep[2], .upgrader = e->rep[3],
+			    .missing_is_empty = c->grace_over,
 			    .now = now, .nodes = nodes };
 	bool oom = false;
 	cJSON *want = gk_sd_merge(cur, &in, &oom);
@@ -317,7 +328,7 @@ static void on_timer(gk_loop *l, gk_timer_id id, void *user)
 		e->dirty = false;
 		/* nothing reported since our start: before the grace period ends the
 		 * current status is the best there is (a restart writes nothing) */
-		if (!e->rep[0] && !e->rep[1] && !e->rep[2] &&
+		if (no_reports(e) &&
 		    (!c->grace_over || !c->view || !gk_sd_view_policy(c->view, e->name))) {
 			c->st.passes++;
 			continue;
@@ -333,7 +344,7 @@ static void on_timer(gk_loop *l, gk_timer_id id, void *user)
 	/* policies gone from the view and from the reports */
 	for (size_t i = 0; c->view && i < c->n;) {
 		entry *e = &c->e[i];
-		if (!e->dirty && !e->call && !e->rep[0] && !e->rep[1] && !e->rep[2] && !gk_sd_view_policy(c->view, e->name))
+		if (!e->dirty && !e->call && no_reports(e) && !gk_sd_view_policy(c->view, e->name))
 			drop(c, e);
 		else
 			i++;
@@ -460,9 +471,12 @@ int gk_sd_ctrl_report(gk_sd_ctrl *c, const Gpukmm__StatusReport *r, gk_err *err)
 		k = 1;
 	else if (strcmp(r->component, "opmgr") == 0)
 		k = 2;
+	else if (strcmp(r->component, "upgrader") == 0)
+		k = 3;
 	else {
 		c->st.rejected++;
-		return gk_err_set(err, GK_INVALID_ARGUMENT, "unknown component \"%.32s\" (modmgr, gater or opmgr)",
+		return gk_err_set(err, GK_INVALID_ARGUMENT,
+				  "unknown component \"%.32s\" (modmgr, gater, opmgr or upgrader)",
 				  r->component);
 	}
 	c->st.reports++;
@@ -472,7 +486,7 @@ int gk_sd_ctrl_report(gk_sd_ctrl *c, const Gpukmm__StatusReport *r, gk_err *err)
 			if (e->rep[k])
 				gpukmm__status_report__free_unpacked(e->rep[k], NULL);
 			e->rep[k] = NULL;
-			if (!e->rep[0] && !e->rep[1] && !e->rep[2] && !e->call)
+			if (no_reports(e) && !e->call)
 				drop(c, e);
 		}
 		return GK_OK;
@@ -486,7 +500,7 @@ int gk_sd_ctrl_report(gk_sd_ctrl *c, const Gpukmm__StatusReport *r, gk_err *err)
 	}
 	Gpukmm__StatusReport *d = dup_report(r);
 	if (!d) {
-		if (!e->rep[0] && !e->rep[1] && !e->rep[2] && !e->call)
+		if (no_reports(e) && !e->call)
 			drop(c, e);
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "statusd: out of memory");
 	}
