@@ -8,8 +8,6 @@ set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
 . tests/lib/kubesim.sh
 kubesim_need_kubectl || exit 0
-KUBESIM_NO_TRAP=1
-trap 'kubesim_stop' EXIT
 kubesim_start --pod-ready-ms 200 --pod-stop-ms 100 || { echo "not ok - kubesim starts"; exit 1; }
 
 for n in gpu-1 gpu-2 gpu-3 cpu-1; do
@@ -58,7 +56,8 @@ check "kubectl wait --for=condition=Ready on it" k wait --for=condition=Ready "$
 # node label removed: its pod goes, desired drops
 k label node gpu-2 intel.feature.node.kubernetes.io/gpu- >/dev/null
 check "label removed from gpu-2: 2 desired, its pod gone" wait_for 10 status_is 2/2/2/2/2
-check "no pod left on gpu-2" wait_for 10 test -z "$(k get pods --field-selector spec.nodeName=gpu-2 -o name)"
+no_pods() { test -z "$(k get pods "$@" -o name)"; }
+check "no pod left on gpu-2" wait_for 10 no_pods --field-selector spec.nodeName=gpu-2
 k label node gpu-2 intel.feature.node.kubernetes.io/gpu=true >/dev/null
 check "label back: 3 again" wait_for 10 status_is 3/3/3/3/3
 
@@ -89,7 +88,7 @@ check "kubectl get ds shows READY 0 of DESIRED 3" bash -c "KUBECONFIG=/dev/null 
 
 # deletion: the pods are collected
 k delete ds device-plugin --wait=true >/dev/null
-check "DaemonSet deleted: its pods are gone" wait_for 10 test -z "$(k get pods -l app=dp -o name)"
+check "DaemonSet deleted: its pods are gone" wait_for 10 no_pods -l app=dp
 kubesim_stop
 
 # --controllers without the DaemonSet controller: nothing happens to DaemonSets

@@ -8,8 +8,6 @@ set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
 . tests/lib/kubesim.sh
 kubesim_need_kubectl || exit 0
-KUBESIM_NO_TRAP=1
-trap 'kubesim_stop' EXIT
 
 help=$("$KUBESIM_BIN" --help)
 check "--help documents --kube-version and the resource.k8s.io versions" \

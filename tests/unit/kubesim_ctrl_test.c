@@ -14,6 +14,7 @@
 #include "kubesim_call.h"
 
 #define READY_MS 1000
+#define STOP_MS 200
 static int64_t T; /* the controllers' clock */
 
 static void start_with(unsigned enabled)
@@ -22,7 +23,7 @@ static void start_with(unsigned enabled)
 	cr_assert(S);
 	cr_assert_eq(ks_server_init(S, 100000), 0);
 	cr_assert_eq(ks_server_seed(S), 0);
-	ks_ctrl_opts o = { enabled, READY_MS, 200 };
+	ks_ctrl_opts o = { enabled, READY_MS, STOP_MS };
 	cr_assert_eq(ks_ctrl_init(S, &o), 0);
 	T = 1000000;
 }
@@ -270,15 +271,21 @@ Test(ctrl, rolling_update_one_at_a_time_and_on_delete)
 	cr_assert_eq(do_("PATCH", DSURL "/roll", patch, "application/strategic-merge-patch+json"), 200);
 	cr_assert_eq(do_("PATCH", DSURL "/ondel", patch, "application/strategic-merge-patch+json"), 200);
 	settle();
-	/* maxUnavailable 1: one old pod replaced; until the new one is available no other */
-	cr_assert_str_eq(counts("roll"), "4/4/3/1/3/0", "%s", counts("roll"));
+	/* maxUnavailable 1: one old pod deleted; it counts until the kubelet stopped it */
+	cr_assert_str_eq(counts("roll"), "4/4/4/0/4/0", "%s", counts("roll"));
 	cJSON *o = get_ds("roll");
 	cr_assert_str_eq(str(o, "status.observedGeneration"), "2");
 	cJSON_Delete(o);
+	later(STOP_MS);
+	/* replaced; until the new one is available no other */
+	cr_assert_str_eq(counts("roll"), "4/4/3/1/3/0", "%s", counts("roll"));
 	later(READY_MS);
+	later(STOP_MS);
 	cr_assert_str_eq(counts("roll"), "4/4/3/2/3/0", "%s", counts("roll"));
-	later(READY_MS);
-	later(READY_MS);
+	for (int i = 0; i < 2; i++) {
+		later(READY_MS);
+		later(STOP_MS);
+	}
 	cr_assert_str_eq(counts("roll"), "4/4/3/4/3/0", "%s", counts("roll"));
 	later(READY_MS);
 	cr_assert_str_eq(counts("roll"), "4/4/4/4/4/0");
@@ -290,9 +297,11 @@ Test(ctrl, rolling_update_one_at_a_time_and_on_delete)
 			 "\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"img:3\"}]}}}}",
 			 "application/strategic-merge-patch+json"),
 		     200);
-	settle();
+	later(STOP_MS);
 	cr_assert_str_eq(counts("roll"), "4/4/2/2/2/0", "%s", counts("roll"));
 	later(READY_MS);
+	later(STOP_MS);
+	cr_assert_str_eq(counts("roll"), "4/4/2/4/2/0", "%s", counts("roll"));
 	later(READY_MS);
 	cr_assert_str_eq(counts("roll"), "4/4/4/4/4/0", "%s", counts("roll"));
 }
@@ -445,4 +454,299 @@ Test(sched, tolerations_and_daemonset_verdict)
 	cJSON_Delete(pct);
 	cr_assert_eq(ks_intstr_scaled(NULL, 10, 1), 1);
 	cr_assert_eq(ks_rfc3339_parse("2026-01-01T00:00:10Z") - ks_rfc3339_parse("2026-01-01T00:00:00Z"), 10);
+}
+
+/* ---- the disruption controller ----------------------------------------------- */
+#define PODS "/api/v1/namespaces/default/pods"
+#define PDBS "/apis/policy/v1/namespaces/default/poddisruptionbudgets"
+
+/* a pod of app=web on n1, optionally owned (kind/name/uid) */
+static void web_pod(const char *name, const char *owner_json, const char *ann)
+{
+	char b[1024];
+	snprintf(b, sizeof(b),
+		 "{\"metadata\":{\"name\":\"%s\",\"labels\":{\"app\":\"web\"}%s%s%s%s},\"spec\":{\"nodeName\":\"n1\","
+		 "\"containers\":[{\"name\":\"c\",\"image\":\"i\"}]}}",
+		 name, owner_json ? ",\"ownerReferences\":[" : "", owner_json ? owner_json : "", owner_json ? "]" : "",
+		 ann ? ann : "");
+	cr_assert_eq(do_("POST", PODS, b, JSON), 201);
+}
+
+static void pdb(const char *name, const char *spec)
+{
+	char b[512];
+	snprintf(b, sizeof(b), "{\"metadata\":{\"name\":\"%s\"},\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"web\"}},%s}}",
+		 name, spec);
+	cr_assert_eq(do_("POST", PDBS, b, JSON), 201);
+}
+
+/* "expected/desired/healthy/allowed reason" */
+static const char *budget(const char *name)
+{
+	static char buf[256];
+	char u[256];
+	snprintf(u, sizeof(u), PDBS "/%s", name);
+	int code;
+	cJSON *o = call("GET", u, NULL, NULL, &code);
+	cr_assert_eq(code, 200);
+	static const char *f[] = { "status.expectedPods", "status.desiredHealthy", "status.currentHealthy",
+				   "status.disruptionsAllowed", "status.conditions.0.reason" };
+	buf[0] = 0;
+	for (int i = 0; i < 5; i++) /* str() has one buffer: one call at a time */
+		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), "%s%s", i == 4 ? " " : i ? "/" : "", str(o, f[i]));
+	cJSON_Delete(o);
+	return buf;
+}
+
+static char rs_uid[64];
+
+static void replicaset(int replicas)
+{
+	char b[512];
+	snprintf(b, sizeof(b),
+		 "{\"metadata\":{\"name\":\"web\"},\"spec\":{\"replicas\":%d,\"selector\":{\"matchLabels\":{\"app\":"
+		 "\"web\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"web\"}},\"spec\":{\"containers\":[{"
+		 "\"name\":\"c\",\"image\":\"i\"}]}}}}",
+		 replicas);
+	int code;
+	cJSON *o = call("POST", "/apis/apps/v1/namespaces/default/replicasets", b, JSON, &code);
+	cr_assert_eq(code, 201);
+	snprintf(rs_uid, sizeof(rs_uid), "%s", str(o, "metadata.uid"));
+	cJSON_Delete(o);
+}
+
+Test(ctrl, pdb_min_available_counts_ready_pods)
+{
+	node("n1", "{}", NULL);
+	web_pod("w1", NULL, NULL);
+	web_pod("w2", NULL, NULL);
+	web_pod("w3", NULL, ",\"annotations\":{\"kubesim.gpukmm.io/ready\":\"false\"}");
+	pdb("min2", "\"minAvailable\":2");
+	settle();
+	cr_assert_str_eq(budget("min2"), "3/2/0/0 InsufficientPods", "not started yet: %s", budget("min2"));
+	later(READY_MS);
+	cr_assert_str_eq(budget("min2"), "3/2/2/0 InsufficientPods", "w3 never Ready: %s", budget("min2"));
+	int code;
+	cJSON *o = call("GET", PDBS "/min2", NULL, NULL, &code);
+	cr_assert_str_eq(str(o, "status.observedGeneration"), "1");
+	cr_assert_str_eq(str(o, "status.conditions.0.type"), "DisruptionAllowed");
+	cr_assert_str_eq(str(o, "status.conditions.0.status"), "False");
+	cJSON_Delete(o);
+	web_pod("w4", NULL, NULL);
+	later(READY_MS);
+	cr_assert_str_eq(budget("min2"), "4/2/3/1 SufficientPods");
+	/* an eviction the API server recorded: not healthy until the controller sees it go */
+	char ts[40], b[256];
+	ks_now_rfc3339(ts, sizeof(ts));
+	snprintf(b, sizeof(b), "{\"status\":{\"disruptedPods\":{\"w1\":\"%s\"},\"disruptionsAllowed\":0}}", ts);
+	cr_assert_eq(do_("PATCH", PDBS "/min2/status", b, MERGE), 200);
+	settle();
+	cr_assert_str_eq(budget("min2"), "4/2/2/0 InsufficientPods");
+	cr_assert_eq(do_("DELETE", PODS "/w1?gracePeriodSeconds=0", NULL, NULL), 200);
+	settle();
+	cr_assert_str_eq(budget("min2"), "3/2/2/0 InsufficientPods");
+	o = call("GET", PDBS "/min2", NULL, NULL, &code);
+	cr_assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "status"), "disruptedPods"), "gone pod dropped");
+	cJSON_Delete(o);
+}
+
+Test(ctrl, pdb_max_unavailable_and_percentages_use_the_controller_scale)
+{
+	node("n1", "{}", NULL);
+	replicaset(4);
+	char owner[256];
+	snprintf(owner, sizeof(owner),
+		 "{\"apiVersion\":\"apps/v1\",\"kind\":\"ReplicaSet\",\"name\":\"web\",\"uid\":\"%s\",\"controller\":true}",
+		 rs_uid);
+	for (int i = 0; i < 3; i++) {
+		char n[16];
+		snprintf(n, sizeof(n), "r%d", i);
+		web_pod(n, owner, NULL);
+	}
+	pdb("maxu", "\"maxUnavailable\":1");
+	pdb("half", "\"minAvailable\":\"50%\"");
+	int code;
+	later(READY_MS);
+	/* 4 replicas wanted, 3 healthy */
+	cr_assert_str_eq(budget("maxu"), "4/3/3/0 InsufficientPods", "%s", budget("maxu"));
+	cr_assert_str_eq(budget("half"), "4/2/3/1 SufficientPods", "%s", budget("half"));
+	cr_assert_eq(do_("PATCH", "/apis/apps/v1/namespaces/default/replicasets/web", "{\"spec\":{\"replicas\":3}}", MERGE),
+		     200);
+	settle();
+	cr_assert_str_eq(budget("maxu"), "3/2/3/1 SufficientPods", "a scale change re-checks: %s", budget("maxu"));
+	/* a pod whose controller has no scale (it exists: no garbage collection): the sync fails safe */
+	cJSON *cm = call("POST", "/api/v1/namespaces/default/configmaps", "{\"metadata\":{\"name\":\"x\"}}", JSON, &code);
+	snprintf(owner, sizeof(owner), "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"name\":\"x\",\"uid\":\"%s\","
+		 "\"controller\":true}", str(cm, "metadata.uid"));
+	cJSON_Delete(cm);
+	web_pod("d0", owner, NULL);
+	settle();
+	cr_assert_str_eq(budget("maxu"), "3/2/3/0 SyncFailed", "%s", budget("maxu"));
+	cJSON *o = call("GET", PDBS "/maxu", NULL, NULL, &code);
+	cr_assert_str_eq(str(o, "status.conditions.0.message"), "found no controllers for pod \"d0\"");
+	cJSON_Delete(o);
+}
+
+Test(ctrl, pdb_without_matching_pods_allows_nothing)
+{
+	pdb("empty", "\"maxUnavailable\":1");
+	settle();
+	cr_assert_str_eq(budget("empty"), "0/0/0/0 InsufficientPods");
+}
+
+/* ---- graceful pod deletion and the eviction subresource ------------------------- */
+static cJSON *evict(const char *pod, int *code)
+{
+	char u[256], b[256];
+	snprintf(u, sizeof(u), PODS "/%s/eviction", pod);
+	snprintf(b, sizeof(b), "{\"apiVersion\":\"policy/v1\",\"kind\":\"Eviction\",\"metadata\":{\"name\":\"%s\","
+			       "\"namespace\":\"default\"}}", pod);
+	return call("POST", u, b, JSON, code);
+}
+
+static int pod_exists(const char *name)
+{
+	char u[256];
+	snprintf(u, sizeof(u), PODS "/%s", name);
+	return do_("GET", u, NULL, NULL) == 200;
+}
+
+Test(ctrl, graceful_pod_deletion)
+{
+	node("n1", "{}", NULL);
+	web_pod("g1", NULL, NULL);
+	web_pod("g2", NULL, ",\"finalizers\":[\"example.com/hold\"]");
+	cr_assert_eq(do_("POST", PODS, "{\"metadata\":{\"name\":\"unbound\"},\"spec\":{\"containers\":[{\"name\":\"c\","
+				       "\"image\":\"i\"}]}}", JSON), 201);
+	later(READY_MS);
+	int code;
+	cJSON *o = call("DELETE", PODS "/g1", NULL, NULL, &code);
+	cr_assert_eq(code, 200, "graceful: 200 with the pod");
+	cr_assert_str_eq(str(o, "metadata.deletionGracePeriodSeconds"), "30");
+	int64_t del = ks_rfc3339_parse(str(o, "metadata.deletionTimestamp"));
+	cr_assert(del >= (int64_t)time(NULL) + 29, "deletionTimestamp is now + 30 s");
+	cJSON_Delete(o);
+	cr_assert(pod_exists("g1"), "still there while the kubelet stops it");
+	cr_assert_eq(do_("DELETE", PODS "/g1", NULL, NULL), 200, "a second delete: still pending");
+	o = call("GET", PODS "/g1", NULL, NULL, &code);
+	cr_assert_str_eq(str(o, "metadata.deletionGracePeriodSeconds"), "30", "a longer or equal period changes nothing");
+	cJSON_Delete(o);
+	later(STOP_MS);
+	cr_assert_not(pod_exists("g1"), "the kubelet's final delete");
+	/* unbound: at once */
+	cr_assert_eq(do_("DELETE", PODS "/unbound", NULL, NULL), 200);
+	cr_assert_not(pod_exists("unbound"));
+	/* a finalizer holds it after the kubelet stopped it, with grace 0 */
+	cr_assert_eq(do_("DELETE", PODS "/g2?gracePeriodSeconds=5", NULL, NULL), 200);
+	later(STOP_MS);
+	o = call("GET", PODS "/g2", NULL, NULL, &code);
+	cr_assert_eq(code, 200);
+	cr_assert_str_eq(str(o, "metadata.deletionGracePeriodSeconds"), "0");
+	cJSON_Delete(o);
+	cr_assert_eq(do_("PATCH", PODS "/g2", "{\"metadata\":{\"finalizers\":null}}", MERGE), 200);
+	cr_assert_not(pod_exists("g2"), "the last finalizer gone: the pod goes");
+	/* --grace-period=0 --force: at once */
+	web_pod("g3", NULL, NULL);
+	later(READY_MS);
+	cr_assert_eq(do_("DELETE", PODS "/g3", "{\"gracePeriodSeconds\":0}", JSON), 200);
+	cr_assert_not(pod_exists("g3"));
+	/* shortening a pending graceful deletion */
+	web_pod("g4", NULL, NULL);
+	later(READY_MS);
+	cr_assert_eq(do_("DELETE", PODS "/g4?gracePeriodSeconds=60", NULL, NULL), 200);
+	cr_assert_eq(do_("DELETE", PODS "/g4?gracePeriodSeconds=10", NULL, NULL), 200);
+	o = call("GET", PODS "/g4", NULL, NULL, &code);
+	cr_assert_str_eq(str(o, "metadata.deletionGracePeriodSeconds"), "10");
+	cJSON_Delete(o);
+}
+
+Test(ctrl, eviction_honours_the_budget)
+{
+	node("n1", "{}", NULL);
+	web_pod("e1", NULL, NULL);
+	web_pod("e2", NULL, NULL);
+	web_pod("e3", NULL, NULL);
+	pdb("web", "\"minAvailable\":2");
+	later(READY_MS);
+	cr_assert_str_eq(budget("web"), "3/2/3/1 SufficientPods");
+	int code;
+	cJSON *o = evict("e1", &code);
+	cr_assert_eq(code, 201);
+	cr_assert_str_eq(str(o, "kind"), "Status");
+	cr_assert_str_eq(str(o, "status"), "Success");
+	cJSON_Delete(o);
+	o = call("GET", PDBS "/web", NULL, NULL, &code);
+	cr_assert_str_eq(str(o, "status.disruptionsAllowed"), "0");
+	cr_assert(str(o, "status.disruptedPods.e1")[0], "the eviction is recorded");
+	cJSON_Delete(o);
+	o = call("GET", PODS "/e1", NULL, NULL, &code);
+	cr_assert(str(o, "metadata.deletionTimestamp")[0], "deleted gracefully");
+	cJSON_Delete(o);
+	settle(); /* the disruption controller sees e1 going */
+	/* the budget is used up: 429 with the API server's message and cause */
+	o = evict("e2", &code);
+	cr_assert_eq(code, 429);
+	cr_assert_str_eq(str(o, "reason"), "TooManyRequests");
+	cr_assert_str_eq(str(o, "message"), "Cannot evict pod as it would violate the pod's disruption budget.");
+	cr_assert_str_eq(str(o, "details.causes.0.reason"), "DisruptionBudget");
+	cr_assert_str_eq(str(o, "details.causes.0.message"), "The disruption budget web needs 2 healthy pods and has 2 currently");
+	cJSON_Delete(o);
+	cr_assert(pod_exists("e2"));
+	later(STOP_MS); /* e1 gone */
+	cr_assert_str_eq(budget("web"), "2/2/2/0 InsufficientPods");
+	web_pod("e4", NULL, NULL); /* the replacement */
+	later(READY_MS);
+	cr_assert_str_eq(budget("web"), "3/2/3/1 SufficientPods");
+	o = evict("e2", &code);
+	cr_assert_eq(code, 201);
+	cJSON_Delete(o);
+	/* a spec change the controller has not seen yet: 429, retry after 10 s */
+	cr_assert_eq(do_("PATCH", PDBS "/web", "{\"spec\":{\"minAvailable\":1}}", MERGE), 200);
+	char u[64] = PODS "/e3/eviction";
+	ks_req r = { .method = "POST", .path = u, .content_type = JSON,
+		     .body = "{\"kind\":\"Eviction\",\"metadata\":{\"name\":\"e3\"}}" };
+	r.body_len = strlen(r.body);
+	ks_resp out;
+	ks_handle(S, &r, &out);
+	cr_assert_eq(out.code, 429);
+	cr_assert_eq(out.retry_after, 10);
+	cr_assert(strstr(out.body, "The disruption budget web is still being processed by the server."), "%s", out.body);
+	cr_assert(strstr(out.body, "\"retryAfterSeconds\":10"), "%s", out.body);
+	ks_resp_free(&out);
+}
+
+Test(ctrl, eviction_edge_cases)
+{
+	node("n1", "{}", NULL);
+	web_pod("p1", NULL, NULL);
+	cr_assert_eq(do_("POST", PODS, "{\"metadata\":{\"name\":\"pending\",\"labels\":{\"app\":\"web\"}},\"spec\":{"
+				       "\"containers\":[{\"name\":\"c\",\"image\":\"i\"}]}}", JSON), 201);
+	pdb("a", "\"minAvailable\":5");
+	pdb("b", "\"maxUnavailable\":0");
+	later(READY_MS);
+	int code;
+	cJSON *o = evict("p1", &code);
+	cr_assert_eq(code, 500);
+	cr_assert_str_eq(str(o, "message"), "This pod has more than one PodDisruptionBudget, which the eviction "
+					    "subresource does not support.");
+	cJSON_Delete(o);
+	o = evict("pending", &code);
+	cr_assert_eq(code, 201, "a Pending pod is evicted without a budget check");
+	cJSON_Delete(o);
+	cr_assert_not(pod_exists("pending"), "not bound: deleted at once");
+	o = evict("nope", &code);
+	cr_assert_eq(code, 404);
+	cr_assert_str_eq(str(o, "message"), "pods \"nope\" not found");
+	cJSON_Delete(o);
+	cr_assert_eq(do_("POST", PODS "/p1/eviction", "{\"kind\":\"Eviction\",\"metadata\":{\"name\":\"other\"}}", JSON), 400);
+	cr_assert_eq(do_("GET", PODS "/p1/eviction", NULL, NULL), 405);
+	/* discovery lists pods/eviction as policy/v1 Eviction */
+	o = call("GET", "/api/v1", NULL, NULL, &code);
+	int found = 0;
+	const cJSON *res;
+	cJSON_ArrayForEach(res, cJSON_GetObjectItem(o, "resources")) found |= strcmp(str(res, "name"), "pods/eviction") == 0 &&
+									   strcmp(str(res, "group"), "policy") == 0 &&
+									   strcmp(str(res, "kind"), "Eviction") == 0;
+	cr_assert(found);
+	cJSON_Delete(o);
 }

@@ -13,6 +13,8 @@
 #include "patch.h"
 #include "ssa.h"
 #include "versions.h"
+#include "sched.h"
+#include <time.h>
 
 #define KS_MAX_ATTEMPTS 8
 #define KS_MAX_ANNOTATIONS (256 * 1024)
@@ -132,6 +134,13 @@ static void add_finalizer(cJSON *obj, const char *name)
 	}
 	if (f)
 		cJSON_AddItemToArray(f, cJSON_CreateString(name));
+}
+
+static double grace_of(const cJSON *obj)
+{
+	const cJSON *g = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "metadata"),
+							  "deletionGracePeriodSeconds");
+	return cJSON_IsNumber(g) ? g->valuedouble : 0;
 }
 
 /* Everything but metadata and status: what bumps metadata.generation. */
@@ -387,6 +396,16 @@ static void do_write(struct write_req *w, ks_resp *out)
 			not_found(out, t, w->name);
 			return;
 		}
+		if (!cur && t->is_crd) {
+			pthread_mutex_lock(&s->mu);
+			int terminating = ks_crd_terminating(s, t);
+			pthread_mutex_unlock(&s->mu);
+			if (terminating) {
+				ks_resp_status(out, 405, "MethodNotAllowed", t->resource, NULL, t->group, NULL,
+					       "create not allowed while custom resource definition is terminating");
+				return;
+			}
+		}
 		cJSON *desired = w->fn(w->ctx, cur, out);
 		if (!desired) {
 			cJSON_Delete(cur);
@@ -492,7 +511,8 @@ static void do_write(struct write_req *w, ks_resp *out)
 			}
 		}
 		const cJSON *dt = cJSON_GetObjectItemCaseSensitive(ks_meta(n), "deletionTimestamp");
-		int gone = dt && !has_finalizers(n);
+		/* ShouldDeleteDuringUpdate: the last finalizer removed once the grace period is over */
+		int gone = dt && !has_finalizers(n) && cur && has_finalizers(cur) && grace_of(n) == 0;
 		cJSON *reply = cJSON_Duplicate(n, 1);
 		const ks_rtype *st = ks_registry_find_gr(&s->reg, t->group, t->resource);
 		int rc = st && st != t && ks_conv(n, t->group, t->resource, st->version) ? GK_RESOURCE_EXHAUSTED : 0;
@@ -697,11 +717,66 @@ void ks_api_patch(ks_server *s, const ks_rtype *t, const char *ns, const char *n
 }
 
 /* ---- delete -------------------------------------------------------------- */
+/* The pod strategy's CheckGracefulDelete: the requested period, else the pod's
+ * terminationGracePeriodSeconds (30 when unset); 0 for a pod not bound to a node or
+ * already terminated. */
+static long pod_grace(const cJSON *pod, long requested)
+{
+	const cJSON *spec = cJSON_GetObjectItemCaseSensitive(pod, "spec");
+	const cJSON *tg = cJSON_GetObjectItemCaseSensitive(spec, "terminationGracePeriodSeconds");
+	long period = requested >= 0 ? requested : cJSON_IsNumber(tg) ? (long)tg->valuedouble : 30;
+	const cJSON *node = cJSON_GetObjectItemCaseSensitive(spec, "nodeName");
+	const cJSON *ph = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pod, "status"), "phase");
+	if (!cJSON_IsString(node) || !node->valuestring[0])
+		period = 0;
+	if (cJSON_IsString(ph) && (strcmp(ph->valuestring, "Succeeded") == 0 || strcmp(ph->valuestring, "Failed") == 0))
+		period = 0;
+	return period < 0 ? 0 : period;
+}
+
+static void deletion_at(cJSON *m, time_t when, long period)
+{
+	char ts[40];
+	struct tm tm;
+	gmtime_r(&when, &tm);
+	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	set_str(m, "deletionTimestamp", ts);
+	set_num(m, "deletionGracePeriodSeconds", (double)period);
+}
+
 int ks_api_delete_locked(ks_server *s, const ks_rtype *t, const char *ns, const char *name, const char *propagation)
+{
+	return ks_api_delete_grace_locked(s, t, ns, name, propagation, -1);
+}
+
+int ks_api_delete_grace_locked(ks_server *s, const ks_rtype *t, const char *ns, const char *name,
+			       const char *propagation, long grace)
 {
 	ks_item *it = ks_store_get(&s->store, t->group, t->resource, ns, name);
 	if (!it)
 		return 1;
+	int is_pod = !t->group[0] && strcmp(t->resource, "pods") == 0;
+	const cJSON *dt0 = cJSON_GetObjectItemCaseSensitive(ks_meta(it->obj), "deletionTimestamp");
+	if (is_pod && dt0 && grace_of(it->obj) > 0) {
+		/* a graceful deletion is pending: it may only be shortened */
+		double g0 = grace_of(it->obj);
+		if (grace < 0 || grace >= g0)
+			return 0;
+		if (grace == 0 && !has_finalizers(it->obj)) {
+			ks_store_remove(&s->store, t->group, t->resource, ns, name);
+			s->dirty = 1;
+			return 1;
+		}
+		cJSON *n = cJSON_Duplicate(it->obj, 1);
+		if (!n)
+			return 0;
+		time_t end = (time_t)ks_rfc3339_parse(dt0->valuestring) - (time_t)g0 + grace;
+		deletion_at(ks_meta(n), end, grace);
+		ks_store_put(&s->store, t->group, t->resource, ns, name, n);
+		s->dirty = 1;
+		return 0;
+	}
+	long period = is_pod && !dt0 ? pod_grace(it->obj, grace) : 0;
 	cJSON *n = cJSON_Duplicate(it->obj, 1);
 	if (!n)
 		return 0;
@@ -711,6 +786,22 @@ int ks_api_delete_locked(ks_server *s, const ks_rtype *t, const char *ns, const 
 	else if (propagation && strcmp(propagation, "Foreground") == 0)
 		add_finalizer(n, "foregroundDeletion");
 	cJSON *m = ks_meta(n);
+	int is_crd_obj = strcmp(t->resource, "customresourcedefinitions") == 0 && strcmp(t->group, "apiextensions.k8s.io") == 0;
+	if (is_crd_obj && !dt0) {
+		/* a CRD goes through its cleanup finalizer: its custom resources first (finalize.c) */
+		ks_crd_mark_deleted(n);
+		deletion_at(m, time(NULL), 0);
+		ks_store_put(&s->store, t->group, t->resource, ns, name, n);
+		s->dirty = 1;
+		return 0;
+	}
+	if (period > 0) {
+		/* graceful: the kubelet (kubelet.c) stops the pod and makes the final delete */
+		deletion_at(m, time(NULL) + period, period);
+		ks_store_put(&s->store, t->group, t->resource, ns, name, n);
+		s->dirty = 1;
+		return 0;
+	}
 	if (!has_finalizers(n) && !is_ns) {
 		cJSON_Delete(n);
 		int is_crd = strcmp(t->resource, "customresourcedefinitions") == 0;
@@ -760,6 +851,8 @@ void ks_api_delete(ks_server *s, const ks_rtype *t, const char *ns, const char *
 		prop = pp->valuestring;
 	else if (cJSON_IsTrue(orphan))
 		prop = "Orphan";
+	const cJSON *gps = cJSON_GetObjectItemCaseSensitive(delopts, "gracePeriodSeconds");
+	long grace = cJSON_IsNumber(gps) ? (long)gps->valuedouble : o->grace;
 	if (prop && strcmp(prop, "Orphan") && strcmp(prop, "Foreground") && strcmp(prop, "Background")) {
 		ks_resp_status(out, 422, "Invalid", NULL, NULL, NULL, NULL,
 			       "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"%s\": "
@@ -811,7 +904,7 @@ void ks_api_delete(ks_server *s, const ks_rtype *t, const char *ns, const char *
 		return;
 	}
 	pthread_mutex_lock(&s->mu);
-	int removed = ks_api_delete_locked(s, t, ns, name, prop);
+	int removed = ks_api_delete_grace_locked(s, t, ns, name, prop, grace);
 	ks_item *after = removed ? NULL : ks_store_get(&s->store, t->group, t->resource, ns, name);
 	cJSON *reply = after ? cJSON_Duplicate(after->obj, 1) : NULL;
 	ks_gc_run(s);
@@ -819,11 +912,13 @@ void ks_api_delete(ks_server *s, const ks_rtype *t, const char *ns, const char *
 	pthread_mutex_unlock(&s->mu);
 	if (reply) {
 		cJSON_Delete(cur);
+		/* a graceful deletion answers 200 with the object, one deferred by finalizers 202 */
+		int graceful = grace_of(reply) > 0;
 		if (ks_conv(reply, t->group, t->resource, t->version)) {
 			cJSON_Delete(reply);
 			reply = NULL;
 		}
-		ks_resp_json(out, 202, reply); /* deletion deferred (finalizers) */
+		ks_resp_json(out, graceful ? 200 : 202, reply);
 		return;
 	}
 	ks_resp_json(out, 200, cur);

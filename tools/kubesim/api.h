@@ -13,6 +13,7 @@ typedef struct ks_opts {
 	const char *manager;    /* fieldManager */
 	int force;              /* SSA force */
 	const char *propagation; /* Background/Foreground/Orphan */
+	long grace;              /* gracePeriodSeconds, -1 unset */
 	const char *user_agent;
 	const ks_user *user; /* who asks (authz.c), NULL for kubesim's own writes */
 } ks_opts;
@@ -29,6 +30,15 @@ void ks_api_delete(ks_server *s, const ks_rtype *t, const char *ns, const char *
 /* Shared with gc.c (mu held): delete one stored object honouring finalizers and the
  * propagation policy. Returns 1 if removed now, 0 if marked for deletion. */
 int ks_api_delete_locked(ks_server *s, const ks_rtype *t, const char *ns, const char *name, const char *propagation);
+/* The same with DeleteOptions.gracePeriodSeconds (-1 unset): a pod bound to a node is
+ * deleted gracefully (deletionTimestamp = now + period, deletionGracePeriodSeconds;
+ * the kubelet removes it), a pending graceful deletion can only be shortened. */
+int ks_api_delete_grace_locked(ks_server *s, const ks_rtype *t, const char *ns, const char *name,
+			       const char *propagation, long grace);
+
+/* POST pods/NAME/eviction (eviction.c): body is the Eviction. */
+void ks_evict(ks_server *s, const ks_rtype *pods, const char *ns, const char *name, const cJSON *body,
+	      const ks_opts *o, ks_resp *out);
 
 /* Admission (webhook.c). Called without mu held. op "CREATE"/"UPDATE"/"DELETE".
  * May replace *obj (mutation). Returns 0, or fills out with the denial/error. */

@@ -7,14 +7,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "jsonutil.h"
 #include "builtin.h"
+#include "sched.h"
 #include "versions.h"
-
-static const char *sget(const cJSON *o, const char *k)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
 
 static void taints(const cJSON *list, const char *path, ks_schema_result *r)
 {
@@ -22,7 +18,7 @@ static void taints(const cJSON *list, const char *path, ks_schema_result *r)
 	const cJSON *t;
 	cJSON_ArrayForEach(t, list) {
 		char f[256];
-		const char *key = sget(t, "key"), *eff = sget(t, "effect");
+		const char *key = ks_jstr(t, "key"), *eff = ks_jstr(t, "effect");
 		if (!key || !*key) {
 			snprintf(f, sizeof(f), "%s[%d].key", path, i);
 			ks_schema_add_cause(r, "FieldValueRequired", f, "Required value");
@@ -40,7 +36,7 @@ static void taints(const cJSON *list, const char *path, ks_schema_result *r)
 		cJSON_ArrayForEach(u, list) {
 			if (j++ >= i)
 				break;
-			const char *k2 = sget(u, "key"), *e2 = sget(u, "effect");
+			const char *k2 = ks_jstr(u, "key"), *e2 = ks_jstr(u, "effect");
 			if (key && eff && k2 && e2 && strcmp(key, k2) == 0 && strcmp(eff, e2) == 0) {
 				snprintf(f, sizeof(f), "%s[%d]", path, i);
 				ks_schema_add_cause(r, "FieldValueDuplicate", f,
@@ -64,7 +60,7 @@ static void containers(const cJSON *pod_spec, const char *path, ks_schema_result
 	int i = 0;
 	const cJSON *c;
 	cJSON_ArrayForEach(c, cs) {
-		const char *name = sget(c, "name"), *image = sget(c, "image");
+		const char *name = ks_jstr(c, "name"), *image = ks_jstr(c, "image");
 		if (!name || !*name) {
 			snprintf(f, sizeof(f), "%s.containers[%d].name", path, i);
 			ks_schema_add_cause(r, "FieldValueRequired", f, "Required value");
@@ -74,7 +70,7 @@ static void containers(const cJSON *pod_spec, const char *path, ks_schema_result
 			cJSON_ArrayForEach(d, cs) {
 				if (j++ >= i)
 					break;
-				const char *n2 = sget(d, "name");
+				const char *n2 = ks_jstr(d, "name");
 				if (n2 && strcmp(n2, name) == 0) {
 					snprintf(f, sizeof(f), "%s.containers[%d].name", path, i);
 					ks_schema_add_cause(r, "FieldValueDuplicate", f, "Duplicate value: \"%s\"", name);
@@ -90,32 +86,6 @@ static void containers(const cJSON *pod_spec, const char *path, ks_schema_result
 	}
 }
 
-/* matchLabels (and the simple matchExpressions In/Exists) against labels */
-static int selector_matches(const cJSON *sel, const cJSON *labels)
-{
-	const cJSON *m;
-	cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(sel, "matchLabels")) {
-		const char *v = sget(labels, m->string);
-		if (!v || !cJSON_IsString(m) || strcmp(v, m->valuestring) != 0)
-			return 0;
-	}
-	const cJSON *e;
-	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(sel, "matchExpressions")) {
-		const char *k = sget(e, "key"), *op = sget(e, "operator");
-		const char *v = k ? sget(labels, k) : NULL;
-		if (!k || !op)
-			return 0;
-		int in = 0;
-		const cJSON *x;
-		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(e, "values")) in |=
-			v && cJSON_IsString(x) && strcmp(x->valuestring, v) == 0;
-		if ((strcmp(op, "In") == 0 && !in) || (strcmp(op, "NotIn") == 0 && in) ||
-		    (strcmp(op, "Exists") == 0 && !v) || (strcmp(op, "DoesNotExist") == 0 && v))
-			return 0;
-	}
-	return 1;
-}
-
 static void daemonset(const cJSON *o, ks_schema_result *r)
 {
 	const cJSON *spec = cJSON_GetObjectItemCaseSensitive(o, "spec");
@@ -128,7 +98,7 @@ static void daemonset(const cJSON *o, ks_schema_result *r)
 	} else if (!cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(sel, "matchLabels")) &&
 		   !cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(sel, "matchExpressions"))) {
 		ks_schema_add_cause(r, "FieldValueInvalid", "spec.selector", "Invalid value: \"{}\": empty selector is invalid for daemonset");
-	} else if (!selector_matches(sel, labels)) {
+	} else if (!ks_labelsel_match(sel, labels)) {
 		char *ls = labels ? cJSON_PrintUnformatted(labels) : NULL;
 		ks_schema_add_cause(r, "FieldValueInvalid", "spec.template.metadata.labels",
 		      "Invalid value: %s: `selector` does not match template `labels`", ls ? ls : "null");
@@ -145,7 +115,7 @@ static void device_requests(const cJSON *devices, const char *path, int nested, 
 	const cJSON *req;
 	cJSON_ArrayForEach(req, cJSON_GetObjectItemCaseSensitive(devices, "requests")) {
 		char f[300];
-		const char *name = sget(req, "name");
+		const char *name = ks_jstr(req, "name");
 		if (!name || !*name) {
 			snprintf(f, sizeof(f), "%s.requests[%d].name", path, i);
 			ks_schema_add_cause(r, "FieldValueRequired", f, "Required value");
@@ -161,11 +131,11 @@ static void device_requests(const cJSON *devices, const char *path, int nested, 
 				ks_schema_add_cause(r, "FieldValueInvalid", f,
 						    "Invalid value: null: exactly one of `exactly` or `firstAvailable` is "
 						    "required, but multiple fields are set");
-			else if (ex && !(sget(ex, "deviceClassName") && *sget(ex, "deviceClassName"))) {
+			else if (ex && !(ks_jstr(ex, "deviceClassName") && *ks_jstr(ex, "deviceClassName"))) {
 				snprintf(f, sizeof(f), "%s.requests[%d].exactly.deviceClassName", path, i);
 				ks_schema_add_cause(r, "FieldValueRequired", f, "Required value");
 			}
-		} else if (!first && !(sget(req, "deviceClassName") && *sget(req, "deviceClassName"))) {
+		} else if (!first && !(ks_jstr(req, "deviceClassName") && *ks_jstr(req, "deviceClassName"))) {
 			snprintf(f, sizeof(f), "%s.requests[%d].deviceClassName", path, i);
 			ks_schema_add_cause(r, "FieldValueRequired", f, "Required value");
 		}
@@ -200,7 +170,7 @@ static void daemonset_defaults(cJSON *obj)
 		cJSON_DeleteItemFromObjectCaseSensitive(us, "type");
 		cJSON_AddStringToObject(us, "type", "RollingUpdate");
 	}
-	const char *type = us ? sget(us, "type") : NULL;
+	const char *type = us ? ks_jstr(us, "type") : NULL;
 	if (type && strcmp(type, "RollingUpdate") == 0) {
 		cJSON *ru = cJSON_GetObjectItemCaseSensitive(us, "rollingUpdate");
 		if (!cJSON_IsObject(ru)) {

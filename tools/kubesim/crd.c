@@ -182,6 +182,13 @@ int ks_crd_install(ks_server *s, cJSON *crd, gk_err *err)
 		if (stored && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "storage")))
 			cJSON_AddItemToArray(stored, cJSON_CreateString(str_at(v, "name")));
 	}
+	/* a CRD being deleted keeps its Terminating condition (finalize.c) */
+	const cJSON *oc;
+	cJSON_ArrayForEach(oc, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(crd, "status"), "conditions")) {
+		const cJSON *ty = cJSON_GetObjectItemCaseSensitive(oc, "type");
+		if (conds && cJSON_IsString(ty) && strcmp(ty->valuestring, "Terminating") == 0)
+			cJSON_AddItemToArray(conds, cJSON_Duplicate(oc, 1));
+	}
 	cJSON_DeleteItemFromObjectCaseSensitive(crd, "status");
 	cJSON_AddItemToObject(crd, "status", st);
 	ks_registry_remove_crd(&s->reg, name);

@@ -50,6 +50,29 @@ int ks_ctrl_mark(gk_kmap *set, const char *key)
 	return gk_kmap_put(set, key, NULL, NULL) ? 0 : GK_RESOURCE_EXHAUSTED;
 }
 
+char **ks_ctrl_take(gk_kmap *set, size_t *n)
+{
+	*n = 0;
+	if (set->n == 0)
+		return NULL;
+	const char **keys = gk_kmap_keys(set);
+	size_t k = set->n;
+	char **out = keys ? calloc(k, sizeof(char *)) : NULL;
+	for (size_t i = 0; out && i < k; i++)
+		if (!(out[i] = strdup(keys[i]))) {
+			while (i--)
+				free(out[i]);
+			free(out);
+			out = NULL;
+		}
+	free(keys);
+	if (!out)
+		return NULL;
+	gk_kmap_clear(set);
+	*n = k;
+	return out;
+}
+
 /* ---- timers: a binary min-heap on due -------------------------------------- */
 static void heap_swap(ks_ctrl *c, int i, int j)
 {
@@ -117,12 +140,17 @@ static void mark_event(ks_ctrl *c, const ks_event *e)
 		return;
 	}
 	snprintf(key, sizeof(key), "%s/%s", e->cur->ns, e->cur->name);
-	if (strcmp(gr, "/pods") == 0)
+	if (strcmp(gr, "/pods") == 0) {
 		ks_ctrl_mark(&c->dirty_pods, key);
-	else if (strcmp(gr, "apps/daemonsets") == 0)
+		ks_ctrl_mark(&c->dirty_pdb_ns, e->cur->ns);
+	} else if (strcmp(gr, "apps/daemonsets") == 0) {
 		ks_ctrl_mark(&c->dirty_ds, key);
-	else if (strcmp(gr, "policy/poddisruptionbudgets") == 0)
+	} else if (strcmp(gr, "policy/poddisruptionbudgets") == 0) {
 		ks_ctrl_mark(&c->dirty_pdbs, key);
+	} else if (strcmp(gr, "apps/replicasets") == 0 || strcmp(gr, "apps/statefulsets") == 0 ||
+		   strcmp(gr, "apps/deployments") == 0 || strcmp(gr, "/replicationcontrollers") == 0) {
+		ks_ctrl_mark(&c->dirty_pdb_ns, e->cur->ns); /* their scale is the PDBs' expected count */
+	}
 }
 
 /* Every object of a kind into a dirty set (resync). */
@@ -168,16 +196,21 @@ int64_t ks_ctrl_pass_locked(ks_server *s, int64_t now)
 		ks_kubelet_pass(s, c);
 	if (c->o.enabled & KS_CTRL_DAEMONSET)
 		ks_dsc_pass(s, c);
+	if (c->o.enabled & KS_CTRL_DISRUPTION)
+		ks_pdb_pass(s, c);
 	gk_kmap_clear(&c->dirty_nodes);
 	gk_kmap_clear(&c->dirty_ds);
 	gk_kmap_clear(&c->dirty_pods);
 	gk_kmap_clear(&c->dirty_pdbs);
+	gk_kmap_clear(&c->dirty_pdb_ns);
 	while (c->nheap > 0 && c->heap[0].due <= now && c->budget > 0) {
 		ks_timer t = heap_pop(c);
 		if (t.kind == KS_T_DS_NODE && (c->o.enabled & KS_CTRL_DAEMONSET))
 			ks_dsc_timer(s, c, t.key);
 		else if ((t.kind == KS_T_POD_START || t.kind == KS_T_POD_STOP) && (c->o.enabled & KS_CTRL_KUBELET))
 			ks_kubelet_timer(s, c, t.kind, t.key);
+		else if (t.kind == KS_T_PDB && (c->o.enabled & KS_CTRL_DISRUPTION))
+			ks_pdb_timer(s, c, t.key);
 		free(t.key);
 	}
 	if (ks_kubelet_take_removed(c))
@@ -209,15 +242,7 @@ static void *run(void *arg)
 		}
 		if (wait < 0 || wait > 1000)
 			wait = 1000;
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += wait / 1000;
-		ts.tv_nsec += (wait % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&s->cond, &s->mu, &ts);
+		ks_cond_wait_ms(&s->cond, &s->mu, wait);
 	}
 	pthread_mutex_unlock(&s->mu);
 	return NULL;
@@ -245,6 +270,8 @@ int ks_ctrl_init(ks_server *s, const ks_ctrl_opts *o)
 	gk_kmap_init(&c->dirty_pods);
 	gk_kmap_init(&c->dirty_ds);
 	gk_kmap_init(&c->dirty_pdbs);
+	gk_kmap_init(&c->dirty_pdb_ns);
+	gk_kmap_init(&c->pdb_pending);
 	s->ctrl = c;
 	if (ks_dsc_init(c) || ks_kubelet_init(c)) {
 		ks_ctrl_free(s);
@@ -289,6 +316,8 @@ void ks_ctrl_free(ks_server *s)
 	gk_kmap_clear(&c->dirty_pods);
 	gk_kmap_clear(&c->dirty_ds);
 	gk_kmap_clear(&c->dirty_pdbs);
+	gk_kmap_clear(&c->dirty_pdb_ns);
+	gk_kmap_clear(&c->pdb_pending);
 	for (int i = 0; i < c->nheap; i++)
 		free(c->heap[i].key);
 	free(c->heap);

@@ -53,6 +53,8 @@ typedef struct ks_ctrl {
 	uint64_t cursor; /* last resourceVersion of the history consumed */
 	int resync;      /* rebuild from the store on the next pass */
 	gk_kmap dirty_nodes, dirty_pods, dirty_ds, dirty_pdbs; /* names / "ns/name" */
+	gk_kmap dirty_pdb_ns; /* namespaces where pods or their controllers changed */
+	gk_kmap pdb_pending;  /* PDBs to sync (kept past the budget) */
 	ks_timer *heap;
 	int nheap, capheap;
 	int budget; /* writes left in this pass */
@@ -81,6 +83,10 @@ int64_t ks_ctrl_pass_locked(ks_server *s, int64_t now_ms);
 /* for the controllers (mu held) */
 void ks_ctrl_timer(ks_ctrl *c, int64_t due, int kind, const char *key);
 int ks_ctrl_mark(gk_kmap *set, const char *key);
+/* The set's keys (copies, *n of them) and the set emptied: work taken from a set
+ * that the work itself may mark again. NULL with *n 0 when empty or out of memory
+ * (then the set is left as it was). Free each key and the array. */
+char **ks_ctrl_take(gk_kmap *set, size_t *n);
 /* Stores obj (taken) as a write of the cluster's; 0 or an error. */
 int ks_ctrl_put(ks_server *s, const char *group, const char *resource, const char *ns, const char *name, cJSON *obj);
 
@@ -95,5 +101,9 @@ void ks_kubelet_free(ks_ctrl *c);
 void ks_kubelet_pass(ks_server *s, ks_ctrl *c);
 void ks_kubelet_timer(ks_server *s, ks_ctrl *c, int kind, const char *key);
 int ks_kubelet_take_removed(ks_ctrl *c); /* pods removed since the last call */
+void ks_pdb_pass(ks_server *s, ks_ctrl *c);
+void ks_pdb_timer(ks_server *s, ks_ctrl *c, const char *key);
+/* [lo, hi) of a bucket's items in namespace ns (disruption.c) */
+void ks_ns_range(const ks_bucket *b, const char *ns, int *lo, int *hi);
 
 #endif

@@ -51,6 +51,27 @@ static int collect_gvs(const ks_registry *r, struct gv *out, int cap)
 	return n;
 }
 
+/* One entry of an aggregated resource's subresources list. */
+static void agg_sub(cJSON *o, const char *name, const char *group, const char *version, const char *kind,
+		    const char *const *verbs, int nverbs)
+{
+	cJSON *subs = cJSON_GetObjectItemCaseSensitive(o, "subresources");
+	if (!subs)
+		subs = cJSON_AddArrayToObject(o, "subresources");
+	cJSON *sr = cJSON_CreateObject();
+	cJSON *rk = sr ? cJSON_AddObjectToObject(sr, "responseKind") : NULL;
+	if (!subs || !rk) {
+		cJSON_Delete(sr);
+		return;
+	}
+	cJSON_AddStringToObject(sr, "subresource", name);
+	cJSON_AddStringToObject(rk, "group", group);
+	cJSON_AddStringToObject(rk, "version", version);
+	cJSON_AddStringToObject(rk, "kind", kind);
+	cJSON_AddItemToObject(sr, "verbs", cJSON_CreateStringArray((const char **)verbs, nverbs));
+	cJSON_AddItemToArray(subs, sr);
+}
+
 static cJSON *agg_resources(const ks_registry *r, const char *group, const char *version)
 {
 	cJSON *arr = cJSON_CreateArray();
@@ -75,23 +96,13 @@ static cJSON *agg_resources(const ks_registry *r, const char *group, const char 
 			cJSON_AddItemToObject(o, "shortNames", str_array(t->short_names));
 		if (t->categories)
 			cJSON_AddItemToObject(o, "categories", str_array(t->categories));
+		if (!t->group[0] && strcmp(t->resource, "pods") == 0) {
+			static const char *const ev[] = { "create" }; /* pods/eviction creates a policy/v1 Eviction */
+			agg_sub(o, "eviction", "policy", "v1", "Eviction", ev, 1);
+		}
 		if (t->has_status) {
-			cJSON *subs = cJSON_AddArrayToObject(o, "subresources");
-			cJSON *sr = cJSON_CreateObject();
-			if (subs && sr) {
-				cJSON_AddStringToObject(sr, "subresource", "status");
-				cJSON *srk = cJSON_AddObjectToObject(sr, "responseKind");
-				if (srk) {
-					cJSON_AddStringToObject(srk, "group", t->group);
-					cJSON_AddStringToObject(srk, "version", t->version);
-					cJSON_AddStringToObject(srk, "kind", t->kind);
-				}
-				const char *sv[] = { "get", "patch", "update" };
-				cJSON_AddItemToObject(sr, "verbs", cJSON_CreateStringArray(sv, 3));
-				cJSON_AddItemToArray(subs, sr);
-			} else {
-				cJSON_Delete(sr);
-			}
+			static const char *const sv[] = { "get", "patch", "update" };
+			agg_sub(o, "status", t->group, t->version, t->kind, sv, 3);
 		}
 		cJSON_AddItemToArray(arr, o);
 	}
@@ -247,6 +258,20 @@ cJSON *ks_discovery_gv(ks_server *s, const char *group, const char *version)
 		if (t->categories)
 			cJSON_AddItemToObject(o, "categories", str_array(t->categories));
 		cJSON_AddItemToArray(res, o);
+		if (!t->group[0] && strcmp(t->resource, "pods") == 0) {
+			cJSON *ev = cJSON_CreateObject();
+			if (!ev)
+				break;
+			cJSON_AddStringToObject(ev, "name", "pods/eviction");
+			cJSON_AddStringToObject(ev, "singularName", "");
+			cJSON_AddBoolToObject(ev, "namespaced", 1);
+			cJSON_AddStringToObject(ev, "group", "policy");
+			cJSON_AddStringToObject(ev, "version", "v1");
+			cJSON_AddStringToObject(ev, "kind", "Eviction");
+			const char *cv[] = { "create" };
+			cJSON_AddItemToObject(ev, "verbs", cJSON_CreateStringArray(cv, 1));
+			cJSON_AddItemToArray(res, ev);
+		}
 		if (t->has_status) {
 			cJSON *st = cJSON_CreateObject();
 			if (!st)

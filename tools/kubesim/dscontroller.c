@@ -65,17 +65,6 @@ typedef struct ks_dsc {
 	gk_kmap busy;   /* DaemonSets with pending records, a status or a rollout to do */
 } ks_dsc;
 
-static const char *sget(const cJSON *o, const char *k)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-static const cJSON *get(const cJSON *o, const char *k)
-{
-	return cJSON_GetObjectItemCaseSensitive(o, k);
-}
-
 /* ---- state ---------------------------------------------------------------- */
 static void rec_free(struct dsrec *r)
 {
@@ -185,7 +174,7 @@ static void tot_add(struct contrib *t, const struct contrib *c, int sign)
 /* ---- the template hash (controller-revision-hash) ------------------------- */
 static void template_hash(const cJSON *ds, char *out, size_t cap)
 {
-	char *js = cJSON_PrintUnformatted(get(get(ds, "spec"), "template"));
+	char *js = cJSON_PrintUnformatted(ks_jget(ks_jget(ds, "spec"), "template"));
 	uint32_t h = 2166136261u;
 	for (const char *p = js; p && *p; p++)
 		h = (h ^ (unsigned char)*p) * 16777619u;
@@ -212,13 +201,13 @@ static void pod_info(const struct dsstate *d, const cJSON *pod, int64_t wall, st
 {
 	memset(pi, 0, sizeof(*pi));
 	pi->obj = pod;
-	pi->created = sget(get(pod, "metadata"), "creationTimestamp");
-	pi->deleting = get(get(pod, "metadata"), "deletionTimestamp") != NULL;
-	const char *phase = sget(get(pod, "status"), "phase");
+	pi->created = ks_jstr(ks_jget(pod, "metadata"), "creationTimestamp");
+	pi->deleting = ks_jget(ks_jget(pod, "metadata"), "deletionTimestamp") != NULL;
+	const char *phase = ks_jstr(ks_jget(pod, "status"), "phase");
 	pi->failed = phase && strcmp(phase, "Failed") == 0;
 	pi->ready = ks_pod_ready(pod, &pi->ready_since);
 	pi->avail = pi->ready && (d->min_ready <= 0 || (pi->ready_since && pi->ready_since + d->min_ready <= wall));
-	const char *h = sget(get(get(pod, "metadata"), "labels"), "controller-revision-hash");
+	const char *h = ks_jstr(ks_jget(ks_jget(pod, "metadata"), "labels"), "controller-revision-hash");
 	pi->updated = h && strcmp(h, d->hash) == 0;
 }
 
@@ -227,7 +216,7 @@ static int older(const struct podinfo *a, const struct podinfo *b)
 	int c = strcmp(a->created ? a->created : "", b->created ? b->created : "");
 	if (c)
 		return c < 0;
-	return strcmp(sget(get(a->obj, "metadata"), "name"), sget(get(b->obj, "metadata"), "name")) < 0;
+	return strcmp(ks_jstr(ks_jget(a->obj, "metadata"), "name"), ks_jstr(ks_jget(b->obj, "metadata"), "name")) < 0;
 }
 
 /* Recomputes what the record adds to the counters (and the rollout view). */
@@ -304,7 +293,7 @@ static void rec_verdict(struct dsrec *r, const cJSON *ds, const cJSON *node)
 		r->run = r->cont = 0;
 		return;
 	}
-	ks_ds_should_run(get(get(get(ds, "spec"), "template"), "spec"), node, &r->run, &r->cont);
+	ks_ds_should_run(ks_jget(ks_jget(ks_jget(ds, "spec"), "template"), "spec"), node, &r->run, &r->cont);
 }
 
 /* ---- pods ------------------------------------------------------------------- */
@@ -327,23 +316,13 @@ static int rand_suffix(char *out)
 	return 0;
 }
 
-static void set(cJSON *o, const char *k, cJSON *v)
-{
-	if (!v)
-		return;
-	if (cJSON_HasObjectItem(o, k))
-		cJSON_ReplaceItemInObjectCaseSensitive(o, k, v);
-	else
-		cJSON_AddItemToObject(o, k, v);
-}
-
 /* The pod the DaemonSet wants on node (util.CreatePodTemplate + the scheduler's bind). */
 static cJSON *pod_for(ks_server *s, const struct dsstate *d, const cJSON *ds, const char *node, char *name, size_t cap)
 {
-	const cJSON *tmpl = get(get(ds, "spec"), "template");
+	const cJSON *tmpl = ks_jget(ks_jget(ds, "spec"), "template");
 	cJSON *pod = cJSON_CreateObject();
-	cJSON *md = cJSON_Duplicate(get(tmpl, "metadata"), 1);
-	cJSON *spec = cJSON_Duplicate(get(tmpl, "spec"), 1);
+	cJSON *md = cJSON_Duplicate(ks_jget(tmpl, "metadata"), 1);
+	cJSON *spec = cJSON_Duplicate(ks_jget(tmpl, "spec"), 1);
 	if (!pod || !spec || (!md && !(md = cJSON_CreateObject()))) {
 		cJSON_Delete(pod);
 		cJSON_Delete(md);
@@ -370,19 +349,19 @@ static cJSON *pod_for(ks_server *s, const struct dsstate *d, const cJSON *ds, co
 	cJSON_AddStringToObject(pod, "apiVersion", "v1");
 	cJSON_AddStringToObject(pod, "kind", "Pod");
 	cJSON_AddItemToObject(pod, "metadata", md);
-	set(md, "name", cJSON_CreateString(name));
-	set(md, "generateName", cJSON_CreateString(gname));
-	set(md, "namespace", cJSON_CreateString(d->ns));
-	set(md, "uid", cJSON_CreateString(uid));
-	set(md, "creationTimestamp", cJSON_CreateString(ts));
+	ks_jset(md, "name", cJSON_CreateString(name));
+	ks_jset(md, "generateName", cJSON_CreateString(gname));
+	ks_jset(md, "namespace", cJSON_CreateString(d->ns));
+	ks_jset(md, "uid", cJSON_CreateString(uid));
+	ks_jset(md, "creationTimestamp", cJSON_CreateString(ts));
 	cJSON *labels = cJSON_GetObjectItemCaseSensitive(md, "labels");
 	if (!cJSON_IsObject(labels)) {
 		cJSON_DeleteItemFromObjectCaseSensitive(md, "labels");
 		labels = cJSON_AddObjectToObject(md, "labels");
 	}
 	if (labels) {
-		set(labels, "controller-revision-hash", cJSON_CreateString(d->hash));
-		set(labels, "pod-template-generation", cJSON_CreateString(gen));
+		ks_jset(labels, "controller-revision-hash", cJSON_CreateString(d->hash));
+		ks_jset(labels, "pod-template-generation", cJSON_CreateString(gen));
 	}
 	cJSON *refs = cJSON_AddArrayToObject(md, "ownerReferences");
 	cJSON *ref = cJSON_CreateObject();
@@ -398,7 +377,7 @@ static cJSON *pod_for(ks_server *s, const struct dsstate *d, const cJSON *ds, co
 		cJSON_Delete(ref);
 	}
 	cJSON_AddItemToObject(pod, "spec", spec);
-	set(spec, "tolerations", ks_ds_tolerations(get(tmpl, "spec")));
+	ks_jset(spec, "tolerations", ks_ds_tolerations(ks_jget(tmpl, "spec")));
 	/* ReplaceDaemonSetPodNodeNameNodeAffinity */
 	cJSON *aff = cJSON_GetObjectItemCaseSensitive(spec, "affinity");
 	if (!cJSON_IsObject(aff)) {
@@ -409,27 +388,27 @@ static cJSON *pod_for(ks_server *s, const struct dsstate *d, const cJSON *ds, co
 				      "\"matchFields\":[{\"key\":\"metadata.name\",\"operator\":\"In\",\"values\":[]}]}]}}")
 			: NULL;
 	if (na) {
-		const cJSON *terms = get(get(na, "requiredDuringSchedulingIgnoredDuringExecution"), "nodeSelectorTerms");
+		const cJSON *terms = ks_jget(ks_jget(na, "requiredDuringSchedulingIgnoredDuringExecution"), "nodeSelectorTerms");
 		cJSON *v = cJSON_GetObjectItemCaseSensitive(
-			cJSON_GetArrayItem(get(cJSON_GetArrayItem(terms, 0), "matchFields"), 0), "values");
+			cJSON_GetArrayItem(ks_jget(cJSON_GetArrayItem(terms, 0), "matchFields"), 0), "values");
 		cJSON_AddItemToArray(v, cJSON_CreateString(node));
 		cJSON *old = cJSON_GetObjectItemCaseSensitive(aff, "nodeAffinity");
 		if (cJSON_IsObject(old)) {
-			set(old, "requiredDuringSchedulingIgnoredDuringExecution",
+			ks_jset(old, "requiredDuringSchedulingIgnoredDuringExecution",
 			    cJSON_DetachItemFromObjectCaseSensitive(na, "requiredDuringSchedulingIgnoredDuringExecution"));
 			cJSON_Delete(na);
 		} else {
-			set(aff, "nodeAffinity", na);
+			ks_jset(aff, "nodeAffinity", na);
 		}
 	}
-	set(spec, "nodeName", cJSON_CreateString(node));
-	if (!get(spec, "restartPolicy"))
+	ks_jset(spec, "nodeName", cJSON_CreateString(node));
+	if (!ks_jget(spec, "restartPolicy"))
 		cJSON_AddStringToObject(spec, "restartPolicy", "Always");
-	if (!get(spec, "terminationGracePeriodSeconds"))
+	if (!ks_jget(spec, "terminationGracePeriodSeconds"))
 		cJSON_AddNumberToObject(spec, "terminationGracePeriodSeconds", 30);
-	if (!get(spec, "schedulerName"))
+	if (!ks_jget(spec, "schedulerName"))
 		cJSON_AddStringToObject(spec, "schedulerName", "default-scheduler");
-	if (!get(spec, "serviceAccountName"))
+	if (!ks_jget(spec, "serviceAccountName"))
 		cJSON_AddStringToObject(spec, "serviceAccountName", "default");
 	cJSON *st = cJSON_AddObjectToObject(pod, "status");
 	if (st) {
@@ -504,7 +483,7 @@ static void rec_manage(ks_server *s, ks_ctrl *c, struct dsstate *d, const cJSON 
 			keep = pi;
 			have_keep = 1;
 		} else if (older(&pi, &keep)) {
-			victims[nv++] = strdup(sget(get(keep.obj, "metadata"), "name"));
+			victims[nv++] = strdup(ks_jstr(ks_jget(keep.obj, "metadata"), "name"));
 			keep = pi;
 		} else {
 			victims[nv++] = strdup(r->pods[i]);
@@ -528,16 +507,16 @@ static void pod_index(ks_server *s, ks_ctrl *c, const char *ns, const char *name
 	char dskey[600];
 	if (it) {
 		const cJSON *ref;
-		cJSON_ArrayForEach(ref, get(get(it->obj, "metadata"), "ownerReferences")) {
-			const char *k = sget(ref, "kind"), *av = sget(ref, "apiVersion");
-			if (cJSON_IsTrue(get(ref, "controller")) && k && strcmp(k, "DaemonSet") == 0 && av &&
-			    strcmp(av, "apps/v1") == 0 && sget(ref, "name")) {
-				snprintf(dskey, sizeof(dskey), "%s/%s", ns, sget(ref, "name"));
+		cJSON_ArrayForEach(ref, ks_jget(ks_jget(it->obj, "metadata"), "ownerReferences")) {
+			const char *k = ks_jstr(ref, "kind"), *av = ks_jstr(ref, "apiVersion");
+			if (cJSON_IsTrue(ks_jget(ref, "controller")) && k && strcmp(k, "DaemonSet") == 0 && av &&
+			    strcmp(av, "apps/v1") == 0 && ks_jstr(ref, "name")) {
+				snprintf(dskey, sizeof(dskey), "%s/%s", ns, ks_jstr(ref, "name"));
 				ds = dskey;
-				uid = sget(ref, "uid");
+				uid = ks_jstr(ref, "uid");
 			}
 		}
-		node = sget(get(it->obj, "spec"), "nodeName");
+		node = ks_jstr(ks_jget(it->obj, "spec"), "nodeName");
 	}
 	if (!uid)
 		uid = "";
@@ -664,11 +643,11 @@ static void ds_changed(ks_server *s, ks_ctrl *c, const char *key)
 		return;
 	}
 	const char *uid = ks_meta_str(it->obj, "uid");
-	const cJSON *g = get(get(it->obj, "metadata"), "generation");
+	const cJSON *g = ks_jget(ks_jget(it->obj, "metadata"), "generation");
 	double gen = cJSON_IsNumber(g) ? g->valuedouble : 0;
 	char hash[32];
 	template_hash(it->obj, hash, sizeof(hash));
-	const cJSON *mr = get(get(it->obj, "spec"), "minReadySeconds");
+	const cJSON *mr = ks_jget(ks_jget(it->obj, "spec"), "minReadySeconds");
 	int min_ready = cJSON_IsNumber(mr) ? (int)mr->valuedouble : 0;
 	if (d && uid && strcmp(d->uid, uid) == 0 && d->generation == gen && strcmp(d->hash, hash) == 0 &&
 	    d->min_ready == min_ready) {
@@ -723,11 +702,11 @@ static void node_changed(ks_server *s, ks_ctrl *c, const char *node)
 /* RollingUpdate with maxSurge 0 (daemon/update.go rollingUpdate). */
 static void ds_roll(ks_server *s, ks_ctrl *c, struct dsstate *d, const cJSON *ds)
 {
-	const cJSON *strat = get(get(ds, "spec"), "updateStrategy");
-	const char *type = sget(strat, "type");
+	const cJSON *strat = ks_jget(ks_jget(ds, "spec"), "updateStrategy");
+	const char *type = ks_jstr(strat, "type");
 	if ((type && strcmp(type, "RollingUpdate") != 0) || d->tot.old_live == 0)
 		return;
-	int max_unav = ks_intstr_scaled(get(get(strat, "rollingUpdate"), "maxUnavailable"), d->tot.desired, 1);
+	int max_unav = ks_intstr_scaled(ks_jget(ks_jget(strat, "rollingUpdate"), "maxUnavailable"), d->tot.desired, 1);
 	int unavailable = 0, ncand = 0, nrepl = 0;
 	char **cand = calloc((size_t)d->tot.old_live + 1, sizeof(char *));
 	char **repl = calloc((size_t)d->tot.old_live + 1, sizeof(char *));
@@ -794,7 +773,7 @@ static void ds_status(ks_server *s, ks_ctrl *c, struct dsstate *d, const cJSON *
 		cJSON_AddNumberToObject(st, "numberAvailable", d->tot.avail);
 	if (d->tot.desired - d->tot.avail > 0)
 		cJSON_AddNumberToObject(st, "numberUnavailable", d->tot.desired - d->tot.avail);
-	const cJSON *cur = get(ds, "status");
+	const cJSON *cur = ks_jget(ds, "status");
 	/* fields we do not compute (conditions, collisionCount) stay */
 	const cJSON *keep;
 	cJSON_ArrayForEach(keep, cur) {
@@ -816,7 +795,7 @@ static void ds_status(ks_server *s, ks_ctrl *c, struct dsstate *d, const cJSON *
 		cJSON_Delete(st);
 		return;
 	}
-	set(n, "status", st);
+	ks_jset(n, "status", st);
 	ks_ctrl_put(s, "apps", "daemonsets", d->ns, d->name, n);
 }
 
@@ -827,15 +806,10 @@ static int ds_work(ks_server *s, ks_ctrl *c, struct dsstate *d)
 	if (!it)
 		return 0;
 	while (d->pending.n > 0) {
-		const char **keys = gk_kmap_keys(&d->pending);
-		size_t n = d->pending.n;
-		char **nodes = keys ? calloc(n, sizeof(char *)) : NULL;
-		for (size_t i = 0; nodes && i < n; i++)
-			nodes[i] = strdup(keys[i]);
-		free(keys);
+		size_t n;
+		char **nodes = ks_ctrl_take(&d->pending, &n);
 		if (!nodes)
 			return 1;
-		gk_kmap_clear(&d->pending);
 		size_t i = 0;
 		for (; i < n; i++) {
 			if (c->budget <= 0)
@@ -912,17 +886,12 @@ void ks_dsc_pass(ks_server *s, ks_ctrl *c)
 			node_changed(s, c, e->key);
 	if (dsc->busy.n == 0)
 		return;
-	const char **keys = gk_kmap_keys(&dsc->busy);
-	size_t n = dsc->busy.n;
-	char **dss = keys ? calloc(n, sizeof(char *)) : NULL;
-	for (size_t i = 0; dss && i < n; i++)
-		dss[i] = strdup(keys[i]);
-	free(keys);
+	size_t n;
+	char **dss = ks_ctrl_take(&dsc->busy, &n);
 	if (!dss) {
 		c->more = 1;
 		return;
 	}
-	gk_kmap_clear(&dsc->busy);
 	for (size_t i = 0; i < n; i++) {
 		gk_kmap_ent *e = dss[i] ? gk_kmap_get(&dsc->ds, dss[i]) : NULL;
 		if (e && ds_work(s, c, e->ptr)) {

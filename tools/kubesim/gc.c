@@ -211,8 +211,11 @@ static int one_round(ks_server *s)
 				snprintf(a.fin, sizeof(a.fin), "orphan");
 			else if (o->foreground && o->dependents == 0)
 				snprintf(a.fin, sizeof(a.fin), "foregroundDeletion");
+			const cJSON *gps = cJSON_GetObjectItemCaseSensitive(ks_meta((cJSON *)obj), "deletionGracePeriodSeconds");
 			if (a.fin[0])
 				a.kind = 2;
+			else if (cJSON_IsNumber(gps) && gps->valuedouble > 0)
+				continue; /* a graceful deletion: the kubelet removes it */
 			else if (!cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(ks_meta((cJSON *)obj), "finalizers")))
 				a.kind = 3;
 			else
@@ -280,8 +283,12 @@ apply:;
 
 void ks_gc_run(ks_server *s)
 {
-	for (int i = 0; i < KS_GC_MAX_ROUNDS; i++)
-		if (!one_round(s))
-			return;
+	for (int i = 0; i < KS_GC_MAX_ROUNDS; i++) {
+		int changed = one_round(s);
+		changed |= ks_crd_finalize(s);
+		if (!changed)
+			break;
+	}
+	ks_ns_termination(s);
 	s->dirty = 1;
 }

@@ -267,6 +267,8 @@ static void parse_opts(const ks_req *r, ks_opts *o)
 	o->manager = ks_req_param(r, "fieldManager");
 	o->force = truthy(ks_req_param(r, "force"));
 	o->propagation = ks_req_param(r, "propagationPolicy");
+	const char *gp = ks_req_param(r, "gracePeriodSeconds");
+	o->grace = gp && *gp ? strtol(gp, NULL, 10) : -1;
 	o->user_agent = r->user_agent;
 }
 
@@ -569,6 +571,21 @@ void ks_handle(ks_server *s, const ks_req *r, ks_resp *out)
 	if (!t->namespaced && rt.ns[0]) {
 		ks_resp_status(out, 404, "NotFound", NULL, NULL, NULL, NULL,
 			       "the server could not find the requested resource");
+		return;
+	}
+	if (strcmp(rt.sub, "eviction") == 0 && !t->group[0] && strcmp(t->resource, "pods") == 0 && rt.ns[0] &&
+	    rt.name[0]) {
+		if (strcmp(verb, "create") != 0) {
+			ks_resp_status(out, 405, "MethodNotAllowed", NULL, NULL, NULL, NULL,
+				       "the server does not allow this method on the requested resource");
+			return;
+		}
+		ks_opts eo;
+		parse_opts(r, &eo);
+		cJSON *b = decode_body(r, 1, out);
+		if (b)
+			ks_evict(s, t, rt.ns, rt.name, b, &eo, out);
+		cJSON_Delete(b);
 		return;
 	}
 	if (rt.sub[0] && !(strcmp(rt.sub, "status") == 0 && t->has_status)) {

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "jsonutil.h"
 #include "ctrl.h"
 #include "sched.h"
 
@@ -25,17 +26,6 @@ typedef struct ks_kubelet {
 } ks_kubelet;
 
 #define KS_ANN_READY "kubesim.gpukmm.io/ready"
-
-static const char *sget(const cJSON *o, const char *k)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-static const cJSON *get(const cJSON *o, const char *k)
-{
-	return cJSON_GetObjectItemCaseSensitive(o, k);
-}
 
 int ks_kubelet_init(ks_ctrl *c)
 {
@@ -73,13 +63,13 @@ static int split(const char *key, char *ns, size_t cap, const char **name)
 
 static int pending_unstarted(const cJSON *pod)
 {
-	const char *phase = sget(get(pod, "status"), "phase");
-	return !get(get(pod, "metadata"), "deletionTimestamp") && (!phase || strcmp(phase, "Pending") == 0);
+	const char *phase = ks_jstr(ks_jget(pod, "status"), "phase");
+	return !ks_jget(ks_jget(pod, "metadata"), "deletionTimestamp") && (!phase || strcmp(phase, "Pending") == 0);
 }
 
 static int64_t grace_of(const cJSON *pod)
 {
-	const cJSON *g = get(get(pod, "metadata"), "deletionGracePeriodSeconds");
+	const cJSON *g = ks_jget(ks_jget(pod, "metadata"), "deletionGracePeriodSeconds");
 	return cJSON_IsNumber(g) ? (int64_t)g->valuedouble : 0;
 }
 
@@ -96,7 +86,7 @@ static void look_at(ks_server *s, ks_ctrl *c, const char *key)
 		return;
 	}
 	const cJSON *pod = it->obj;
-	if (get(get(pod, "metadata"), "deletionTimestamp")) {
+	if (ks_jget(ks_jget(pod, "metadata"), "deletionTimestamp")) {
 		gk_kmap_del(&k->waiting, key);
 		int64_t grace = grace_of(pod);
 		if (grace <= 0 || gk_kmap_get(&k->stopping, key))
@@ -109,7 +99,7 @@ static void look_at(ks_server *s, ks_ctrl *c, const char *key)
 		ks_ctrl_timer(c, c->now + ms, KS_T_POD_STOP, key);
 		return;
 	}
-	const char *node = sget(get(pod, "spec"), "nodeName");
+	const char *node = ks_jstr(ks_jget(pod, "spec"), "nodeName");
 	if (!node || !*node || !pending_unstarted(pod) || gk_kmap_get(&k->starting, key))
 		return;
 	if (!ks_store_get(&s->store, "", "nodes", "", node)) {
@@ -167,16 +157,6 @@ static cJSON *condition(const char *type, int ok, const char *ts, const char *re
 	return c;
 }
 
-static void set(cJSON *o, const char *k, cJSON *v)
-{
-	if (!v)
-		return;
-	if (cJSON_HasObjectItem(o, k))
-		cJSON_ReplaceItemInObjectCaseSensitive(o, k, v);
-	else
-		cJSON_AddItemToObject(o, k, v);
-}
-
 /* The pod's status once its containers run. */
 static cJSON *started(const cJSON *pod)
 {
@@ -194,14 +174,14 @@ static cJSON *started(const cJSON *pod)
 	}
 	char ts[40];
 	ks_now_rfc3339(ts, sizeof(ts));
-	const char *ann = sget(get(get(pod, "metadata"), "annotations"), KS_ANN_READY);
+	const char *ann = ks_jstr(ks_jget(ks_jget(pod, "metadata"), "annotations"), KS_ANN_READY);
 	int ready = !(ann && strcmp(ann, "false") == 0);
 	char names[512] = "";
 	cJSON *cs = cJSON_CreateArray();
 	const cJSON *ctr;
 	int i = 0;
-	cJSON_ArrayForEach(ctr, get(get(pod, "spec"), "containers")) {
-		const char *cn = sget(ctr, "name");
+	cJSON_ArrayForEach(ctr, ks_jget(ks_jget(pod, "spec"), "containers")) {
+		const char *cn = ks_jstr(ctr, "name");
 		cJSON *x = cJSON_CreateObject();
 		if (!cs || !x) {
 			cJSON_Delete(x);
@@ -217,7 +197,7 @@ static cJSON *started(const cJSON *pod)
 		cJSON_AddObjectToObject(x, "lastState");
 		cJSON_AddBoolToObject(x, "ready", ready);
 		cJSON_AddNumberToObject(x, "restartCount", 0);
-		cJSON_AddStringToObject(x, "image", sget(ctr, "image") ? sget(ctr, "image") : "");
+		cJSON_AddStringToObject(x, "image", ks_jstr(ctr, "image") ? ks_jstr(ctr, "image") : "");
 		cJSON_AddStringToObject(x, "imageID", "");
 		cJSON_AddStringToObject(x, "containerID", cid);
 		cJSON_AddBoolToObject(x, "started", 1);
@@ -234,10 +214,10 @@ static cJSON *started(const cJSON *pod)
 		cJSON_AddItemToArray(conds, condition("ContainersReady", ready, ts, "ContainersNotReady", msg));
 		cJSON_AddItemToArray(conds, condition("PodScheduled", 1, ts, NULL, NULL));
 	}
-	set(st, "phase", cJSON_CreateString("Running"));
-	set(st, "conditions", conds);
-	set(st, "startTime", cJSON_CreateString(ts));
-	set(st, "containerStatuses", cs);
+	ks_jset(st, "phase", cJSON_CreateString("Running"));
+	ks_jset(st, "conditions", conds);
+	ks_jset(st, "startTime", cJSON_CreateString(ts));
+	ks_jset(st, "containerStatuses", cs);
 	return n;
 }
 
@@ -253,7 +233,7 @@ void ks_kubelet_timer(ks_server *s, ks_ctrl *c, int kind, const char *key)
 	if (!it)
 		return;
 	if (kind == KS_T_POD_START) {
-		const char *node = sget(get(it->obj, "spec"), "nodeName");
+		const char *node = ks_jstr(ks_jget(it->obj, "spec"), "nodeName");
 		if (!pending_unstarted(it->obj) || !node || !ks_store_get(&s->store, "", "nodes", "", node))
 			return;
 		cJSON *n = started(it->obj);
@@ -261,10 +241,10 @@ void ks_kubelet_timer(ks_server *s, ks_ctrl *c, int kind, const char *key)
 			ks_ctrl_put(s, "", "pods", ns, name, n);
 		return;
 	}
-	if (!get(get(it->obj, "metadata"), "deletionTimestamp") || grace_of(it->obj) <= 0)
+	if (!ks_jget(ks_jget(it->obj, "metadata"), "deletionTimestamp") || grace_of(it->obj) <= 0)
 		return;
 	/* the kubelet's final delete (grace period 0) */
-	if (cJSON_GetArraySize(get(get(it->obj, "metadata"), "finalizers")) == 0) {
+	if (cJSON_GetArraySize(ks_jget(ks_jget(it->obj, "metadata"), "finalizers")) == 0) {
 		ks_store_remove(&s->store, "", "pods", ns, name);
 		s->dirty = 1;
 		c->writes++;
@@ -275,7 +255,7 @@ void ks_kubelet_timer(ks_server *s, ks_ctrl *c, int kind, const char *key)
 	cJSON *n = cJSON_Duplicate(it->obj, 1);
 	if (!n)
 		return;
-	set(ks_meta(n), "deletionGracePeriodSeconds", cJSON_CreateNumber(0));
+	ks_jset(ks_meta(n), "deletionGracePeriodSeconds", cJSON_CreateNumber(0));
 	ks_ctrl_put(s, "", "pods", ns, name, n);
 }
 

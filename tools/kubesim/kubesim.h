@@ -15,7 +15,10 @@
  *   gc.c         finalizers, ownerReference garbage collection, namespace deletion
  *   webhook.c    admission webhooks;  faults.c fault injection + stats;  state.c --state-dir
  *   versions.c   --kube-version: /version, resource.k8s.io versions and their conversion
- *   ctrl.c       the controllers' thread: dscontroller.c, kubelet.c (sched.c: predicates)
+ *   finalize.c   CRD deletion through its cleanup finalizer, namespace termination conditions
+ *   eviction.c   pods/eviction with PodDisruptionBudgets
+ *   ctrl.c       the controllers' thread: dscontroller.c, kubelet.c, disruption.c (sched.c:
+ *                predicates);  openshift.c --openshift's API groups
  * One mutex (srv->mu) guards the store, the registry and the history. */
 #ifndef KUBESIM_H
 #define KUBESIM_H
@@ -240,6 +243,7 @@ typedef struct ks_server {
 	struct ks_auth *auth; /* users, the token signing key, the RBAC record (authz.c) */
 	int kube_minor; /* --kube-version 1.MINOR; 0: the default (versions.c) */
 	struct ks_ctrl *ctrl; /* the controllers (ctrl.h), NULL without */
+	int openshift;        /* --openshift (openshift.c) */
 } ks_server;
 
 int ks_server_init(ks_server *s, int history);
@@ -287,6 +291,8 @@ void ks_resp_json(ks_resp *r, int code, cJSON *j); /* takes j */
 void ks_now_rfc3339(char *buf, size_t cap);
 void ks_new_uid(ks_server *s, char *buf, size_t cap); /* 36 chars + NUL */
 int64_t ks_mono_ms(void);
+/* pthread_cond_timedwait for ms (at least 1) from now, on srv->cond's clock. */
+void ks_cond_wait_ms(pthread_cond_t *c, pthread_mutex_t *mu, int64_t ms);
 const char *ks_meta_str(const cJSON *obj, const char *field);
 cJSON *ks_meta(cJSON *obj); /* metadata object, created if absent */
 uint64_t ks_obj_rv(const cJSON *obj);
@@ -308,11 +314,22 @@ int ks_crd_check(const cJSON *crd, gk_err *err);
 /* gc.c (mu held) — finalizer/ownerReference processing until stable */
 void ks_gc_run(ks_server *s);
 
+/* finalize.c (mu held): CRD deletion through its cleanup finalizer, namespace
+ * termination conditions */
+int ks_crd_mark_deleted(cJSON *crd);                       /* the first DELETE */
+int ks_crd_terminating(ks_server *s, const ks_rtype *t);  /* t's CRD is being deleted */
+int ks_crd_finalize(ks_server *s);                         /* 1 when something changed */
+void ks_ns_termination(ks_server *s);
+
 /* watch.c */
 struct ks_watch *ks_watch_open(ks_server *s, const ks_rtype *t, const char *ns, const ks_req *r, ks_resp *out);
 /* Fills buf with up to max bytes of stream; blocks until data, returns 0 at end of stream. */
 size_t ks_watch_read(ks_server *s, struct ks_watch *w, char *buf, size_t max);
 void ks_watch_close(ks_server *s, struct ks_watch *w);
+
+/* openshift.c: --openshift's API groups (after ks_versions_set) and default SCCs */
+int ks_openshift_setup(ks_server *s);
+int ks_openshift_seed(ks_server *s);
 
 /* state.c */
 int ks_state_load(ks_server *s, const char *dir, gk_err *err);

@@ -28,7 +28,7 @@ static void usage(FILE *f)
 		   "               [--state-dir DIR] [--history N] [--faults JSON|@FILE]\n"
 		   "               [--service-url NAMESPACE/NAME=URL]... [--bookmark-ms N] [--log-level LEVEL]\n"
 		   "               [--kube-version MAJOR.MINOR] [--runtime-config GROUP/VERSION=BOOL,...]\n"
-		   "               [--controllers LIST] [--pod-ready-ms N] [--pod-stop-ms N]\n"
+		   "               [--controllers LIST] [--pod-ready-ms N] [--pod-stop-ms N] [--openshift]\n"
 		   "\n"
 		   "  --kube-version 1.31|1.32|1.33|1.34\n"
 		   "      act as that Kubernetes release: /version answers it (the kubectl dispatcher\n"
@@ -62,8 +62,14 @@ static void usage(FILE *f)
 		   "                    --pod-ready-ms later (annotation kubesim.gpukmm.io/ready:\n"
 		   "                    \"false\": Running, not Ready); a pod deleted gracefully is\n"
 		   "                    gone --pod-stop-ms later (at most its grace period)\n"
-		   "        disruption  PodDisruptionBudget status\n"
+		   "        disruption  PodDisruptionBudget status: expectedPods, desiredHealthy,\n"
+		   "                    currentHealthy, disruptionsAllowed, condition DisruptionAllowed\n"
+		   "                    (pods/eviction then honours the budget)\n"
 		   "  --pod-ready-ms N (default 300), --pod-stop-ms N (default 200)\n"
+		   "  --openshift\n"
+		   "      act as OpenShift: security.openshift.io/v1 SecurityContextConstraints\n"
+		   "      (the default restricted-v2 and privileged ones exist; stored, not enforced)\n"
+		   "      and route.openshift.io/v1 Routes are served\n"
 		   "  --token T | --token-file F\n"
 		   "      the admin's bearer token (user kubesim-admin, group system:masters); without\n"
 		   "      --rbac and without it, any request is the admin\n"
@@ -110,6 +116,7 @@ int main(int argc, char **argv)
 	const char *users = NULL;
 	int rbac = 0;
 	ks_ctrl_opts copts = { KS_CTRL_ALL, 300, 200 };
+	int openshift = 0;
 	int history = 10000, bookmark_ms = 1000;
 	const char *svc[64];
 	int nsvc = 0;
@@ -190,6 +197,10 @@ int main(int argc, char **argv)
 			i += !inl;
 			continue;
 		}
+		if (strcmp(a, "--openshift") == 0) {
+			openshift = 1;
+			continue;
+		}
 		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			usage(stdout);
 			return 0;
@@ -264,7 +275,7 @@ int main(int argc, char **argv)
 		free(s);
 		return 2;
 	}
-	if (ks_ctrl_init(s, &copts)) {
+	if ((openshift && ks_openshift_setup(s)) || ks_ctrl_init(s, &copts)) {
 		fprintf(stderr, "kubesim: out of memory\n");
 		ks_server_free(s);
 		free(s);
@@ -317,7 +328,7 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
-	if (ks_server_seed(s)) {
+	if (ks_server_seed(s) || ks_openshift_seed(s)) {
 		GK_ERROR("out of memory");
 		goto out;
 	}

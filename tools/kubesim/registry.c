@@ -38,6 +38,14 @@ static const struct builtin {
 	  NULL, 0, 0 },
 	{ "rbac.authorization.k8s.io", "v1", "roles", "role", "Role", NULL, NULL, 1, 0 },
 	{ "rbac.authorization.k8s.io", "v1", "rolebindings", "rolebinding", "RoleBinding", NULL, NULL, 1, 0 },
+	{ "apps", "v1", "replicasets", "replicaset", "ReplicaSet", "rs", "all", 1, 1 },
+	{ "apps", "v1", "statefulsets", "statefulset", "StatefulSet", "sts", "all", 1, 1 },
+	{ "policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", "pdb", NULL, 1, 1 },
+	{ "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "validatingadmissionpolicy",
+	  "ValidatingAdmissionPolicy", NULL, "api-extensions", 0, 1 },
+	{ "admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings", "validatingadmissionpolicybinding",
+	  "ValidatingAdmissionPolicyBinding", NULL, "api-extensions", 0, 0 },
+	{ "scheduling.k8s.io", "v1", "priorityclasses", "priorityclass", "PriorityClass", "pc", NULL, 0, 0 },
 };
 
 static char *sdup(const char *s)

@@ -1,21 +1,11 @@
 /* kubesim — scheduling predicates (see sched.h). */
+#include "jsonutil.h"
 #include "sched.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static const char *sget(const cJSON *o, const char *k)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-static const cJSON *get(const cJSON *o, const char *k)
-{
-	return cJSON_GetObjectItemCaseSensitive(o, k);
-}
 
 static int in_values(const cJSON *values, const char *v)
 {
@@ -29,18 +19,18 @@ int ks_labelsel_match(const cJSON *sel, const cJSON *labels)
 	if (!cJSON_IsObject(sel))
 		return 0;
 	const cJSON *m;
-	cJSON_ArrayForEach(m, get(sel, "matchLabels")) {
-		const char *v = sget(labels, m->string);
+	cJSON_ArrayForEach(m, ks_jget(sel, "matchLabels")) {
+		const char *v = ks_jstr(labels, m->string);
 		if (!v || !cJSON_IsString(m) || strcmp(v, m->valuestring) != 0)
 			return 0;
 	}
 	const cJSON *e;
-	cJSON_ArrayForEach(e, get(sel, "matchExpressions")) {
-		const char *k = sget(e, "key"), *op = sget(e, "operator");
+	cJSON_ArrayForEach(e, ks_jget(sel, "matchExpressions")) {
+		const char *k = ks_jstr(e, "key"), *op = ks_jstr(e, "operator");
 		if (!k || !op)
 			return 0;
-		const char *v = sget(labels, k);
-		int in = in_values(get(e, "values"), v);
+		const char *v = ks_jstr(labels, k);
+		int in = in_values(ks_jget(e, "values"), v);
 		if (strcmp(op, "In") == 0) {
 			if (!in)
 				return 0;
@@ -62,10 +52,10 @@ int ks_labelsel_match(const cJSON *sel, const cJSON *labels)
 
 int ks_tolerates(const cJSON *tolerations, const cJSON *taint)
 {
-	const char *tk = sget(taint, "key"), *tv = sget(taint, "value"), *te = sget(taint, "effect");
+	const char *tk = ks_jstr(taint, "key"), *tv = ks_jstr(taint, "value"), *te = ks_jstr(taint, "effect");
 	const cJSON *t;
 	cJSON_ArrayForEach(t, tolerations) {
-		const char *k = sget(t, "key"), *op = sget(t, "operator"), *v = sget(t, "value"), *e = sget(t, "effect");
+		const char *k = ks_jstr(t, "key"), *op = ks_jstr(t, "operator"), *v = ks_jstr(t, "value"), *e = ks_jstr(t, "effect");
 		if (e && *e && (!te || strcmp(e, te) != 0))
 			continue;
 		if (k && *k && (!tk || strcmp(k, tk) != 0))
@@ -83,8 +73,8 @@ int ks_tolerates(const cJSON *tolerations, const cJSON *taint)
 /* One NodeSelectorRequirement against a value (label or field); absent = NULL. */
 static int requirement(const cJSON *r, const char *v)
 {
-	const char *op = sget(r, "operator");
-	const cJSON *vals = get(r, "values");
+	const char *op = ks_jstr(r, "operator");
+	const cJSON *vals = ks_jget(r, "values");
 	if (!op)
 		return 0;
 	if (strcmp(op, "In") == 0)
@@ -110,17 +100,17 @@ static int requirement(const cJSON *r, const char *v)
 
 static int term_match(const cJSON *term, const cJSON *node)
 {
-	const cJSON *exprs = get(term, "matchExpressions"), *fields = get(term, "matchFields");
+	const cJSON *exprs = ks_jget(term, "matchExpressions"), *fields = ks_jget(term, "matchFields");
 	if (cJSON_GetArraySize(exprs) == 0 && cJSON_GetArraySize(fields) == 0)
 		return 0; /* an empty term matches nothing */
-	const cJSON *labels = get(get(node, "metadata"), "labels");
+	const cJSON *labels = ks_jget(ks_jget(node, "metadata"), "labels");
 	const cJSON *r;
-	cJSON_ArrayForEach(r, exprs) if (!requirement(r, sget(labels, sget(r, "key") ? sget(r, "key") : ""))) return 0;
+	cJSON_ArrayForEach(r, exprs) if (!requirement(r, ks_jstr(labels, ks_jstr(r, "key") ? ks_jstr(r, "key") : ""))) return 0;
 	cJSON_ArrayForEach(r, fields) {
-		const char *k = sget(r, "key");
+		const char *k = ks_jstr(r, "key");
 		if (!k || strcmp(k, "metadata.name") != 0)
 			return 0;
-		if (!requirement(r, sget(get(node, "metadata"), "name")))
+		if (!requirement(r, ks_jstr(ks_jget(node, "metadata"), "name")))
 			return 0;
 	}
 	return 1;
@@ -128,18 +118,18 @@ static int term_match(const cJSON *term, const cJSON *node)
 
 int ks_node_affinity_match(const cJSON *pod_spec, const cJSON *node)
 {
-	const cJSON *labels = get(get(node, "metadata"), "labels");
+	const cJSON *labels = ks_jget(ks_jget(node, "metadata"), "labels");
 	const cJSON *ns;
-	cJSON_ArrayForEach(ns, get(pod_spec, "nodeSelector")) {
-		const char *v = sget(labels, ns->string);
+	cJSON_ArrayForEach(ns, ks_jget(pod_spec, "nodeSelector")) {
+		const char *v = ks_jstr(labels, ns->string);
 		if (!v || !cJSON_IsString(ns) || strcmp(v, ns->valuestring) != 0)
 			return 0;
 	}
-	const cJSON *req = get(get(get(pod_spec, "affinity"), "nodeAffinity"), "requiredDuringSchedulingIgnoredDuringExecution");
+	const cJSON *req = ks_jget(ks_jget(ks_jget(pod_spec, "affinity"), "nodeAffinity"), "requiredDuringSchedulingIgnoredDuringExecution");
 	if (!req)
 		return 1;
 	const cJSON *term;
-	cJSON_ArrayForEach(term, get(req, "nodeSelectorTerms")) if (term_match(term, node)) return 1;
+	cJSON_ArrayForEach(term, ks_jget(req, "nodeSelectorTerms")) if (term_match(term, node)) return 1;
 	return 0;
 }
 
@@ -158,11 +148,11 @@ static const struct {
 
 cJSON *ks_ds_tolerations(const cJSON *pod_spec)
 {
-	const cJSON *have = get(pod_spec, "tolerations");
+	const cJSON *have = ks_jget(pod_spec, "tolerations");
 	cJSON *out = cJSON_IsArray(have) ? cJSON_Duplicate(have, 1) : cJSON_CreateArray();
 	if (!out)
 		return NULL;
-	int host_net = cJSON_IsTrue(get(pod_spec, "hostNetwork"));
+	int host_net = cJSON_IsTrue(ks_jget(pod_spec, "hostNetwork"));
 	for (size_t i = 0; i < sizeof(ds_tolerations) / sizeof(ds_tolerations[0]); i++) {
 		if (ds_tolerations[i].host_network_only && !host_net)
 			continue;
@@ -170,7 +160,7 @@ cJSON *ks_ds_tolerations(const cJSON *pod_spec)
 		int dup = 0;
 		const cJSON *t;
 		cJSON_ArrayForEach(t, out) {
-			const char *k = sget(t, "key"), *op = sget(t, "operator"), *e = sget(t, "effect");
+			const char *k = ks_jstr(t, "key"), *op = ks_jstr(t, "operator"), *e = ks_jstr(t, "effect");
 			dup |= k && op && e && strcmp(k, ds_tolerations[i].key) == 0 && strcmp(op, "Exists") == 0 &&
 			       strcmp(e, ds_tolerations[i].effect) == 0;
 		}
@@ -192,8 +182,8 @@ cJSON *ks_ds_tolerations(const cJSON *pod_spec)
 void ks_ds_should_run(const cJSON *pod_spec, const cJSON *node, int *should_run, int *should_continue)
 {
 	*should_run = *should_continue = 0;
-	const char *want = sget(pod_spec, "nodeName");
-	const char *name = sget(get(node, "metadata"), "name");
+	const char *want = ks_jstr(pod_spec, "nodeName");
+	const char *name = ks_jstr(ks_jget(node, "metadata"), "name");
 	if (want && *want && (!name || strcmp(want, name) != 0))
 		return;
 	if (!ks_node_affinity_match(pod_spec, node))
@@ -201,8 +191,8 @@ void ks_ds_should_run(const cJSON *pod_spec, const cJSON *node, int *should_run,
 	cJSON *tols = ks_ds_tolerations(pod_spec);
 	int untolerated = 0, untolerated_noexec = 0;
 	const cJSON *taint;
-	cJSON_ArrayForEach(taint, get(get(node, "spec"), "taints")) {
-		const char *e = sget(taint, "effect");
+	cJSON_ArrayForEach(taint, ks_jget(ks_jget(node, "spec"), "taints")) {
+		const char *e = ks_jstr(taint, "effect");
 		if (!e || (strcmp(e, "NoSchedule") != 0 && strcmp(e, "NoExecute") != 0))
 			continue;
 		if (tols && ks_tolerates(tols, taint))
@@ -242,11 +232,11 @@ int ks_pod_ready(const cJSON *pod, int64_t *since)
 	const cJSON *c;
 	if (since)
 		*since = 0;
-	cJSON_ArrayForEach(c, get(get(pod, "status"), "conditions")) {
-		const char *t = sget(c, "type"), *st = sget(c, "status");
+	cJSON_ArrayForEach(c, ks_jget(ks_jget(pod, "status"), "conditions")) {
+		const char *t = ks_jstr(c, "type"), *st = ks_jstr(c, "status");
 		if (t && strcmp(t, "Ready") == 0) {
 			if (since) {
-				int64_t ts = ks_rfc3339_parse(sget(c, "lastTransitionTime"));
+				int64_t ts = ks_rfc3339_parse(ks_jstr(c, "lastTransitionTime"));
 				*since = ts > 0 ? ts : 0;
 			}
 			return st && strcmp(st, "True") == 0;

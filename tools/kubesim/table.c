@@ -217,7 +217,7 @@ static const char NAME_DESC[] = "Name must be unique within a namespace. Is requ
 static const char AGE_DESC[] = "CreationTimestamp is a timestamp representing the server time when this object was "
 			       "created.";
 
-enum kind { K_OTHER, K_NODE, K_NAMESPACE, K_POD, K_DAEMONSET, K_CONFIGMAP, K_SECRET, K_CRD };
+enum kind { K_OTHER, K_NODE, K_NAMESPACE, K_POD, K_DAEMONSET, K_CONFIGMAP, K_SECRET, K_CRD, K_PDB };
 
 static enum kind kind_of(const ks_rtype *t)
 {
@@ -239,6 +239,8 @@ static enum kind kind_of(const ks_rtype *t)
 		return K_DAEMONSET;
 	if (strcmp(t->group, "apiextensions.k8s.io") == 0)
 		return K_CRD;
+	if (strcmp(t->group, "policy") == 0 && strcmp(t->kind, "PodDisruptionBudget") == 0)
+		return K_PDB;
 	return K_OTHER;
 }
 
@@ -302,6 +304,12 @@ static void definitions(const ks_rtype *t, cJSON *defs)
 		break;
 	case K_CRD:
 		column(defs, "Created At", "date", "", AGE_DESC, 0);
+		break;
+	case K_PDB:
+		column(defs, "Min Available", "string", "", "The minimum number of pods that must be available", 0);
+		column(defs, "Max Unavailable", "string", "", "The maximum number of pods that may be unavailable", 0);
+		column(defs, "Allowed Disruptions", "integer", "", "Calculated number of pods that may be disrupted at this time", 0);
+		column(defs, "Age", "string", "", AGE_DESC, 0);
 		break;
 	default:
 		column(defs, "Age", "string", "", AGE_DESC, 0);
@@ -477,6 +485,21 @@ static void row_cells(const ks_rtype *t, cJSON *cells, const cJSON *o, time_t no
 	case K_CRD:
 		str_cell(cells, cJSON_IsString(created) ? created->valuestring : "");
 		break;
+	case K_PDB: {
+		static const char *f[] = { ".spec.minAvailable", ".spec.maxUnavailable" };
+		for (int i = 0; i < 2; i++) {
+			const cJSON *v = at(o, f[i]);
+			char b[32];
+			if (cJSON_IsNumber(v))
+				snprintf(b, sizeof(b), "%d", (int)v->valuedouble);
+			else
+				snprintf(b, sizeof(b), "%s", cJSON_IsString(v) ? v->valuestring : "N/A");
+			str_cell(cells, b);
+		}
+		num_cell(cells, at(o, ".status.disruptionsAllowed"));
+		age_cell(cells, created, now);
+		break;
+	}
 	default:
 		age_cell(cells, created, now);
 	}

@@ -18,6 +18,21 @@ void ks_now_rfc3339(char *buf, size_t cap)
 	strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
+void ks_cond_wait_ms(pthread_cond_t *c, pthread_mutex_t *mu, int64_t ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	if (ms < 1)
+		ms = 1;
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(c, mu, &ts);
+}
+
 int64_t ks_mono_ms(void)
 {
 	struct timespec ts;
@@ -140,6 +155,16 @@ void ks_resp_free(ks_resp *r)
 {
 	free(r->body);
 	r->body = NULL;
+}
+
+void ks_jset(cJSON *o, const char *k, cJSON *v)
+{
+	if (!v)
+		return;
+	if (cJSON_HasObjectItem(o, k))
+		cJSON_ReplaceItemInObjectCaseSensitive(o, k, v);
+	else
+		cJSON_AddItemToObject(o, k, v);
 }
 
 int ks_json_equal(const cJSON *a, const cJSON *b)

@@ -345,18 +345,7 @@ size_t ks_watch_read(ks_server *s, struct ks_watch *w, char *buf, size_t max)
 				wake = w->close_at_ms;
 			if (wake > now + 1000)
 				wake = now + 1000;
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			int64_t d = wake - now;
-			if (d < 1)
-				d = 1;
-			ts.tv_sec += d / 1000;
-			ts.tv_nsec += (d % 1000) * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
-			pthread_cond_timedwait(&s->cond, &s->mu, &ts);
+			ks_cond_wait_ms(&s->cond, &s->mu, wake - now);
 		}
 		pthread_mutex_unlock(&s->mu);
 	}
