@@ -136,6 +136,10 @@ static void report(up *u, const char *policy, const gk_upp_result *res)
 	gpukmm__status_report__init(&r);
 	r.component = "upgrader";
 	r.policy = (char *)policy;
+	/* the passes are synchronous: the term is the one the pass decided under;
+	 * statusd writes only from reports of its own term */
+	r.has_leader_term = 1;
+	r.leader_term = gk_upv_term(u->view);
 	if (res->deleted) {
 		r.has_deleted = r.deleted = 1;
 	} else {
@@ -214,9 +218,12 @@ static int view_reset(void *user, const Gpukmm__SnapshotReply *s, gk_err *err)
 static int view_apply(void *user, const char *topic, const Gpukmm__Event *ev, gk_err *err)
 {
 	up *u = user;
+	uint64_t term = gk_upv_term(u->view);
 	int rc = gk_upv_apply(u->view, topic, ev, err);
-	if (ev && ev->object_case == GPUKMM__EVENT__OBJECT_LEADERSHIP && !gk_upv_leader(u->view))
-		step_down(u, "leadership lost");
+	/* lost, or lost and won again (a new term): what we read before may be stale */
+	if (ev && ev->object_case == GPUKMM__EVENT__OBJECT_LEADERSHIP &&
+	    (!gk_upv_leader(u->view) || gk_upv_term(u->view) != term))
+		step_down(u, gk_upv_leader(u->view) ? "a new leadership term" : "leadership lost");
 	return rc;
 }
 

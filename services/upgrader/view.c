@@ -31,6 +31,7 @@ struct gk_upv {
 	digest *dg;               /* one per node of the nodes table (by name) */
 	size_t n_dg, cap_dg;
 	bool leader, kmm;
+	uint64_t term; /* Leadership.term, stamped on status reports */
 	uint64_t ignored, stale;
 };
 
@@ -308,7 +309,7 @@ int gk_upv_load_snapshot(gk_upv *v, const Gpukmm__SnapshotReply *s, gk_err *err)
 		if ((r = dg_update(v, (const Gpukmm__Node *)v->nodes.v[i].msg, err)))
 			rc = r;
 	v->kmm = s->discovery && s->discovery->has_kmm && s->discovery->kmm;
-	v->leader = !s->leadership || !s->leadership->has_leader || s->leadership->leader;
+	gk_wsub_lead_update(&v->leader, &v->term, s->leadership);
 	gk_upv_touch_all(v);
 	return rc;
 }
@@ -377,11 +378,8 @@ int gk_upv_apply(gk_upv *v, const char *topic, const Gpukmm__Event *ev, gk_err *
 		return GK_OK;
 	}
 	case GPUKMM__EVENT__OBJECT_LEADERSHIP: {
-		bool l = !ev->leadership->has_leader || ev->leadership->leader;
-		if (l != v->leader) {
-			v->leader = l;
+		if (gk_wsub_lead_update(&v->leader, &v->term, ev->leadership))
 			gk_upv_touch_all(v);
-		}
 		return GK_OK;
 	}
 	default:
@@ -399,6 +397,11 @@ const char *gk_upv_ns(const gk_upv *v)
 bool gk_upv_leader(const gk_upv *v)
 {
 	return v->leader;
+}
+
+uint64_t gk_upv_term(const gk_upv *v)
+{
+	return v->term;
 }
 
 bool gk_upv_kmm(const gk_upv *v)

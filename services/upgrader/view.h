@@ -35,6 +35,8 @@ int gk_upv_apply(gk_upv *v, const char *topic, const Gpukmm__Event *ev, gk_err *
 
 const char *gk_upv_ns(const gk_upv *v);
 bool gk_upv_leader(const gk_upv *v);
+/* the Leadership.term of the view (0 without an election) */
+uint64_t gk_upv_term(const gk_upv *v);
 bool gk_upv_kmm(const gk_upv *v);
 const Gpukmm__ClusterPolicy *gk_upv_policy(const gk_upv *v, const char *name);
 const Gpukmm__Module *gk_upv_module(const gk_upv *v, const char *name);
