@@ -10,13 +10,8 @@
 #      gpu-3 kept, the trainers evicted through the Eviction API (budget honoured),
 #      our cordons lifted, every node on 2.0 by its own report; time per node and the
 #      rollout's API writes (kubesim's count) printed
-#   3. 2.0 -> 3.0 with SR-IOV VFs active on gpu-2 (it waits in unloading, the reason
-#      in status.upgrade and the condition, until the VFs are gone) and gpu-4 skipped
-#      (gpukmm.io/upgrade-skip), then taken once the label goes
-#   4. 3.0 -> 4.0 with a pod that may not be evicted on gpu-1: it fails after the
-#      drain timeout (uncordoned, its driver untouched), the rollout halts at
-#      maxUnavailable (Upgraded=False UpgradeHalted naming the node and why,
-#      Degraded), then the retry (the failed state removed) finishes it
+# A rollout that waits (a failed read, active VFs, a skipped node):
+# upgrade_wait.sh; one that fails and halts: upgrade_halt.sh.
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
 . tests/lib/upgrade.sh
@@ -29,8 +24,7 @@ check "the controller is ready" 60 ctrl_ready A
 
 # ---- 1. first install: the upgrader labels the nodes -------------------------------------------------
 up_policy 1.0
-installed() { local x; for x in $NODES; do version_on "$x" 1.0 && loaded_version "$x" 1.0 && reports "$x" 1.0 || return 1; done; }
-check "first install: every node labelled 1.0 by gpukmm-upgrader and on 1.0 by its own report" 90 installed
+check "first install: every node labelled 1.0 by gpukmm-upgrader and on 1.0 by its own report" 60 up_all_on 1.0
 check "Upgraded=True UpgradeComplete, status.upgrade 4/4 on 1.0" 40 eval 'upgraded_is True UpgradeComplete &&
 	cp_is ".status.upgrade | .targetVersion == \"1.0\" and .nodes == 4 and .upToDate == 4 and .pending == 0"'
 check "the label's Event on gpu-1 (UpgradeLabelled), no drain for a first install" 10 eval '[ "$(events_of gpu-1)" = UpgradeLabelled ]'
@@ -82,74 +76,3 @@ for n in $NODES; do
 done
 echo "#   the upgrader's API writes (kubesim): before $before, after $after"
 jq -rn --argjson a "$before" --argjson b "$after" '$b | to_entries[] | "#     \(.key): \(.value - ($a[.key] // 0))"'
-
-# ---- 3. VFs active on gpu-2, gpu-4 skipped ---------------------------------------------------------------------
-k label node gpu-4 gpukmm.io/upgrade-skip=true >>"$D/kubectl.log" 2>&1
-np_pin gpu-2 oot-vfs || nok "gpu-2's root with SR-IOV VFs"
-check "gpu-2's report says xe cannot be unloaded (VFs)" 40 node_is gpu-2 \
-	'(.metadata.annotations["gpukmm.io/node-report"] | fromjson | .canUnload) == "false"'
-up_policy 3.0
-check "gpu-2 waits in unloading: status.upgrade names the VFs" 120 cp_is \
-	'[.status.upgrade.problems[]? | select(.node == "gpu-2" and .state == "unloading" and .reason == "UnloadBlocked" and
-	  (.message | test("SR-IOV VFs active")))] | length == 1'
-check "... and the Upgraded condition says it too" 20 cp_is \
-	'.status.conditions[] | select(.type == "Upgraded") | .reason == "Upgrading" and (.message | test("gpu-2 \\(unloading: xe cannot be unloaded yet: .*VFs"))'
-check "gpu-2 still on 2.0 with its driver loaded" 5 eval 'version_on gpu-2 2.0 && loaded_version gpu-2 2.0'
-np_unpin gpu-2
-check "the VFs gone: gpu-1, gpu-2, gpu-3 on 3.0" 180 all_done 3.0 gpu-1 gpu-2 gpu-3
-check "gpu-4 skipped: still on 2.0, never started" 5 eval 'version_on gpu-4 2.0 && state_is gpu-4 done'
-check "Upgraded=True, 3/4 on 3.0, 1 skipped" 40 eval 'upgraded_is True UpgradeComplete &&
-	cp_is ".status.upgrade | .upToDate == 3 and .skipped == 1 and .pending == 0"'
-k label node gpu-4 gpukmm.io/upgrade-skip- >>"$D/kubectl.log" 2>&1
-check "the skip label removed: gpu-4 on 3.0" 120 all_done 3.0 gpu-4
-
-# ---- 4. a pod that may not be evicted: fail, halt, retry ------------------------------------------------------
-k apply -f - >>"$D/kubectl.log" 2>&1 <<Y
-apiVersion: policy/v1
-kind: PodDisruptionBudget
-metadata: {name: db, namespace: work}
-spec: {minAvailable: 1, selector: {matchLabels: {app: db}}}
----
-apiVersion: apps/v1
-kind: ReplicaSet
-metadata: {name: db, namespace: work}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: db}}
-  template:
-    metadata: {labels: {app: db}}
-    spec: {containers: [{name: c, image: db}]}
-Y
-db_uid=$(k get rs -n work db -o jsonpath='{.metadata.uid}')
-kraw POST /api/v1/namespaces/work/pods "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"db\",\"namespace\":\"work\",
-	\"labels\":{\"app\":\"db\"},\"ownerReferences\":[{\"apiVersion\":\"apps/v1\",\"kind\":\"ReplicaSet\",\"name\":\"db\",
-	\"uid\":\"$db_uid\",\"controller\":true}]},\"spec\":{\"nodeName\":\"gpu-1\",\"containers\":[{\"name\":\"c\",\"image\":\"db\",
-	\"resources\":{\"limits\":{\"gpu.intel.com/xe\":\"1\"}}}]}}" >/dev/null
-check "the db pod runs on gpu-1; its budget allows no disruption" 30 eval \
-	'[ "$(k get pdb -n work db -o jsonpath={.status.disruptionsAllowed})" = 0 ] && [ "$(k get pdb -n work db -o jsonpath={.status.currentHealthy})" = 1 ]'
-up_policy 4.0 "drain: {timeoutSeconds: 8}"
-check "gpu-1 fails after the drain timeout: state failed, the budget's refusal as the reason" 120 node_is gpu-1 \
-	".metadata.labels[\"$STATE\"] == \"failed\" and
-	 (.metadata.annotations[\"gpukmm.io/upgrade-reason\"] | test(\"drain timed out after 8s.*work/db: Cannot evict pod as it would violate the pod's disruption budget\"))"
-check "the rollout halts at maxUnavailable: Upgraded=False UpgradeHalted names gpu-1 and DrainTimeout's message" 40 eval \
-	'upgraded_is False UpgradeHalted && cp_is "(.status.conditions[] | select(.type == \"Upgraded\") | .message |
-		test(\"gpu-1 \\\\(UpgradeFailed: drain timed out\")) and .status.upgrade.halted == true and .status.upgrade.failed == 1"'
-check "Degraded=True UpgradeHalted" 5 cp_is '.status.conditions[] | select(.type == "Degraded") | .status == "True" and .reason == "UpgradeHalted"'
-halted_nodes=$(kraw GET /api/v1/nodes | jq -r --arg s "$STATE" '[.items[] | select(.metadata.labels[$s] == "draining" or
-	.metadata.labels[$s] == "unloading" or .metadata.labels[$s] == "loading") | .metadata.name] | join(",")')
-[ -z "$halted_nodes" ] && ok "halted: no node in a step" || nok "halted: no node in a step ($halted_nodes)"
-check "gpu-1: driver untouched (3.0 loaded), our cordon lifted, the db pod still there" 5 eval \
-	'version_on gpu-1 3.0 && loaded_version gpu-1 3.0 && node_is gpu-1 "(.spec.unschedulable // false) == false" &&
-	 kraw GET /api/v1/namespaces/work/pods/db | jq -e ".kind == \"Pod\"" >/dev/null'
-check "gpu-1's UpgradeFailed Event (Warning)" 5 eval '[ "$(events_of gpu-1 | tr , "\n" | tail -1)" = UpgradeFailed ]'
-# retry: the budget relaxed, the failed state removed
-k delete pdb -n work db >>"$D/kubectl.log" 2>&1
-k label node gpu-1 "$STATE-" >>"$D/kubectl.log" 2>&1
-# shellcheck disable=SC2086
-check "retried: every node on 4.0" 240 all_done 4.0 $NODES
-check "Upgraded=True UpgradeComplete 4/4 on 4.0, Degraded=False" 40 eval 'upgraded_is True UpgradeComplete &&
-	cp_is "(.status.conditions[] | select(.type == \"Degraded\") | .status == \"False\") and .status.upgrade.upToDate == 4"'
-m=$(up_sampler_max nodriver)
-[ "$m" -le 1 ] && ok "all along: never more than 1 node without the driver (max $m, $(up_samples) samples)" ||
-	nok "all along: never more than 1 node without the driver (max $m)"
-check "the admin's cordon of gpu-3 still there" 5 node_is gpu-3 '.spec.unschedulable == true'

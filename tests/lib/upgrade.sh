@@ -1,4 +1,4 @@
-# The frame of the rolling-upgrade scripts (tests/e2e/upgrade.sh, upgrade_crash.sh):
+# The frame of the rolling-upgrade scripts (tests/e2e/upgrade.sh, upgrade_wait.sh, upgrade_halt.sh):
 # scenario.sh's cluster (kubesim under the shipped RBAC with its DaemonSet
 # controller, kubelet and disruption controller; fake-kmm as KMM; one node profile
 # per GPU node whose root follows the module version fake-kmm loaded there) plus a
@@ -9,6 +9,8 @@
 #                            and their node profiles
 #   up_policy VERSION [UPGRADE_POLICY_MEMBERS]   apply the versioned policy
 #                            (autoUpgrade, maxParallel 1, maxUnavailable 1 unless given)
+#   up_install VERSION       start controller A (no lease), apply VERSION, wait until every
+#                            node of UP_NODES is on it by its own report
 #   up_workload N            a ReplicaSet "trainer" of N GPU pods (one per node at
 #                            first) under a budget of maxUnavailable 1, and the
 #                            loop that replaces an evicted trainer on a node that
@@ -18,6 +20,7 @@
 #                            = GPU nodes without the module loaded (fake-kmm's record),
 #                            "active" = nodes in draining/unloading/loading; the max seen
 #   version_on NODE V / reports NODE V / state_is NODE S / done_on NODE V
+#   evictions                the upgrader's pods/eviction creates so far (kubesim)
 #   agent_writes AGENT       kubesim's count of the writes of a client program (JSON)
 #   events_of NODE           the upgrader's Event reasons on NODE, oldest first
 . "${GPUKMM_SRC:-.}/tests/lib/scenario.sh"
@@ -78,6 +81,17 @@ spec:
       containerImage: registry.example.com/gpu/xe-oot-kmd:$1-\${KERNEL_FULL_VERSION}
     upgradePolicy: {autoUpgrade: true, maxParallel: 1, maxUnavailable: 1 ${2:+, $2}}
 Y
+}
+
+up_install() { # VERSION
+	ctrl_start A nolease
+	check "the controller is ready" 60 ctrl_ready A
+	up_policy "$1"
+	check "first install: every node labelled $1 by gpukmm-upgrader, on $1 by its own report" 60 up_all_on "$1"
+}
+up_all_on() { # VERSION
+	local x
+	for x in $UP_NODES; do version_on "$x" "$1" && loaded_version "$x" "$1" && reports "$x" "$1" || return 1; done
 }
 
 # ---- the workload -------------------------------------------------------------------------------
@@ -175,6 +189,7 @@ upgraded_is() { # STATUS REASON
 		.status.observedGeneration == .metadata.generation"
 }
 agent_writes() { kraw GET /kubesim/stats | jq -c --arg a "$1" '.writesByAgent[$a] // {}'; }
+evictions() { agent_writes gpukmm-upgrader | jq '.["create pods/eviction"] // 0'; }
 events_of() {
 	kraw GET "/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D$1" |
 		jq -r '[.items[] | select(.source.component == "gpukmm-upgrader")] | sort_by(.metadata.name) | map(.reason) | join(",")'
