@@ -8,6 +8,7 @@
 #include "gpukmm/ipc.h"
 #include "gpukmm/kobj.h"
 #include "gpukmm/policy.h"
+#include "gpukmm/probe.h"
 #include "gpukmm/wsub.h"
 #include "status.pb-c.h"
 
@@ -103,11 +104,12 @@ void gk_upv_report_digest(const char *json, gk_upg_report *out)
 	memset(out, 0, sizeof(*out));
 	if (!json || strlen(json) > REPORT_MAX)
 		return;
-	ProtobufCMessage *msg = NULL;
+	Gpukmm__NodeReport *r = NULL;
+	gk_probe_json_info info;
 	gk_err e;
-	if (gk_pb_from_json(&gpukmm__node_report__descriptor, json, &msg, &e) != GK_OK || !msg)
+	/* the node's own report, strictly parsed: anything else is no report */
+	if (gk_probe_report_parse(json, strlen(json), &r, &info, &e) != GK_OK || !r)
 		return;
-	const Gpukmm__NodeReport *r = (const Gpukmm__NodeReport *)msg;
 	const Gpukmm__KernelModuleInfo *m = r->module;
 	const char *name = m && m->name ? m->name : r->module_name;
 	if (m && name && *name) {
@@ -119,17 +121,11 @@ void gk_upv_report_digest(const char *json, gk_upg_report *out)
 		snprintf(out->srcversion, sizeof(out->srcversion), "%s", m->srcversion ? m->srcversion : "");
 		out->can_unload = r->has_can_unload ? (int)r->can_unload : GPUKMM__TRI_STATE__TRI_UNKNOWN;
 		snprintf(out->blocker, sizeof(out->blocker), "%s", r->unload_blocker ? r->unload_blocker : "");
-		uint32_t seen = 0, num = 0;
-		for (size_t i = 0; i < r->n_gpus; i++) {
-			const Gpukmm__PciGpu *g = r->gpus[i];
-			if (g->has_is_vf && g->is_vf)
-				seen++;
-			else if (g->has_sriov_numvfs)
-				num += g->sriov_numvfs;
-		}
-		out->vfs = num > seen ? num : seen;
+		uint32_t pfs = 0, vfs = 0;
+		gk_probe_counts(r, &pfs, &vfs);
+		out->vfs = vfs > info.vfs ? vfs : info.vfs; /* a summarized report keeps only the counts */
 	}
-	gk_ipc_free(msg);
+	gk_probe_report_free(r);
 }
 
 static digest *dg_find(gk_upv *v, const char *node)

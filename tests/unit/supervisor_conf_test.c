@@ -19,13 +19,15 @@ Test(sup_conf, profiles)
 	gk_sup_conf c;
 	gk_err err;
 	cr_assert_eq(gk_sup_conf_profile(&c, "controller", &err), 0);
-	cr_assert_eq(c.n_svcs, 6);
-	const char *want[] = { "watcher", "modmgr", "gater", "opmgr", "statusd", "webhook" };
-	for (int i = 0; i < 6; i++)
+	cr_assert_eq(c.n_svcs, 7);
+	const char *want[] = { "watcher", "modmgr", "gater", "opmgr", "upgrader", "statusd", "webhook" };
+	for (int i = 0; i < 7; i++)
 		cr_assert_str_eq(c.svcs[i].name, want[i]);
 	cr_assert_str_eq(c.svcs[0].binary, "gpukmm-watcher");
 	cr_assert(c.svcs[0].credentials);
-	cr_assert_not(c.svcs[5].credentials, "the webhook holds no API credentials");
+	cr_assert_str_eq(c.svcs[4].binary, "gpukmm-upgrader");
+	cr_assert(c.svcs[4].credentials, "the upgrader cordons and evicts: it holds its own credentials");
+	cr_assert_not(c.svcs[6].credentials, "the webhook holds no API credentials");
 	cr_assert_eq(c.svcs[0].restart, GK_SUP_PERMANENT);
 	cr_assert_eq(c.svcs[0].stop_signal, SIGTERM);
 	gk_sup_conf_free(&c);
@@ -41,7 +43,7 @@ Test(sup_conf, profiles)
 	gk_sup_conf_free(&c);
 
 	cr_assert_eq(gk_sup_conf_profile(&c, "all", &err), 0);
-	cr_assert_eq(c.n_svcs, 8);
+	cr_assert_eq(c.n_svcs, 9);
 	for (size_t i = 0; i < c.n_svcs; i++)
 		for (size_t j = i + 1; j < c.n_svcs; j++)
 			cr_assert_str_neq(c.svcs[i].name, c.svcs[j].name);
