@@ -242,9 +242,9 @@ Test(sup_conf, profile_options_reach_their_services)
 					  "--listen", "127.0.0.1:0", NULL };
 	static const char *const wa[] = { "--leader-elect", "--lease-name", "lz", NULL };
 	static const char *const none[] = { NULL };
-	cr_assert(has_args(&c.svcs[5], wh), "webhook args");
+	cr_assert(has_args(&c.svcs[6], wh), "webhook args");
 	cr_assert(has_args(&c.svcs[0], wa), "watcher args");
-	for (int i = 1; i < 5; i++)
+	for (int i = 1; i < 6; i++)
 		cr_assert(has_args(&c.svcs[i], none), "%s untouched", c.svcs[i].name);
 	gk_sup_conf_free(&c);
 
@@ -253,7 +253,7 @@ Test(sup_conf, profile_options_reach_their_services)
 	gk_sup_pflags g = { .webhook_tls_cert = "/c", .webhook_tls_key = "/k", .webhook_listen = "", .lease_name = "" };
 	cr_assert_eq(gk_sup_conf_apply_pflags(&c, &g, &err), 0, "%s", err.msg);
 	static const char *const wl[] = { "--tls-cert", "/c", "--tls-key", "/k", NULL };
-	cr_assert(has_args(&c.svcs[5], wl));
+	cr_assert(has_args(&c.svcs[6], wl));
 	cr_assert(has_args(&c.svcs[0], none), "no leader election unless asked");
 	gk_sup_conf_free(&c);
 
@@ -261,7 +261,7 @@ Test(sup_conf, profile_options_reach_their_services)
 	cr_assert_eq(gk_sup_conf_profile(&c, "controller", &err), 0);
 	gk_sup_pflags n = { .webhook_tls_cert = "", .webhook_tls_key = "" };
 	cr_assert_eq(gk_sup_conf_apply_pflags(&c, &n, &err), 0, "%s", err.msg);
-	cr_assert_eq(c.n_svcs, 5);
+	cr_assert_eq(c.n_svcs, 6);
 	for (size_t i = 0; i < c.n_svcs; i++)
 		cr_assert_str_neq(c.svcs[i].name, "webhook");
 	cr_assert(strstr(c.note, "webhook: off: no serving certificate"), "%s", c.note);
@@ -336,7 +336,7 @@ Test(sup_conf, the_webhook_apart_from_the_services_with_credentials)
 	cr_assert_eq(gk_sup_conf_profile(&c, "controller", &err), 0);
 	gk_sup_pflags f = { .without = "webhook", .leader_elect = true };
 	cr_assert_eq(gk_sup_conf_apply_pflags(&c, &f, &err), 0, "%s", err.msg);
-	cr_assert_eq(c.n_svcs, 5);
+	cr_assert_eq(c.n_svcs, 6);
 	for (size_t i = 0; i < c.n_svcs; i++) {
 		cr_assert_str_neq(c.svcs[i].name, "webhook");
 		cr_assert(c.svcs[i].credentials, "%s", c.svcs[i].name);
