@@ -74,7 +74,7 @@ np_init "$D" "$D/node-kubeconfig" "$NS"
 NP_LOG_LEVEL=info NP_SUP_ARGS="--metrics-listen 127.0.0.1:0" np_start gpu-1 6.8.0-45-generic
 NP_LOG_LEVEL=info NP_SUP_ARGS="--metrics-listen 127.0.0.1:0" np_start gpu-2 5.14.0-427.13.1.el9_4.x86_64
 np_follow_start
-check "controller ready" wait_until 60 grep -q 'ready: 6/6 required services ready' "$D/gpukmm.log"
+check "controller ready" wait_until 60 grep -q 'ready: 7/7 required services ready' "$D/gpukmm.log"
 check "webhook container ready" wait_until 60 grep -q 'ready: 1/1 required services ready' "$D/gpukmm-webhook.log"
 check "webhook configurations applied" wait_until 10 shipped_webhooks "$WSUP_PID"
 listen_port() { grep -o 'metrics: listening on 127.0.0.1:[0-9]*' "$1" 2>/dev/null | head -1 | grep -o '[0-9]*$'; }
@@ -179,7 +179,8 @@ check "admissions by result: the too-long name denied, the policy allowed" bash 
 check "admission latency observed" gt "$D/webhook.prom" 'gpukmm_webhook_admission_duration_seconds_count{service="webhook",webhook="validating"}' 0
 check "webhook certificate expiry in the future" gt "$D/webhook.prom" 'gpukmm_webhook_cert_expiry_timestamp_seconds{service="webhook"}' "$(date +%s)"
 check "token reviews counted: allowed, denied, unauthenticated, error" bash -c "$(declare -f val gt); for r in allowed denied unauthenticated error; do gt $C \"gpukmm_metrics_reviews_total{result=\\\"\$r\\\"}\" 0 || exit 1; done"
-check "build_info" grep -q '^gpukmm_build_info{version="[^"]*"} 1$' "$C"
+V=$("$GPUKMM_BIN/gpukmm" --version | awk '{print $2}')
+check "build_info carries the version --version prints ($V)" grep -qxF "gpukmm_build_info{version=\"$V\"} 1" "$C"
 check "node: 1 GPU (physical function), no VF" bash -c "$(declare -f val eq); eq $D/node.prom 'gpukmm_node_gpus{service=\"prober\",function=\"pf\"}' 1 && eq $D/node.prom 'gpukmm_node_gpus{service=\"prober\",function=\"vf\"}' 0"
 
 # ---- the alerts -------------------------------------------------------------------------------
