@@ -51,7 +51,10 @@ check "Upgraded=True UpgradeComplete 3/3 on 2.0" 40 eval 'upgraded_is True Upgra
 	cp_is ".status.upgrade | .targetVersion == \"2.0\" and .upToDate == 3 and .draining + .unloading + .loading + .failed == 0"'
 after=$(agent_writes gpukmm-upgrader)
 samples=$(up_samples)
-[ "$samples" -gt 50 ] && ok "the sampler ran all along ($samples samples)" || nok "the sampler ran all along ($samples samples)"
+# (how many samples depends on the machine's load; what matters is that it saw the rollout)
+seen=$(up_sampler_max active)
+[ "$samples" -ge 10 ] && [ "$seen" -ge 1 ] && ok "the sampler watched the rollout ($samples samples, a node in a step seen)" ||
+	nok "the sampler watched the rollout ($samples samples, max nodes in a step seen $seen)"
 m=$(up_sampler_max nodriver)
 [ "$m" -le 1 ] && ok "never more than maxParallel = 1 node without the driver (max seen $m)" ||
 	nok "never more than maxParallel = 1 node without the driver (max seen $m)"
