@@ -22,7 +22,7 @@ static const char usage_text[] =
 "them in reverse order on SIGTERM/SIGINT.\n"
 "\n"
 "Profiles (service binaries are looked up next to gpukmm, then in $PATH):\n"
-"  controller  watcher, modmgr, gater, opmgr, statusd, certd (with --webhook-cert-dir),\n"
+"  controller  watcher, modmgr, gater, opmgr, upgrader, statusd, certd (with --webhook-cert-dir),\n"
 "              webhook\n"
 "  node        prober, statusd --mode node\n"
 "  all         both (the node statusd runs as 'node-statusd' on its own socket)\n"

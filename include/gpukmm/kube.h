@@ -266,6 +266,47 @@ int gk_kube_check_list(const cJSON *j, const char *group, const char *version, g
  * groupVersion = group/version, a `resources` array of objects with a name. */
 int gk_kube_check_resource_list(const cJSON *j, const char *group, const char *version, gk_err *err);
 
+/* ---- label and field selectors (pure) ------------------------------------------
+ *
+ * Label selectors: "a=b", "a==b", "a!=b", "a in (x,y)", "a notin (x)", "a", "!a",
+ * comma-separated, all terms ANDed (Kubernetes labels.Parse syntax).
+ * Field selectors: "path=v", "path==v", "path!=v", comma-separated, where path is a
+ * dotted JSON path into the object (metadata.name, spec.nodeName, involvedObject.uid...). */
+
+enum gk_sel_op { GK_SEL_EQ, GK_SEL_NE, GK_SEL_IN, GK_SEL_NOTIN, GK_SEL_EXISTS, GK_SEL_NOTEXISTS };
+
+#define GK_SEL_MAX_TERMS 32
+#define GK_SEL_MAX_VALUES 32
+
+typedef struct gk_sel_term {
+	enum gk_sel_op op;
+	char *key;
+	int nvalues;
+	char *values[GK_SEL_MAX_VALUES];
+} gk_sel_term;
+
+typedef struct gk_selector {
+	int nterms;
+	gk_sel_term terms[GK_SEL_MAX_TERMS];
+} gk_selector;
+
+/* Parse; NULL or "" gives the empty selector (matches everything). Errors:
+ * INVALID_ARGUMENT ("unable to parse requirement: ..."), RESOURCE_EXHAUSTED. */
+int gk_label_selector_parse(const char *s, gk_selector *out, gk_err *err);
+int gk_field_selector_parse(const char *s, gk_selector *out, gk_err *err);
+void gk_selector_free(gk_selector *s);
+/* One term against a value (NULL = the label is absent). */
+int gk_selector_term_match(const gk_sel_term *t, const char *val);
+/* labels: a JSON object (metadata.labels, may be NULL). */
+int gk_label_selector_match_json(const gk_selector *s, const cJSON *labels);
+/* labels: typed (proto/kube.proto KeyValue list). */
+struct Gpukmm__KeyValue;
+int gk_label_selector_match_kv(const gk_selector *s, const struct Gpukmm__KeyValue *const *kv, size_t n);
+/* obj: the whole object. */
+int gk_field_selector_match_json(const gk_selector *s, const cJSON *obj);
+/* Value at a dotted path as a string ("" if absent; numbers and bools printed). */
+void gk_field_value(const cJSON *obj, const char *path, char *buf, size_t cap);
+
 /* ---- blocking client ------------------------------------------------------ */
 
 typedef struct gk_kube_client gk_kube_client;
@@ -314,6 +355,7 @@ int gk_kube_list(gk_kube_client *c, const gk_kube_ref *r, const gk_kube_list_opt
 		 gk_kube_item_fn fn, void *user, char *rv, size_t rv_cap, gk_kube_status *st,
 		 gk_err *err);
 
+/* POST to the collection, or to r->name's r->subresource when set (pods/NAME/eviction). */
 int gk_kube_create(gk_kube_client *c, const gk_kube_ref *r, const cJSON *obj, cJSON **out,
 		   gk_kube_status *st, gk_err *err);
 /* PUT; obj must carry metadata.resourceVersion (409 → ABORTED on a stale one). */
@@ -411,6 +453,11 @@ int gk_kube_call_create(gk_kube_mux *m, const gk_kube_ref *r, const cJSON *obj,
 int gk_kube_call_update(gk_kube_mux *m, const gk_kube_ref *r, const cJSON *obj,
 			const gk_kube_call_opts *o, gk_kube_call_fn fn, void *user,
 			gk_kube_call **out, gk_err *err);
+/* One page of a list (the List object: items, metadata.continue when more
+ * are left, metadata.resourceVersion); lo may be NULL (limit 500, a
+ * consistent read). r->name and r->subresource are ignored. */
+int gk_kube_call_list(gk_kube_mux *m, const gk_kube_ref *r, const gk_kube_list_opts *lo,
+		      const gk_kube_call_opts *o, gk_kube_call_fn fn, void *user, gk_kube_call **out, gk_err *err);
 int gk_kube_call_patch(gk_kube_mux *m, const gk_kube_ref *r, enum gk_kube_patch_type type,
 		       const char *body, const char *field_manager, bool force,
 		       const gk_kube_call_opts *o, gk_kube_call_fn fn, void *user,

@@ -12,6 +12,7 @@
 #include <cJSON.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "gpukmm/err.h"
 #include "kube.pb-c.h"
@@ -30,6 +31,8 @@
 #define GK_POLICY_ARCH_LABEL         "kubernetes.io/arch"
 #define GK_POLICY_ARCH_VALUE         "amd64"
 #define GK_POLICY_NFD_LABEL          "intel.feature.node.kubernetes.io/gpu"
+/* the taint a cordon means; the Module tolerates it (drain-safe) */
+#define GK_POLICY_CORDON_TAINT       "node.kubernetes.io/unschedulable"
 #define GK_POLICY_KMM_DIRNAME_DEFAULT "/opt"
 #define GK_POLICY_KMM_MAX_NAME_NS    41  /* KMM: len(Module name) + len(namespace) */
 #define GK_POLICY_LABEL_NAME_MAX     63
@@ -176,6 +179,50 @@ const char *gk_policy_mapping_unsigned_image(const Gpukmm__KernelModuleSpec *km,
  * needs per level), and template variables KMM would not substitute. */
 void gk_policy_validate_kmm(const Gpukmm__KernelModuleSpec *km, gk_policy_report *r);
 
+/* ---- kernelModule.upgradePolicy (lib/policy/upgrade.c) --------------------------- */
+#define GK_POLICY_UPGRADE_MAX_PARALLEL        1
+#define GK_POLICY_UPGRADE_MAX_UNAVAILABLE_PCT 25
+#define GK_POLICY_UPGRADE_DRAIN_TIMEOUT_S     300
+/* The node labels and annotations of a rolling upgrade (gpukmm-upgrader). */
+#define GK_POLICY_UPGRADE_STATE_LABEL     "gpukmm.io/upgrade-state"
+#define GK_POLICY_UPGRADE_SKIP_LABEL      "gpukmm.io/upgrade-skip"
+#define GK_POLICY_UPGRADE_CORDONED_ANN    "gpukmm.io/upgrade-cordoned"
+#define GK_POLICY_UPGRADE_STARTED_ANN     "gpukmm.io/upgrade-started"
+#define GK_POLICY_UPGRADE_FROM_ANN        "gpukmm.io/upgrade-from"
+#define GK_POLICY_UPGRADE_REASON_ANN      "gpukmm.io/upgrade-reason"
+/* The values of the state label (absent: not in a rollout). */
+#define GK_POLICY_UPGRADE_DRAINING  "draining"
+#define GK_POLICY_UPGRADE_UNLOADING "unloading"
+#define GK_POLICY_UPGRADE_LOADING   "loading"
+#define GK_POLICY_UPGRADE_DONE      "done"
+#define GK_POLICY_UPGRADE_FAILED    "failed"
+
+/* The policy with its defaults applied (strings borrowed from the policy). */
+typedef struct gk_policy_upgrade {
+	bool auto_upgrade;            /* false */
+	int max_parallel;             /* 1 */
+	int max_unavailable;          /* 25, a percentage when max_unavailable_percent */
+	bool max_unavailable_percent;
+	bool drain_enable;            /* true */
+	int drain_timeout_s;          /* 300 */
+	bool has_grace_period;
+	int64_t grace_period_s;
+	const char *pod_selector;     /* NULL: pods using Intel GPUs */
+	bool delete_empty_dir_data, force;
+} gk_policy_upgrade;
+/* km may be NULL (all defaults). Invalid values (refused at admission) fall back to the defaults. */
+void gk_policy_upgrade_resolve(const Gpukmm__KernelModuleSpec *km, gk_policy_upgrade *out);
+/* maxUnavailable for `nodes` nodes: the number, or the percentage rounded up
+ * (at least 1 when nodes > 0). */
+int gk_policy_upgrade_max_unavailable(const gk_policy_upgrade *u, int nodes);
+/* An IntOrString that is an integer >= 1 or "N%" with 1 <= N <= 100: 0 and
+ * the value, else -1. */
+int gk_policy_int_or_percent(const Gpukmm__IntOrString *v, int *out, bool *percent);
+/* The upgradePolicy rules (called by gk_policy_validate). */
+void gk_policy_validate_upgrade(const Gpukmm__KernelModuleSpec *km, gk_policy_report *r);
+/* A label selector in kubectl -l syntax with valid keys and values: 0, else 1 and why in msg. */
+int gk_policy_check_label_selector(const char *sel, char *msg, size_t cap);
+
 /* ---- the images a policy makes a cluster pull (lib/policy/images.c) ------------- */
 enum gk_policy_image_role {
 	GK_POLICY_IMAGE_OPERAND = 1u << 0,  /* device plugin, DRA driver, XPU Manager */
@@ -255,6 +302,9 @@ int gk_policy_kernel_mapping(const Gpukmm__KernelModuleSpec *km, const char *ker
 /* The desired Module for a policy with kernelModule set (call gk_policy_default
  * first; a policy that fails validation may render something KMM rejects).
  * The owner reference's uid is the policy's metadata.uid (unset when absent).
+ * Its tolerations are the policy's plus, unless one of them tolerates it
+ * already, node.kubernetes.io/unschedulable:NoSchedule (Exists): a cordon or a
+ * drain never unloads the driver.
  * GK_FAILED_PRECONDITION when kernelModule is unset. */
 int gk_policy_render_module(const Gpukmm__ClusterPolicy *cp, const gk_policy_opts *o, Gpukmm__Module **out,
 			    gk_err *err);

@@ -132,6 +132,60 @@ static bool parse_mapping(pc *c, const cJSON *m, const char *p, Gpukmm__KernelMa
 	return unknown_keys(c, b, bp, KNOWN("dockerfileConfigMap", "buildArgs", "secrets"));
 }
 
+/* IntOrString: a JSON number (an integer) or a string */
+static bool parse_int_or_string(pc *c, const cJSON *o, const char *key, const char *p, Gpukmm__IntOrString **out)
+{
+	const cJSON *v = gk_kj_child(o, key);
+	if (!v)
+		return true;
+	if (cJSON_IsNumber(v)) {
+		double d = v->valuedouble;
+		if (d != (double)(int64_t)d || d < INT32_MIN || d > INT32_MAX)
+			return problem(c, "%s.%s: expected an integer or a string, got %g", p, key, d);
+		NEW(*out, gpukmm__int_or_string__init);
+		(*out)->has_int_val = 1;
+		(*out)->int_val = (int32_t)d;
+		return true;
+	}
+	if (cJSON_IsString(v)) {
+		NEW(*out, gpukmm__int_or_string__init);
+		if (!((*out)->str_val = strdup(v->valuestring))) {
+			c->oom = true;
+			return false;
+		}
+		return true;
+	}
+	return problem(c, "%s.%s: expected an integer or a string, got %s", p, key, gk_kj_type_name(v));
+}
+
+static bool parse_upgrade_policy(pc *c, const cJSON *o, Gpukmm__UpgradePolicy *u)
+{
+	const char *p = "spec.kernelModule.upgradePolicy";
+	TRY(gk_kj_bool(o, "autoUpgrade", p, &u->has_auto_upgrade, &u->auto_upgrade, &c->e));
+	TRY(gk_kj_int32(o, "maxParallel", p, &u->has_max_parallel, &u->max_parallel, &c->e));
+	if (!parse_int_or_string(c, o, "maxUnavailable", p, &u->max_unavailable))
+		return false;
+	if (!unknown_keys(c, o, p, KNOWN("autoUpgrade", "maxParallel", "maxUnavailable", "drain")))
+		return false;
+	const cJSON *d;
+	TRY(gk_kj_object(o, "drain", p, &d, &c->e));
+	if (!d)
+		return true;
+	const char *dp = "spec.kernelModule.upgradePolicy.drain";
+	NEW(u->drain, gpukmm__upgrade_drain__init);
+	Gpukmm__UpgradeDrain *dr = u->drain;
+	TRY(gk_kj_bool(d, "enable", dp, &dr->has_enable, &dr->enable, &c->e));
+	TRY(gk_kj_int32(d, "timeoutSeconds", dp, &dr->has_timeout_seconds, &dr->timeout_seconds, &c->e));
+	TRY(gk_kj_int64(d, "gracePeriodSeconds", dp, &dr->has_grace_period_seconds, &dr->grace_period_seconds,
+			&c->e));
+	TRY(gk_kj_string(d, "podSelector", dp, &dr->pod_selector, &c->e));
+	TRY(gk_kj_bool(d, "deleteEmptyDirData", dp, &dr->has_delete_empty_dir_data, &dr->delete_empty_dir_data,
+		       &c->e));
+	TRY(gk_kj_bool(d, "force", dp, &dr->has_force, &dr->force, &c->e));
+	return unknown_keys(c, d, dp, KNOWN("enable", "timeoutSeconds", "gracePeriodSeconds", "podSelector",
+					    "deleteEmptyDirData", "force"));
+}
+
 static bool parse_kernel_module(pc *c, const cJSON *o, Gpukmm__KernelModuleSpec *k)
 {
 	const char *p = "spec.kernelModule";
@@ -145,8 +199,15 @@ static bool parse_kernel_module(pc *c, const cJSON *o, Gpukmm__KernelModuleSpec 
 	if (!parse_sign(c, o, p, &k->sign))
 		return false;
 	if (!unknown_keys(c, o, p, KNOWN("moduleName", "version", "kernelMappings", "modulesLoadingOrder",
-					 "firmwarePath", "registryTLS", "parameters", "sign")))
+					 "firmwarePath", "registryTLS", "parameters", "sign", "upgradePolicy")))
 		return false;
+	const cJSON *up;
+	TRY(gk_kj_object(o, "upgradePolicy", p, &up, &c->e));
+	if (up) {
+		NEW(k->upgrade_policy, gpukmm__upgrade_policy__init);
+		if (!parse_upgrade_policy(c, up, k->upgrade_policy))
+			return false;
+	}
 	const cJSON *a;
 	TRY(gk_kj_array(o, "kernelMappings", p, &a, &c->e));
 	if (!a || cJSON_GetArraySize(a) == 0)
@@ -490,6 +551,42 @@ static bool add_u32(cJSON *o, const char *k, protobuf_c_boolean has, uint32_t v)
 	return !has || cJSON_AddNumberToObject(o, k, v);
 }
 
+cJSON *gk_kobj_upgrade_status_to_json(const Gpukmm__UpgradeStatus *u)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (!o)
+		return NULL;
+	bool ok = gk_kj_add_str(o, "targetVersion", u->target_version) &&
+		  (!u->has_auto_upgrade || cJSON_AddBoolToObject(o, "autoUpgrade", u->auto_upgrade)) &&
+		  add_u32(o, "nodes", u->has_nodes, u->nodes) && add_u32(o, "upToDate", u->has_up_to_date, u->up_to_date) &&
+		  add_u32(o, "pending", u->has_pending, u->pending) && add_u32(o, "draining", u->has_draining, u->draining) &&
+		  add_u32(o, "unloading", u->has_unloading, u->unloading) &&
+		  add_u32(o, "loading", u->has_loading, u->loading) && add_u32(o, "failed", u->has_failed, u->failed) &&
+		  add_u32(o, "skipped", u->has_skipped, u->skipped) &&
+		  add_u32(o, "maxParallel", u->has_max_parallel, u->max_parallel) &&
+		  add_u32(o, "maxUnavailable", u->has_max_unavailable, u->max_unavailable) &&
+		  add_u32(o, "unavailable", u->has_unavailable, u->unavailable) &&
+		  (!u->has_halted || cJSON_AddBoolToObject(o, "halted", u->halted));
+	if (ok && u->n_problems) {
+		cJSON *a = cJSON_AddArrayToObject(o, "problems");
+		ok = a != NULL;
+		for (size_t i = 0; ok && i < u->n_problems; i++) {
+			const Gpukmm__UpgradeNode *n = u->problems[i];
+			cJSON *p = cJSON_CreateObject();
+			ok = p != NULL;
+			if (p)
+				cJSON_AddItemToArray(a, p);
+			ok = ok && gk_kj_add_str(p, "node", n->node) && gk_kj_add_str(p, "state", n->state) &&
+			     gk_kj_add_str(p, "reason", n->reason) && gk_kj_add_str(p, "message", n->message);
+		}
+	}
+	if (!ok) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
 cJSON *gk_kobj_cluster_policy_status_to_json(const Gpukmm__ClusterPolicyStatus *st)
 {
 	cJSON *j = cJSON_CreateObject();
@@ -551,6 +648,12 @@ cJSON *gk_kobj_cluster_policy_status_to_json(const Gpukmm__ClusterPolicyStatus *
 					goto fail;
 			}
 		}
+	}
+	if (st->upgrade) {
+		cJSON *u = gk_kobj_upgrade_status_to_json(st->upgrade);
+		if (!u)
+			goto fail;
+		cJSON_AddItemToObject(j, "upgrade", u);
 	}
 	return j;
 fail:

@@ -266,6 +266,14 @@ int gk_kube_call_create(gk_kube_mux *m, const gk_kube_ref *r, const cJSON *obj,
 	return call_rq(m, &q, rc, o, fn, user, out, err);
 }
 
+int gk_kube_call_list(gk_kube_mux *m, const gk_kube_ref *r, const gk_kube_list_opts *lo,
+		      const gk_kube_call_opts *o, gk_kube_call_fn fn, void *user, gk_kube_call **out, gk_err *err)
+{
+	gk_kube__rq q;
+	int rc = gk_kube__rq_list(&q, r, lo, NULL, err);
+	return call_rq(m, &q, rc, o, fn, user, out, err);
+}
+
 int gk_kube_call_update(gk_kube_mux *m, const gk_kube_ref *r, const cJSON *obj,
 			const gk_kube_call_opts *o, gk_kube_call_fn fn, void *user,
 			gk_kube_call **out, gk_err *err)

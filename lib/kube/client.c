@@ -643,43 +643,22 @@ int gk_kube_delete(gk_kube_client *c, const gk_kube_ref *r, const gk_kube_delete
 	return send_rq(c, &q, rc, out, st, err);
 }
 
-#define PATH_CAP GK_KUBE__PATH_CAP
 
 int gk_kube_list(gk_kube_client *c, const gk_kube_ref *r, const gk_kube_list_opts *lo,
 		 gk_kube_item_fn fn, void *user, char *rv, size_t rv_cap, gk_kube_status *st,
 		 gk_err *err)
 {
-	char base[PATH_CAP];
-	gk_kube_ref coll = *r;
-	coll.name = NULL;
-	coll.subresource = NULL;
-	if (gk_kube__path_of(&coll, base, sizeof base, err))
-		return err ? err->code : GK_INVALID_ARGUMENT;
 	char *cont = NULL;
-	char lim[16];
-	snprintf(lim, sizeof lim, "%d", lo && lo->limit > 0 ? lo->limit : 500);
 	for (int page = 0;; page++) {
-		char p[PATH_CAP + 1024];
-		snprintf(p, sizeof p, "%s", base);
-		bool ok = gk_kube_query_add(p, sizeof p, "limit", lim) >= 0;
-		if (ok && lo && lo->label_selector)
-			ok = gk_kube_query_add(p, sizeof p, "labelSelector", lo->label_selector) >= 0;
-		if (ok && lo && lo->field_selector)
-			ok = gk_kube_query_add(p, sizeof p, "fieldSelector", lo->field_selector) >= 0;
-		if (ok && cont)
-			ok = gk_kube_query_add(p, sizeof p, "continue", cont) >= 0;
-		else if (ok && lo && lo->resource_version) {
-			ok = gk_kube_query_add(p, sizeof p, "resourceVersion", lo->resource_version) >= 0;
-			if (ok && lo->resource_version_match)
-				ok = gk_kube_query_add(p, sizeof p, "resourceVersionMatch",
-						       lo->resource_version_match) >= 0;
-		}
+		gk_kube__rq q;
+		int rc = gk_kube__rq_list(&q, r, lo, cont, err);
 		free(cont);
 		cont = NULL;
-		if (!ok)
-			return gk_err_set(err, GK_INVALID_ARGUMENT, "list: query too long");
+		if (rc)
+			return rc;
+		const char *base = q.path;
 		cJSON *j = NULL;
-		int rc = gk_kube_request(c, "GET", p, NULL, NULL, 0, &j, st, err);
+		rc = gk_kube_request(c, "GET", q.path, NULL, NULL, 0, &j, st, err);
 		if (rc)
 			return rc;
 		const cJSON *items = cJSON_GetObjectItemCaseSensitive(j, "items"), *it;

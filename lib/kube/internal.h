@@ -73,7 +73,7 @@ void gk_kube__disc_free(gk_kube_client *c);
 void gk_kube__observe(CURL *e);
 
 /* A verb as a request (verbs.c): shared by the blocking and the async paths. */
-#define GK_KUBE__PATH_CAP 2048
+#define GK_KUBE__PATH_CAP 4096 /* the path with its query (a list's continue token) */
 typedef struct gk_kube__rq {
 	const char *method;
 	char path[GK_KUBE__PATH_CAP];
@@ -83,6 +83,10 @@ typedef struct gk_kube__rq {
 } gk_kube__rq;
 int gk_kube__rq_get(gk_kube__rq *q, const gk_kube_ref *r, gk_err *err);
 int gk_kube__rq_create(gk_kube__rq *q, const gk_kube_ref *r, const cJSON *obj, gk_err *err);
+/* GET of the collection of r with the list options' query (limit, default
+ * 500; selectors; continue, else resourceVersion[Match]). */
+int gk_kube__rq_list(gk_kube__rq *q, const gk_kube_ref *r, const gk_kube_list_opts *lo, const char *cont,
+		     gk_err *err);
 int gk_kube__rq_update(gk_kube__rq *q, const gk_kube_ref *r, const cJSON *obj, gk_err *err);
 int gk_kube__rq_patch(gk_kube__rq *q, const gk_kube_ref *r, enum gk_kube_patch_type type,
 		      const char *body, const char *field_manager, bool force, gk_err *err);

@@ -47,12 +47,40 @@ static int set_body(gk_kube__rq *q, const cJSON *obj, gk_err *err)
 	return 0;
 }
 
+int gk_kube__rq_list(gk_kube__rq *q, const gk_kube_ref *r, const gk_kube_list_opts *lo, const char *cont,
+		     gk_err *err)
+{
+	rq_init(q, "GET");
+	gk_kube_ref coll = *r;
+	coll.name = NULL;
+	coll.subresource = NULL;
+	int rc = gk_kube__path_of(&coll, q->path, sizeof q->path, err);
+	if (rc)
+		return rc;
+	char lim[16];
+	snprintf(lim, sizeof lim, "%d", lo && lo->limit > 0 ? lo->limit : 500);
+	bool ok = gk_kube_query_add(q->path, sizeof q->path, "limit", lim) >= 0;
+	if (ok && lo && lo->label_selector)
+		ok = gk_kube_query_add(q->path, sizeof q->path, "labelSelector", lo->label_selector) >= 0;
+	if (ok && lo && lo->field_selector)
+		ok = gk_kube_query_add(q->path, sizeof q->path, "fieldSelector", lo->field_selector) >= 0;
+	if (ok && cont)
+		ok = gk_kube_query_add(q->path, sizeof q->path, "continue", cont) >= 0;
+	else if (ok && lo && lo->resource_version) {
+		ok = gk_kube_query_add(q->path, sizeof q->path, "resourceVersion", lo->resource_version) >= 0;
+		if (ok && lo->resource_version_match)
+			ok = gk_kube_query_add(q->path, sizeof q->path, "resourceVersionMatch", lo->resource_version_match) >= 0;
+	}
+	return ok ? 0 : gk_err_set(err, GK_INVALID_ARGUMENT, "list: query too long");
+}
+
 int gk_kube__rq_create(gk_kube__rq *q, const gk_kube_ref *r, const cJSON *obj, gk_err *err)
 {
 	rq_init(q, "POST");
 	gk_kube_ref coll = *r;
-	coll.name = NULL;
-	coll.subresource = NULL;
+	/* a create of a subresource (pods/NAME/eviction) posts to it; else to the collection */
+	if (!r->subresource)
+		coll.name = NULL;
 	int rc = gk_kube__path_of(&coll, q->path, sizeof q->path, err);
 	return rc ? rc : set_body(q, obj, err);
 }

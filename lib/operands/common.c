@@ -431,6 +431,25 @@ cJSON *gk_opr_node_selector(gk_opr *r)
 	return o;
 }
 
+/* The operands leave a node while its driver is replaced: a versioned,
+ * gated policy's DaemonSets require gpukmm.io/upgrade-state not to be
+ * unloading or loading (gpukmm-upgrader, ARCHITECTURE §5 "Driver upgrades");
+ * the DaemonSet controller deletes their pods there and brings them back once
+ * the new driver is confirmed. NULL when the policy is not versioned and gated. */
+cJSON *gk_opr_affinity(gk_opr *r)
+{
+	const Gpukmm__KernelModuleSpec *km = r->spec->kernel_module;
+	if (!r->o->kmm || !km || !km->version || !*km->version)
+		return NULL;
+	cJSON *a = cJSON_Parse("{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":{"
+			       "\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":\"" GK_POLICY_UPGRADE_STATE_LABEL
+			       "\",\"operator\":\"NotIn\",\"values\":[\"" GK_POLICY_UPGRADE_UNLOADING "\",\""
+			       GK_POLICY_UPGRADE_LOADING "\"]}]}]}}}");
+	if (!a)
+		r->oom = true;
+	return a;
+}
+
 cJSON *gk_opr_tolerations(gk_opr *r)
 {
 	cJSON *a = cJSON_CreateArray();
@@ -494,6 +513,13 @@ void gk_opr_pod_common(gk_opr *r, gk_op_obj *o)
 		return;
 	gk_opr_set(r, o->obj, "/spec/template/spec/nodeSelector", gk_opr_node_selector(r));
 	gk_opr_rule(r, o, GK_OP_EXACT, "/spec/template/spec/nodeSelector");
+	cJSON *aff = gk_opr_affinity(r);
+	if (aff) {
+		gk_opr_set(r, o->obj, "/spec/template/spec/affinity", aff);
+		gk_opr_rule(r, o, GK_OP_EXACT, "/spec/template/spec/affinity");
+	} else {
+		gk_opr_rule(r, o, GK_OP_ABSENT, "/spec/template/spec/affinity");
+	}
 	/* the list is replaced whole, as upstream's patch does (an empty list = none) */
 	if (r->spec->n_tolerations) {
 		gk_opr_set(r, o->obj, "/spec/template/spec/tolerations", gk_opr_tolerations(r));

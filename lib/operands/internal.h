@@ -46,6 +46,7 @@ void gk_op_pointer_del(cJSON *root, const char *path);
 /* pod-spec pieces (operands.md §4) */
 cJSON *gk_opr_node_selector(gk_opr *r);
 cJSON *gk_opr_tolerations(gk_opr *r);
+cJSON *gk_opr_affinity(gk_opr *r);       /* NULL when not versioned and gated */
 cJSON *gk_opr_pull_secrets(gk_opr *r);   /* NULL when there are none */
 /* Put nodeSelector, tolerations and imagePullSecrets into the pod spec at
  * /spec/template/spec and add their rules. */

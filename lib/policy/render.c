@@ -31,6 +31,22 @@
 #include "gpukmm/kobj.h"
 #include "gpukmm/policy.h"
 
+/* Does one of the policy's tolerations tolerate the cordon's taint
+ * (node.kubernetes.io/unschedulable:NoSchedule, no value) already? */
+static bool cordon_tolerated(const Gpukmm__ClusterPolicySpec *s)
+{
+	for (size_t i = 0; i < s->n_tolerations; i++) {
+		const Gpukmm__Toleration *t = s->tolerations[i];
+		bool exists = t->operator_ && !strcmp(t->operator_, "Exists");
+		bool key = !t->key || !*t->key ? exists : !strcmp(t->key, GK_POLICY_CORDON_TAINT);
+		bool value = exists || !t->value || !*t->value;
+		bool effect = !t->effect || !*t->effect || !strcmp(t->effect, "NoSchedule");
+		if (key && value && effect)
+			return true;
+	}
+	return false;
+}
+
 typedef struct rctx {
 	bool oom;
 } rctx;
@@ -209,7 +225,11 @@ static void render(rctx *c, const Gpukmm__ClusterPolicy *cp, const gk_policy_opt
 		return;
 	}
 	copy_selector(c, &sel, &ms->selector, &ms->n_selector);
-	if (s->n_tolerations && (ms->tolerations = zalloc(c, s->n_tolerations, sizeof(void *)))) {
+	/* the policy's tolerations, plus the cordon's taint (drain-safe: a cordon
+	 * or `kubectl drain` never unloads the driver, ARCHITECTURE §5) */
+	bool cordon = cordon_tolerated(s);
+	size_t nt = s->n_tolerations + (cordon ? 0 : 1);
+	if (nt && (ms->tolerations = zalloc(c, nt, sizeof(void *)))) {
 		for (size_t i = 0; i < s->n_tolerations && !c->oom; i++) {
 			const Gpukmm__Toleration *t = s->tolerations[i];
 			Gpukmm__Toleration *d = malloc(sizeof(*d));
@@ -229,6 +249,18 @@ static void render(rctx *c, const Gpukmm__ClusterPolicy *cp, const gk_policy_opt
 				d->effect = dup(c, t->effect);
 			d->has_toleration_seconds = t->has_toleration_seconds;
 			d->toleration_seconds = t->toleration_seconds;
+		}
+		if (!cordon && !c->oom) {
+			Gpukmm__Toleration *d = malloc(sizeof(*d));
+			if (!d) {
+				c->oom = true;
+			} else {
+				gpukmm__toleration__init(d);
+				ms->tolerations[ms->n_tolerations++] = d;
+				d->key = dup(c, GK_POLICY_CORDON_TAINT);
+				d->operator_ = dup(c, "Exists");
+				d->effect = dup(c, "NoSchedule");
+			}
 		}
 	}
 	if (s->pull_secret)

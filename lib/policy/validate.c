@@ -497,6 +497,7 @@ static void validate_ours(const Gpukmm__ClusterPolicy *cp, const gk_policy_opts 
 		}
 	}
 	gk_policy_validate_kmm(km, r);
+	gk_policy_validate_upgrade(km, r);
 	if (km->version && *km->version) {
 		char msg[MSG_MAX];
 		if (gk_policy_check_label_value(km->version, msg, sizeof(msg))) {

@@ -1,5 +1,6 @@
 /* gpukmm-modmgr — deduplicated Kubernetes Events (see evrec.h). */
 #include "evrec.h"
+#include "gpukmm/kobj.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,33 +108,12 @@ void gk_mm_evrec_note(gk_mm_evrec *r, const char *policy, const char *uid, const
 cJSON *gk_mm_event_json(const char *ns, const char *policy, const char *uid, const gk_mm_event *ev,
 			const gk_mm_evwrite *w, const char *ts, const char *instance)
 {
-	cJSON *o = cJSON_CreateObject();
-	cJSON *md = cJSON_AddObjectToObject(o, "metadata");
-	cJSON *inv = cJSON_AddObjectToObject(o, "involvedObject");
-	cJSON *src = cJSON_AddObjectToObject(o, "source");
-	if (!md || !inv || !src)
-		goto oom;
-	bool ok = cJSON_AddStringToObject(o, "apiVersion", "v1") && cJSON_AddStringToObject(o, "kind", "Event") &&
-		  cJSON_AddStringToObject(md, "name", w->name) &&
-		  cJSON_AddStringToObject(md, "namespace", ns && *ns ? ns : "default") &&
-		  cJSON_AddStringToObject(inv, "apiVersion", "intel.com/v1alpha1") &&
-		  cJSON_AddStringToObject(inv, "kind", "ClusterPolicy") &&
-		  cJSON_AddStringToObject(inv, "name", policy) &&
-		  (!uid || cJSON_AddStringToObject(inv, "uid", uid)) &&
-		  cJSON_AddStringToObject(o, "type", ev->warning ? "Warning" : "Normal") &&
-		  cJSON_AddStringToObject(o, "reason", ev->reason) &&
-		  cJSON_AddStringToObject(o, "message", ev->message) &&
-		  cJSON_AddNumberToObject(o, "count", w->count) &&
-		  cJSON_AddStringToObject(o, "firstTimestamp", ts) &&
-		  cJSON_AddStringToObject(o, "lastTimestamp", ts) &&
-		  cJSON_AddStringToObject(src, "component", "gpukmm-modmgr") &&
-		  cJSON_AddStringToObject(o, "reportingComponent", "gpukmm.io/modmgr") &&
-		  cJSON_AddStringToObject(o, "reportingInstance", instance ? instance : "");
-	if (ok)
-		return o;
-oom:
-	cJSON_Delete(o);
-	return NULL;
+	const gk_kobj_event e = { .name = w->name, .ns = ns, .api_version = "intel.com/v1alpha1",
+				  .kind = "ClusterPolicy", .object = policy, .uid = uid, .warning = ev->warning,
+				  .reason = ev->reason, .message = ev->message, .count = w->count, .ts = ts,
+				  .component = "gpukmm-modmgr", .reporting_component = "gpukmm.io/modmgr",
+				  .instance = instance };
+	return gk_kobj_event_json(&e);
 }
 
 char *gk_mm_event_bump_patch(int32_t count, const char *ts)

@@ -26,14 +26,24 @@
  * One chain per policy at a time (entry.call); a report that arrives while
  * it runs marks the policy dirty again and it is evaluated once more after. */
 
+#define N_REP 4
+
 typedef struct entry {
 	char name[GK_SD_NAME_MAX];
-	Gpukmm__StatusReport *rep[3]; /* 0 modmgr, 1 gater, 2 opmgr */
+	Gpukmm__StatusReport *rep[N_REP]; /* 0 modmgr, 1 gater, 2 opmgr, 3 upgrader */
 	bool dirty;
 	gk_kube_call *call;    /* in flight (its ctx is freed on drop) */
 	int conflicts;         /* 409s in a row */
 	int64_t not_before;    /* mono ms: no new attempt before */
 } entry;
+
+static bool no_reports(const entry *e)
+{
+	for (int k = 0; k < N_REP; k++)
+		if (e->rep[k])
+			return false;
+	return true;
+}
 
 struct gk_sd_ctrl {
 	gk_loop *loop;
@@ -135,7 +145,7 @@ static void drop(gk_sd_ctrl *c, entry *e)
 		gk_kube_call_cancel(e->call); /* frees its ctx */
 		c->inflight--;
 	}
-	for (int k = 0; k < 3; k++)
+	for (int k = 0; k < N_REP; k++)
 		if (e->rep[k])
 			gpukmm__status_report__free_unpacked(e->rep[k], NULL);
 	gk_sd_metrics_forget(e->name);
@@ -227,8 +237,8 @@ static bool after_get(gk_sd_ctrl *c, entry *e, cJSON *obj)
 		finish(c, e, false, RETRY_MS);
 		return false;
 	}
-	const Gpukmm__StatusReport *mm = rep(c, e, 0), *gt = rep(c, e, 1), *op = rep(c, e, 2);
-	if (!mm && !gt && !op && (!c->grace_over || !nodes)) {
+	const Gpukmm__StatusReport *mm = rep(c, e, 0), *gt = rep(c, e, 1), *op = rep(c, e, 2), *up = rep(c, e, 3);
+	if (!mm && !gt && !op && !up && (!c->grace_over || !nodes)) {
 		finish(c, e, true, 0);
 		return false;
 	}
@@ -237,7 +247,7 @@ static bool after_get(gk_sd_ctrl *c, entry *e, cJSON *obj)
 	const cJSON *cur = cJSON_GetObjectItemCaseSensitive(obj, "status");
 	char now[GK_KUBE_TIME_LEN];
 	gk_kube_time(now, sizeof(now), gk_now_ms() / 1000);
-	gk_sd_inputs in = { .modmgr = mm, .gater = gt, .opmgr = op, .missing_is_empty = c->grace_over,
+	gk_sd_inputs in = { .modmgr = mm, .gater = gt, .opmgr = op, .upgrader = up, .missing_is_empty = c->grace_over,
 			    .now = now, .nodes = nodes };
 	bool oom = false;
 	cJSON *want = gk_sd_merge(cur, &in, &oom);
@@ -356,7 +366,7 @@ static void on_timer(gk_loop *l, gk_timer_id id, void *user)
 		/* nothing reported since our start (or in this leadership term):
 		 * before the grace period ends the current status is the best there
 		 * is (a restart, a failover write nothing) */
-		if (!rep(c, e, 0) && !rep(c, e, 1) && !rep(c, e, 2) &&
+		if (!rep(c, e, 0) && !rep(c, e, 1) && !rep(c, e, 2) && !rep(c, e, 3) &&
 		    (!c->grace_over || !c->view || !gk_sd_view_policy(c->view, e->name))) {
 			c->st.passes++;
 			continue;
@@ -372,7 +382,7 @@ static void on_timer(gk_loop *l, gk_timer_id id, void *user)
 	/* policies gone from the view and from the reports */
 	for (size_t i = 0; c->view && i < c->n;) {
 		entry *e = &c->e[i];
-		if (!e->dirty && !e->call && !e->rep[0] && !e->rep[1] && !e->rep[2] && !gk_sd_view_policy(c->view, e->name))
+		if (!e->dirty && !e->call && no_reports(e) && !gk_sd_view_policy(c->view, e->name))
 			drop(c, e);
 		else
 			i++;
@@ -500,9 +510,12 @@ int gk_sd_ctrl_report(gk_sd_ctrl *c, const Gpukmm__StatusReport *r, gk_err *err)
 		k = 1;
 	else if (strcmp(r->component, "opmgr") == 0)
 		k = 2;
+	else if (strcmp(r->component, "upgrader") == 0)
+		k = 3;
 	else {
 		c->st.rejected++;
-		return gk_err_set(err, GK_INVALID_ARGUMENT, "unknown component \"%.32s\" (modmgr, gater or opmgr)",
+		return gk_err_set(err, GK_INVALID_ARGUMENT,
+				  "unknown component \"%.32s\" (modmgr, gater, opmgr or upgrader)",
 				  r->component);
 	}
 	c->st.reports++;
@@ -519,7 +532,7 @@ int gk_sd_ctrl_report(gk_sd_ctrl *c, const Gpukmm__StatusReport *r, gk_err *err)
 			if (e->rep[k])
 				gpukmm__status_report__free_unpacked(e->rep[k], NULL);
 			e->rep[k] = NULL;
-			if (!e->rep[0] && !e->rep[1] && !e->rep[2] && !e->call)
+			if (no_reports(e) && !e->call)
 				drop(c, e);
 		}
 		return GK_OK;
@@ -533,7 +546,7 @@ int gk_sd_ctrl_report(gk_sd_ctrl *c, const Gpukmm__StatusReport *r, gk_err *err)
 	}
 	Gpukmm__StatusReport *d = dup_report(r);
 	if (!d) {
-		if (!e->rep[0] && !e->rep[1] && !e->rep[2] && !e->call)
+		if (no_reports(e) && !e->call)
 			drop(c, e);
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "statusd: out of memory");
 	}

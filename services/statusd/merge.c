@@ -1,4 +1,5 @@
-/* gpukmm-statusd: merge of modmgr's, opmgr's and gater's reports into one status. */
+/* gpukmm-statusd: merge of modmgr's, opmgr's, gater's and upgrader's reports into one status. */
+#include "gpukmm/kobj.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,7 +148,28 @@ static const cJSON *cur_cond(const cJSON *cur, const char *type)
 
 static int conditions(cJSON *want, const cJSON *cur, const gk_sd_inputs *in, int64_t gen)
 {
-	cond ml = { .type = "ModuleLoaded" }, dg = { .type = "Degraded" }, rd = { .type = "Ready" };
+	cond ml = { .type = "ModuleLoaded" }, dg = { .type = "Degraded" }, rd = { .type = "Ready" },
+	     up = { .type = "Upgraded" };
+	/* the upgrader's condition (a versioned rollout), or the one it left while silent */
+	const Gpukmm__Condition *uc = NULL;
+	if (in->upgrader)
+		for (size_t i = 0; i < in->upgrader->n_conditions; i++) {
+			const Gpukmm__Condition *c = in->upgrader->conditions[i];
+			if (c->type && !strcmp(c->type, "Upgraded") && c->status && c->reason)
+				uc = c;
+		}
+	const cJSON *ukept = !in->upgrader && !in->missing_is_empty ? cur_cond(cur, "Upgraded") : NULL;
+	if (uc) {
+		up.status = !strcmp(uc->status, "True") ? "True" : !strcmp(uc->status, "False") ? "False" : "Unknown";
+		up.reason = uc->reason;
+		snprintf(up.message, sizeof(up.message), "%s", uc->message ? uc->message : "");
+	} else if (ukept) {
+		const char *ks = str_of(ukept, "status");
+		up.status = !strcmp(ks, "True") ? "True" : !strcmp(ks, "False") ? "False" : "Unknown";
+		snprintf(up.reasonbuf, sizeof(up.reasonbuf), "%s", str_of(ukept, "reason"));
+		up.reason = up.reasonbuf;
+		snprintf(up.message, sizeof(up.message), "%s", str_of(ukept, "message"));
+	}
 	const char *kmm = str_of(want, "kmmStatus");
 	long a, b;
 	const Gpukmm__Condition *mc = NULL;
@@ -217,6 +239,10 @@ static int conditions(cJSON *want, const cJSON *cur, const gk_sd_inputs *in, int
 			snprintf(dg.message, sizeof(dg.message), "%s", e0->valuestring);
 		else
 			snprintf(dg.message, sizeof(dg.message), "%s (and %d more)", e0->valuestring, ne - 1);
+	} else if (uc && uc->reason && (!strcmp(uc->reason, "UpgradeHalted") || !strcmp(uc->reason, "UpgradeFailed"))) {
+		dg.status = "True";
+		dg.reason = uc->reason;
+		snprintf(dg.message, sizeof(dg.message), "%s", uc->message ? uc->message : "");
 	} else if (nd && nd->attention > 0) {
 		dg.status = "True";
 		dg.reason = "NodeProblems";
@@ -267,7 +293,7 @@ static int conditions(cJSON *want, const cJSON *cur, const gk_sd_inputs *in, int
 	if (!arr)
 		return -1;
 	if (add_cond(arr, cur, &rd, gen, in->now) || add_cond(arr, cur, &ml, gen, in->now) ||
-	    add_cond(arr, cur, &dg, gen, in->now))
+	    add_cond(arr, cur, &dg, gen, in->now) || (up.status && add_cond(arr, cur, &up, gen, in->now)))
 		return -1;
 	return 0;
 }
@@ -275,7 +301,7 @@ static int conditions(cJSON *want, const cJSON *cur, const gk_sd_inputs *in, int
 cJSON *gk_sd_merge(const cJSON *cur, const gk_sd_inputs *in, bool *oom)
 {
 	*oom = false;
-	if (!in->modmgr && !in->gater && !in->opmgr && !in->nodes)
+	if (!in->modmgr && !in->gater && !in->opmgr && !in->upgrader && !in->nodes)
 		return NULL;
 	if (cur && !cJSON_IsObject(cur))
 		cur = NULL;
@@ -292,6 +318,8 @@ cJSON *gk_sd_merge(const cJSON *cur, const gk_sd_inputs *in, bool *oom)
 		for (size_t i = 0; i < sizeof(owned) / sizeof(owned[0]); i++)
 			mine |= it->string && strcmp(it->string, owned[i]) == 0;
 		mine |= in->nodes && it->string && strcmp(it->string, "nodes") == 0;
+		/* status.upgrade: the upgrader's once it reports (or, after the grace period, nobody's) */
+		mine |= (in->upgrader || in->missing_is_empty) && it->string && strcmp(it->string, "upgrade") == 0;
 		if (mine || !it->string)
 			continue;
 		cJSON *d = cJSON_Duplicate(it, 1);
@@ -315,6 +343,8 @@ cJSON *gk_sd_merge(const cJSON *cur, const gk_sd_inputs *in, bool *oom)
 		gen = g->generation;
 	if (o && o->has_generation && o->generation > gen)
 		gen = o->generation;
+	if (in->upgrader && in->upgrader->has_generation && in->upgrader->generation > gen)
+		gen = in->upgrader->generation;
 	if (gen <= 0) {
 		const cJSON *og = cJSON_GetObjectItemCaseSensitive(cur, "observedGeneration");
 		if (cJSON_IsNumber(og))
@@ -327,6 +357,12 @@ cJSON *gk_sd_merge(const cJSON *cur, const gk_sd_inputs *in, bool *oom)
 		if (!nj)
 			goto fail;
 		cJSON_AddItemToObject(want, "nodes", nj);
+	}
+	if (in->upgrader && in->upgrader->upgrade) {
+		cJSON *uj = gk_kobj_upgrade_status_to_json(in->upgrader->upgrade);
+		if (!uj)
+			goto fail;
+		cJSON_AddItemToObject(want, "upgrade", uj);
 	}
 	if (conditions(want, cur, in, gen))
 		goto fail;

@@ -20,6 +20,8 @@ typedef struct gk_sd_inputs {
 	/* gpukmm-opmgr: devicePluginStatus / draStatus / xpuManagerStatus (the
 	 * gater's values are used only from a gater that still sends them) */
 	const Gpukmm__StatusReport *opmgr;
+	/* gpukmm-upgrader: status.upgrade and the Upgraded condition */
+	const Gpukmm__StatusReport *upgrader;
 	/* A component without a report is assumed to have nothing to say (its
 	 * share of errors is dropped) only when this is set (after the startup
 	 * grace period); before that its fields are kept from the current status,
@@ -44,6 +46,11 @@ typedef struct gk_sd_inputs {
  *                 is while modmgr has not reported (restart).
  *   Degraded      True on errors (ReconcileErrors), else on problem nodes an
  *                 admin has to act on (NodeProblems).
+ *   Upgraded      the upgrader's (a versioned Module's rollout), with
+ *                 status.upgrade; absent when it reports none; kept as it is
+ *                 while it has not reported (restart)
+ *   Degraded      also True when the rollout is halted or nodes failed
+ *                 (UpgradeHalted / UpgradeFailed: the Upgraded message)
  *   Ready         False on errors, on ModuleLoaded False (kernelModule set),
  *                 on a GPU node without the OoT module (reason = the node's
  *                 reason, e.g. NoKernelMapping), on DaemonSets not ready. */

@@ -9,7 +9,7 @@
 
 enum {
 	M_KMM_DESIRED, M_KMM_AVAILABLE, M_OP_DESIRED, M_OP_READY, M_SELECTED, M_GPU, M_UNKNOWN, M_PROBLEMS, M_COND,
-	M_COND_REASON, M_ERRORS, M_N
+	M_COND_REASON, M_ERRORS, M_UPG_NODES, M_UPG_HALTED, M_N
 };
 
 /* One series per policy (and operand, source, reason, condition): bounded by
@@ -50,8 +50,14 @@ static const gk_metric_desc descs[M_N] = {
 			    "DeletionBlocked).",
 			    GK_METRIC_GAUGE, "policy,type,reason" },
 	[M_ERRORS] = { "gpukmm_policy_errors", "Entries in the policy's status.errors.", GK_METRIC_GAUGE, "policy" },
-	/* upgrade progress (per policy: nodes upgraded / to upgrade) comes with
-	 * the ordered-upgrade issue: add its families here */
+	/* the rolling driver upgrade (status.upgrade, gpukmm-upgrader) */
+	[M_UPG_NODES] = { "gpukmm_policy_upgrade_nodes",
+			  "Nodes of the policy's versioned Module by upgrade state: up-to-date (labelled for the "
+			  "target version), pending, draining, unloading, loading, failed, skipped.",
+			  GK_METRIC_GAUGE, "policy,state" },
+	[M_UPG_HALTED] = { "gpukmm_policy_upgrade_halted",
+			   "1 while the policy's rollout is halted: failed nodes use up maxUnavailable.",
+			   GK_METRIC_GAUGE, "policy" },
 };
 
 static gk_metric *fam[M_N];
@@ -136,6 +142,22 @@ void gk_sd_metrics_policy(const char *policy, const cJSON *status, const gk_sd_n
 		if (reason && *reason)
 			gk_metric_set(fam[M_COND_REASON], 1, GK_LV(policy, type, reason));
 	}
+	const cJSON *up = cJSON_GetObjectItemCaseSensitive(status, "upgrade");
+	static const char *const upk[][2] = { { "upToDate", "up-to-date" }, { "pending", "pending" },
+					      { "draining", "draining" },   { "unloading", "unloading" },
+					      { "loading", "loading" },     { "failed", "failed" },
+					      { "skipped", "skipped" } };
+	for (size_t i = 0; i < sizeof(upk) / sizeof(upk[0]); i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(up, upk[i][0]);
+		if (cJSON_IsObject(up))
+			gk_metric_set(fam[M_UPG_NODES], cJSON_IsNumber(v) ? v->valuedouble : 0, GK_LV(policy, upk[i][1]));
+		else
+			gk_metric_remove(fam[M_UPG_NODES], GK_LV(policy, upk[i][1]));
+	}
+	if (cJSON_IsObject(up))
+		gk_metric_set(fam[M_UPG_HALTED], cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(up, "halted")), GK_LV(policy));
+	else
+		gk_metric_remove(fam[M_UPG_HALTED], GK_LV(policy));
 	if (!nodes)
 		return;
 	gk_metric_set(fam[M_SELECTED], nodes->selected, GK_LV(policy));

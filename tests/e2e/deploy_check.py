@@ -24,8 +24,10 @@ CALL_VERB.update({c.replace("gk_kube_", "gk_kube_call_"): v for c, v in list(CAL
 
 
 def calls_verb(src, v):
-    """Does src call verb v in either form?"""
+    """Does src call verb v in either form (a list: a watch's list, or a list call)?"""
     c = VERB_CALL[v]
+    if v == "list" and ("gk_kube_list(" in src or "gk_kube_call_list(" in src):
+        return True
     return c in src or c.replace("gk_kube_", "gk_kube_call_") in src
 
 
@@ -211,9 +213,9 @@ def rbac_checks(objs):
         ok(not wild, f"{sa}: no wildcard rules", wild)
 
 
-PROFILES = {"controller": {"watcher", "modmgr", "gater", "opmgr", "statusd", "certd", "webhook"},
+PROFILES = {"controller": {"watcher", "modmgr", "gater", "opmgr", "upgrader", "statusd", "certd", "webhook"},
             "node": {"prober", "statusd"}, "webhook": {"webhook"}}
-CREDENTIALED = {"watcher", "modmgr", "gater", "opmgr", "statusd", "certd"}  # supervisor/conf.c: "credentials": true
+CREDENTIALED = {"watcher", "modmgr", "gater", "opmgr", "upgrader", "statusd", "certd"}  # supervisor/conf.c: "credentials": true
 
 
 def services_of(c):

@@ -41,7 +41,7 @@ check "status 2/2/2 again" wait_for 10 counts_are gpu 2/2/2
 
 # --- cordon, taints, tolerations ---------------------------------------------------------------
 k cordon n2 >/dev/null
-check "cordon strips the ready label" wait_for 10 not_ready n2 gpu
+check "cordon unloads (no pod holds the GPU): the ready label goes with the unload" wait_for 10 not_ready n2 gpu
 check "cordoned node leaves nodesMatchingSelectorNumber" wait_for 10 counts_are gpu 1/1/1
 module gpu '"tolerations":[{"key":"node.kubernetes.io/unschedulable","operator":"Exists","effect":"NoSchedule"}]'
 check "a toleration for the cordon taint loads it again" wait_for 10 ready n2 gpu
@@ -63,6 +63,32 @@ taints n2 null
 both_ready() { ready n1 "$1" && ready n2 "$1"; }
 check "both ready once the taints and the toleration are gone" wait_for 10 both_ready gpu
 check "status 2/2/2 at the end" wait_for 10 counts_are gpu 2/2/2
+
+# --- the drain deadlock: an unload fails while a pod on the node holds the GPU --------------------
+annotation_is() { annotations "$1" | grep -qxF -- "$2"; }
+no_annotation() { ! annotations "$1" | grep -q -- "^$2="; }
+k apply -f - >/dev/null <<'Y'
+apiVersion: v1
+kind: Pod
+metadata: {name: dp, namespace: kmm}
+spec:
+  nodeName: n1
+  nodeSelector: {kmm.node.kubernetes.io/kmm.gpu.ready: ""}
+  tolerations: [{key: node.kubernetes.io/unschedulable, operator: Exists, effect: NoSchedule}]
+  containers: [{name: plugin, image: intel-gpu-plugin}]
+Y
+k cordon n1 >/dev/null
+check "cordon with the device plugin on the node: KMM's unload fails (module in use)" wait_for 10 \
+	annotation_is n1 "fake-kmm.gpukmm.io/unload-failed.kmm.gpu=modprobe: FATAL: Module xe is in use (pod kmm/dp)"
+check "the ready label stays while the unload fails (the plugin stays: the deadlock)" ready n1 gpu
+check "the module stays loaded" loaded_is n1 gpu 6.8.0-50-generic
+check "the cordoned node left the Module's targets" wait_for 10 counts_are gpu 1/1/1
+k delete pod -n kmm dp --grace-period=0 --force >/dev/null 2>&1
+check "the plugin gone: the unload goes through" wait_for 10 not_ready n1 gpu
+check "and the unload-failed annotation is gone" no_annotation n1 fake-kmm.gpukmm.io/unload-failed.kmm.gpu
+k uncordon n1 >/dev/null
+check "uncordoned: loads again" wait_for 10 ready n1 gpu
+check "status 2/2/2 again" wait_for 10 counts_are gpu 2/2/2
 
 # --- restart safety: a restarted fake-kmm writes nothing ---------------------------------------
 rv_before=$(k get nodes,modules -A -o go-template='{{range .items}}{{.metadata.name}}={{.metadata.resourceVersion}} {{end}}')

@@ -1,7 +1,8 @@
 #!/bin/bash
 # README "Troubleshooting / By status reason" names every condition reason gpukmm
 # writes (modmgr's ModuleLoaded conditions, statusd's Ready/ModuleLoaded/Degraded, the
-# node problem reasons), each with what it means and what to do (issue #17): a reason
+# node problem reasons, the upgrader's Upgraded reasons and status.upgrade problem
+# reasons), each with what it means and what to do (issue #17): a reason
 # added to the code without a row fails here.
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
@@ -13,6 +14,8 @@ reasons() {
 		grep -h 'cond(plan, ' services/modmgr/decide.c
 		grep -h '\.reason = ' services/statusd/merge.c
 		grep -h 'problem(s, d, "' services/statusd/nodes.c
+		grep -h 'cond_reason = "\|problem(&\?c, i, [A-Z_a-z"]*, "\|return "[A-Z][A-Za-z]*";' services/upgrader/decide.c
+		grep -ho 'problem(&c, i, "unavailable", [^,]*,' services/upgrader/decide.c
 	} | grep -o '"[A-Z][A-Za-z]*"' | tr -d '"' | grep -vx 'True\|False\|Unknown' | sort -u
 }
 n=0

@@ -9,7 +9,7 @@
 # exist, the cluster/context file and the user file in another directory whose
 # plugin command is relative to it (kubectl's merge and path rules). Then:
 # `gpukmm --check` says the webhook is off, the controller becomes ready with
-# 5/5 services and says so once (and in /readyz), a ClusterPolicy applied with
+# 6/6 services and says so once (and in /readyz), a ClusterPolicy applied with
 # kubectl gets its KMM Module, fake-kmm loads it and the status is written; the
 # server rotates its token and so does the plugin: the controller re-runs it on
 # the 401 and keeps working. On the code before #17 every API service exited
@@ -117,8 +117,8 @@ check "gpukmm --check: no webhook in the service table" bash -c "! grep -q '^web
 GPUKMM_LOG_LEVEL=info "$GPUKMM_BIN/gpukmm" --profile controller --runtime-dir "$D/run" \
 	--http-listen 127.0.0.1:0 >"$D/gpukmm.log" 2>&1 &
 SUP_PID=$!
-check "controller ready: 5/5 required services (no webhook)" wait_until 60 \
-	grep -q 'ready: 5/5 required services ready' "$D/gpukmm.log"
+check "controller ready: 6/6 required services (no webhook)" wait_until 60 \
+	grep -q 'ready: 6/6 required services ready' "$D/gpukmm.log"
 n=$(grep -c 'webhook: off: no serving certificate' "$D/gpukmm.log")
 check "the webhook being off is said once ($n)" test "$n" = 1
 HPORT=$(grep -o 'http: listening on 127.0.0.1:[0-9]*' "$D/gpukmm.log" | head -1 | grep -o '[0-9]*$')
@@ -174,7 +174,7 @@ cp "$D/server-token" "$D/api-token"
 GPUKMM_LOG_LEVEL=info "$GPUKMM_BIN/gpukmm" --profile controller --runtime-dir "$D/run2" \
 	--kubeconfig "$D/nouser.yaml" --token-file "$D/api-token" >"$D/gpukmm-tokenfile.log" 2>&1 &
 SUP_PID=$!
-check "--token-file: controller ready" wait_until 60 grep -q 'ready: 5/5 required services ready' "$D/gpukmm-tokenfile.log"
+check "--token-file: controller ready" wait_until 60 grep -q 'ready: 6/6 required services ready' "$D/gpukmm-tokenfile.log"
 k patch clusterpolicy "$CP" --type merge -p '{"spec":{"kernelModule":{"firmwarePath":"/opt/lib/firmware/xe3"}}}' >/dev/null
 fw3() { k -n "$NS" get module "$CP-gpu" -o json | jq -e '.spec.moduleLoader.container.modprobe.firmwarePath == "/opt/lib/firmware/xe3"'; }
 check "--token-file: modmgr authenticates (the Module follows the policy)" wait_until 30 fw3

@@ -11,9 +11,9 @@
 # UMask=0077, NOTIFY_SOCKET (a datagram socket the test reads) with WATCHDOG_USEC
 # and WATCHDOG_PID; it runs as root, not as a DynamicUser. Checked: READY=1 once
 # the profile's services are ready, WATCHDOG=1, STOPPING=1 and exit 0 on SIGTERM
-# within TimeoutStopSec; the controller without a webhook certificate runs 5/5,
+# within TimeoutStopSec; the controller without a webhook certificate runs 6/6,
 # says so in /readyz and does its job (a ClusterPolicy gets its Module); with
-# the webhook drop-in (systemd/gpukmm.service.d/webhook.conf) it runs 6/6; a
+# the webhook drop-in (systemd/gpukmm.service.d/webhook.conf) it runs 7/7; a
 # missing credential is exit 2 at once, which RestartPreventExitStatus=2 keeps
 # systemd from restarting; the node profile hands its report in (a NodeReportRequest
 # with its Node-bound token credential) and the controller unit writes it to the Node.
@@ -40,7 +40,7 @@ wait_for() { # deadline_s cmd...: poll, never sleep for synchronisation
 
 # stop timeout of a default service (supervisor/conf.c) and each profile's size
 STOP_S=5
-declare -A NSVC=([gpukmm.service]=5 [gpukmm-node.service]=2)
+declare -A NSVC=([gpukmm.service]=6 [gpukmm-node.service]=2)
 
 for u in gpukmm.service gpukmm-node.service; do
 	f=systemd/$u
@@ -153,8 +153,8 @@ chmod 0400 "$T/creds/kubeconfig"
 
 # 1. gpukmm.service as shipped: no webhook certificate
 start_unit gpukmm.service
-if wait_for 60 ready_n 5/5; then ok "controller unit: READY=1 with 5/5 services (no webhook certificate)"; else
-	nok "controller unit: READY=1 with 5/5 services (no webhook certificate)" "$T/sup.log"; fi
+if wait_for 60 ready_n 6/6; then ok "controller unit: READY=1 with 6/6 services (no webhook certificate)"; else
+	nok "controller unit: READY=1 with 6/6 services (no webhook certificate)" "$T/sup.log"; fi
 readyz >"$T/readyz" 2>&1
 grep -q '^webhook: off: no serving certificate' "$T/readyz" && ok "controller unit: /readyz says the webhook is off" ||
 	nok "controller unit: /readyz says the webhook is off" "$T/readyz"
@@ -177,8 +177,8 @@ stop_unit "controller unit"
 openssl req -x509 -newkey rsa:2048 -nodes -keyout "$T/creds/webhook-tls.key" -out "$T/creds/webhook-tls.crt" -days 1 \
 	-subj /CN=gpukmm-webhook -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1
 UNIT_ENV=GPUKMM_WEBHOOK_LISTEN=127.0.0.1:0 start_unit gpukmm.service systemd/gpukmm.service.d/webhook.conf
-if wait_for 60 ready_n 6/6; then ok "controller unit + webhook.conf: READY=1 with 6/6 services (webhook on HTTPS)"; else
-	nok "controller unit + webhook.conf: READY=1 with 6/6 services" "$T/sup.log"; fi
+if wait_for 60 ready_n 7/7; then ok "controller unit + webhook.conf: READY=1 with 7/7 services (webhook on HTTPS)"; else
+	nok "controller unit + webhook.conf: READY=1 with 7/7 services" "$T/sup.log"; fi
 stop_unit "controller unit + webhook.conf"
 
 # 3. a configuration error: exit 2 at once, and the unit does not restart on 2

@@ -1,5 +1,6 @@
 # Controller profiles for end-to-end tests: `gpukmm --profile controller` (watcher,
-# modmgr, gater and opmgr when built (CTRL_NO_OPMGR=1: without opmgr), statusd; no webhook) against kubesim, one or more at a
+# modmgr, gater, opmgr and upgrader when built (CTRL_NO_OPMGR=1 / CTRL_NO_UPGRADER=1: without
+# them; CTRL_UPGRADER_ARGS: its arguments, a JSON array), statusd; no webhook) against kubesim, one or more at a
 # time, leader-elected on the Lease gpukmm-controller. Sources tests/lib/kubesim.sh;
 # needs $D (a private temp dir with $D/kubeconfig) and $NS.
 #
@@ -32,6 +33,7 @@ ctrl_config() { # NAME IDENTITY_OR_EMPTY(no leader election)
  {\"name\": \"modmgr\", \"credentials\": true},"
 	[ -x "$GPUKMM_BIN/gpukmm-gater" ] && svcs="$svcs {\"name\": \"gater\", \"credentials\": true},"
 	[ -x "$GPUKMM_BIN/gpukmm-opmgr" ] && [ -z "${CTRL_NO_OPMGR:-}" ] && svcs="$svcs {\"name\": \"opmgr\", \"credentials\": true},"
+	[ -x "$GPUKMM_BIN/gpukmm-upgrader" ] && [ -z "${CTRL_NO_UPGRADER:-}" ] && svcs="$svcs {\"name\": \"upgrader\", \"credentials\": true${CTRL_UPGRADER_ARGS:+, \"args\": $CTRL_UPGRADER_ARGS}},"
 	svcs="$svcs {\"name\": \"statusd\", \"credentials\": true, \"args\": [\"--grace-ms\", \"${CTRL_GRACE_MS:-2000}\"]}"
 	printf '{"intensity": {"max_restarts": 255, "window_ms": 1000}, "services": [%s]}\n' "$svcs" |
 		jq '.services |= map(. + {"backoff": {"initial_ms": 100, "max_ms": 2000}})' >"$D/ctrl-$1.json"

@@ -20,9 +20,13 @@
 #   np_kernel NODE KERNEL       the node boots another kernel (its root follows; the
 #                               Node's status.nodeInfo is the caller's business)
 #   np_follow_start             the stand-in for KMM's worker pods: a loop that points
-#                               each node's root at "oot-idle" while the Node carries
-#                               any KMM ready label (kmm.node.kubernetes.io/*.ready)
-#                               and at "oot-avail" otherwise
+#                               each node's root at "oot-idle" while fake-kmm records a
+#                               module loaded there (annotation fake-kmm.gpukmm.io/loaded.*,
+#                               "<kernel>[ <version>]": with a version, the root
+#                               "oot-idle@<version>", whose OoT xe is that version, a
+#                               build of its own) and at "oot-avail" otherwise
+#   np_pin NODE SCENARIO        the node's root is that fixture scenario (e.g. oot-vfs:
+#                               VFs active, xe cannot be unloaded) until np_unpin NODE
 #   np_pids NODE                the node supervisor's pid and its children's
 #   np_stop NODE / np_stop_all  SIGTERM (SIGKILL after 15 s); NP_RC = the supervisor's
 #                               exit code (0: it and its services stopped cleanly)
@@ -50,14 +54,24 @@ np_flavor() { # NODE FLAVOR (oot | sb)
 }
 np_flavor_of() { cat "$NP_DIR/$1/flavor" 2>/dev/null || echo oot; }
 
-np_fixtures() { # KERNEL [FLAVOR]: the two roots of that kernel, built once
-	local s f=${2:-oot}
-	for s in "$f-avail" "$f-idle"; do
-		[ -d "$NP_DIR/fx/$1/$s" ] && continue
-		GK_FIXTURE_KVER=$1 "$GPUKMM_SRC/tests/fixtures/mk-probe-fixture.sh" "$s" "$NP_DIR/fx/$1/$s" \
-			>>"$NP_DIR/fixtures.log" 2>&1 || return 1
-	done
+np_fixture() { # KERNEL SCENARIO[@MODULE_VERSION]: one root, built once
+	[ -d "$NP_DIR/fx/$1/$2" ] && return 0
+	local scen=${2%%@*} ver=
+	[ "$scen" = "$2" ] || ver=${2#*@}
+	GK_FIXTURE_KVER=$1 GK_FIXTURE_MODVER=$ver "$GPUKMM_SRC/tests/fixtures/mk-probe-fixture.sh" "$scen" \
+		"$NP_DIR/fx/$1/$2" >>"$NP_DIR/fixtures.log" 2>&1
 }
+np_fixtures() { # KERNEL [FLAVOR]: the two roots of that kernel, built once
+	local f=${2:-oot}
+	np_fixture "$1" "$f-avail" && np_fixture "$1" "$f-idle"
+}
+np_pin() { # NODE SCENARIO
+	np_fixture "$(cat "$NP_DIR/$1/kernel")" "$2" || return 1
+	echo "$2" >"$NP_DIR/$1/pin"
+	echo "$2" >"$NP_DIR/$1/state"
+	ln -sfn "$NP_DIR/fx/$(cat "$NP_DIR/$1/kernel")/$2" "$NP_DIR/$1/root"
+}
+np_unpin() { rm -f "$NP_DIR/$1/pin"; }
 
 np_kernel() { # NODE KERNEL
 	np_fixtures "$2" "$(np_flavor_of "$1")" || return 1
@@ -119,13 +133,18 @@ np_follow_start() {
 		trap 'exit 0' TERM
 		while :; do
 			kcurl -s --max-time 5 "$KUBESIM_URL/api/v1/nodes" 2>/dev/null |
-				jq -r '.items[]? | "\(.metadata.name) \(any(.metadata.labels // {} | keys[];
-					startswith("kmm.node.kubernetes.io/") and endswith(".ready")))"' 2>/dev/null |
-				while read -r n loaded; do
-					[ -f "$NP_DIR/$n/kernel" ] || continue
+				jq -r '.items[]? | [.metadata.name, ((.metadata.annotations // {}) | to_entries |
+					map(select(.key | startswith("fake-kmm.gpukmm.io/loaded."))) |
+					if length == 0 then "-" else (.[0].value | split(" ") | .[1] // "") end)] | @tsv' 2>/dev/null |
+				while IFS=$'\t' read -r n ver; do
+					[ -f "$NP_DIR/$n/kernel" ] && [ ! -f "$NP_DIR/$n/pin" ] || continue
 					want=$(np_flavor_of "$n")-avail
-					[ "$loaded" = true ] && want=$(np_flavor_of "$n")-idle
+					if [ "$ver" != - ]; then
+						want=$(np_flavor_of "$n")-idle
+						[ -n "$ver" ] && want=$want@$ver
+					fi
 					[ "$(np_state "$n")" = "$want" ] && continue
+					np_fixture "$(cat "$NP_DIR/$n/kernel")" "$want" || continue
 					echo "$want" >"$NP_DIR/$n/state"
 					ln -sfn "$NP_DIR/fx/$(cat "$NP_DIR/$n/kernel")/$want" "$NP_DIR/$n/root"
 				done

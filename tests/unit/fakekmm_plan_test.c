@@ -198,20 +198,109 @@ Test(plan, kernel_upgrade)
 	cr_expect_eq(p.matching, 1);
 }
 
-Test(plan, cordon_strips_at_once_then_unloads)
+Test(plan, cordon_unloads_and_the_ready_label_follows_the_unload)
 {
+	/* KMM drops the cordoned node and unloads; its labels go when the unload has run */
 	fk_pair_plan p = plan_of(MODJ("", ""), NODEJ(READY, "\"unschedulable\":true", "6.8.0-1", LOADED("6.8.0-1")));
-	cr_expect_eq(p.ready, 0);
-	cr_expect_eq(last_differ, 1);
+	cr_expect_eq(p.ready, 1);
+	cr_expect_eq(last_differ, 0);
 	cr_expect_eq(p.op, FK_OP_UNLOAD);
+	cr_expect_eq(p.blocked, 0);
 	cr_expect_eq(p.matching, 0);
 	cr_expect_eq(p.desired, 0);
-	/* unload refused: label still stripped, unload blocked */
+	/* unload refused: blocked, the label stays, KMM's unloader fails */
 	p = plan_of(MODJ("", ""),
 		    NODEJ(READY, "\"unschedulable\":true", "6.8.0-1", LOADED("6.8.0-1") ",\"fake-kmm.gpukmm.io/fault\":\"unload-refused\""));
-	cr_expect_eq(p.ready, 0);
+	cr_expect_eq(p.ready, 1);
 	cr_expect_eq(p.op, FK_OP_UNLOAD);
 	cr_expect_eq(p.blocked, 1);
+	cr_expect_str_eq(p.unload_failed, "modprobe: FATAL: Module xe is in use (fault unload-refused)");
+	cr_expect_eq(last_differ, 1, "the unload-failed annotation is wanted");
+	/* the Module tolerates the cordon: nothing happens at all */
+	p = plan_of(MODJ(",\"tolerations\":[{\"key\":\"node.kubernetes.io/unschedulable\",\"operator\":\"Exists\",\"effect\":\"NoSchedule\"}]", ""),
+		    NODEJ(READY, "\"unschedulable\":true", "6.8.0-1", LOADED("6.8.0-1")));
+	cr_expect_eq(p.op, FK_OP_NONE);
+	cr_expect_eq(p.ready, 1);
+	cr_expect_eq(p.matching, 1);
+	cr_expect_eq(p.available, 1);
+}
+
+/* the drain deadlock: a pod on the node holding the GPU makes the unload fail */
+static fk_pair_plan plan_with_pods(const char *mj, const char *nj, const char *pods_json)
+{
+	cJSON *mo, *no, *po = js(pods_json);
+	fk_module m;
+	fk_node n;
+	fk_pair_plan p;
+	const cJSON *pods[8];
+	size_t np = 0;
+	const cJSON *it;
+	mod(mj, &mo, &m);
+	node(nj, &no, &n);
+	cJSON_ArrayForEach(it, po) pods[np++] = it;
+	n.pods = pods;
+	n.npods = np;
+	fk_plan_pair(&m, &n, &p);
+	last_differ = fk_plan_labels_differ(&p);
+	p.version_ready = p.version_ready ? "set" : NULL;
+	p.has_ready = p.has_ready ? "set" : NULL;
+	p.has_version_ready = p.has_version_ready ? "set" : NULL;
+	p.has_unload_failed = p.has_unload_failed ? "set" : NULL;
+	cJSON_Delete(mo);
+	cJSON_Delete(no);
+	cJSON_Delete(po);
+	return p;
+}
+
+#define CORDONED NODEJ(READY, "\"unschedulable\":true", "6.8.0-1", LOADED("6.8.0-1"))
+#define POD(name, spec) "{\"metadata\":{\"name\":\"" name "\",\"namespace\":\"w\"},\"spec\":{\"nodeName\":\"n1\"," spec "}}"
+
+Test(plan, a_pod_holding_the_gpu_blocks_the_unload)
+{
+	/* a GPU workload */
+	fk_pair_plan p = plan_with_pods(MODJ("", ""), CORDONED,
+					"[" POD("web", "\"containers\":[{\"name\":\"c\"}]") ","
+					POD("train", "\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{\"gpu.intel.com/xe\":\"1\"}}}]") "]");
+	cr_expect_eq(p.op, FK_OP_UNLOAD);
+	cr_expect_eq(p.blocked, 1);
+	cr_expect_str_eq(p.holder, "pod w/train");
+	cr_expect_str_eq(p.unload_failed, "modprobe: FATAL: Module xe is in use (pod w/train)");
+	cr_expect_eq(p.ready, 1, "the ready label stays");
+	/* the device plugin: a DaemonSet pod gated on the ready label (drain leaves it) */
+	p = plan_with_pods(MODJ("", ""), CORDONED,
+			   "[" POD("dp", "\"nodeSelector\":{\"kmm.node.kubernetes.io/kmm.gpu.ready\":\"\"},\"containers\":[{\"name\":\"p\"}]") "]");
+	cr_expect_eq(p.blocked, 1);
+	cr_expect_str_eq(p.holder, "pod w/dp");
+	/* a pod holding a ResourceClaim, in an init container's request */
+	p = plan_with_pods(MODJ("", ""), CORDONED, "[" POD("claim", "\"resourceClaims\":[{\"name\":\"g\",\"resourceClaimName\":\"c\"}]") "]");
+	cr_expect_eq(p.blocked, 1);
+	p = plan_with_pods(MODJ("", ""), CORDONED,
+			   "[" POD("init", "\"initContainers\":[{\"name\":\"i\",\"resources\":{\"requests\":{\"gpu.intel.com/i915\":\"1\"}}}]") "]");
+	cr_expect_eq(p.blocked, 1);
+	/* pods that do not hold it */
+	p = plan_with_pods(MODJ("", ""), CORDONED,
+			   "[" POD("cpu", "\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{\"cpu\":\"1\"}}}]") ","
+			   POD("otherdp", "\"nodeSelector\":{\"kmm.node.kubernetes.io/kmm.other.ready\":\"\"}") "]");
+	cr_expect_eq(p.op, FK_OP_UNLOAD);
+	cr_expect_eq(p.blocked, 0);
+	cr_expect_str_eq(p.unload_failed, "");
+	/* the ordered upgrade's unload is blocked the same way */
+	p = plan_with_pods(MODJ("", ",\"version\":\"v2\""),
+			   NODEJ(READY ",\"kmm.node.kubernetes.io/version-module.kmm.gpu\":\"v2\"", "", "6.8.0-1",
+				 LOADED("6.8.0-1 v1")),
+			   "[" POD("dp", "\"nodeSelector\":{\"kmm.node.kubernetes.io/kmm.gpu.ready\":\"\"}") "]");
+	cr_expect_eq(p.op, FK_OP_UNLOAD);
+	cr_expect_eq(p.blocked, 1);
+	cr_expect_eq(p.ready, 1);
+	/* loads are not blocked by pods */
+	p = plan_with_pods(MODJ("", ""), NODEJ("", "", "6.8.0-1", ""),
+			   "[" POD("train", "\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{\"gpu.intel.com/xe\":\"1\"}}}]") "]");
+	cr_expect_eq(p.op, FK_OP_LOAD);
+	cr_expect_eq(p.blocked, 0);
+	/* a stale unload-failed annotation goes once nothing is blocked */
+	p = plan_with_pods(MODJ("", ""), NODEJ(READY, "", "6.8.0-1", LOADED("6.8.0-1") ",\"fake-kmm.gpukmm.io/unload-failed.kmm.gpu\":\"x\""), "[]");
+	cr_expect_eq(p.op, FK_OP_NONE);
+	cr_expect_eq(last_differ, 1);
 }
 
 Test(plan, faults)

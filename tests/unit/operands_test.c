@@ -194,6 +194,28 @@ Test(operands, dp_flags_selector_secrets_monitoring)
 	cr_expect_null(at("DaemonSet", ds, "spec.template.spec.imagePullSecrets"));
 }
 
+/* a versioned, gated policy's operands leave a node while gpukmm-upgrader
+ * replaces its driver (gpukmm.io/upgrade-state unloading or loading) */
+Test(operands, operands_pause_for_driver_upgrades)
+{
+	O.kmm = true;
+	render("  resourceRegistration: dp\n  resourceMonitoring: true\n"
+	       "  kernelModule: {version: '1.4', kernelMappings: [{regexp: '^.+$', containerImage: 'r.io/xe:1'}]}\n");
+	static const char *const aff = "{nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: "
+				       "[{matchExpressions: [{key: gpukmm.io/upgrade-state, operator: NotIn, "
+				       "values: [unloading, loading]}]}]}}}";
+	expect_json(at("DaemonSet", "gpu-device-plugin", "spec.template.spec.affinity"), aff, "device plugin");
+	expect_json(at("DaemonSet", "gpu-xpu-manager", "spec.template.spec.affinity"), aff, "XPU Manager");
+	/* not versioned, or no KMM gate: nothing */
+	render("  resourceRegistration: dp\n"
+	       "  kernelModule: {kernelMappings: [{regexp: '^.+$', containerImage: 'r.io/xe:1'}]}\n");
+	cr_expect_null(at("DaemonSet", "gpu-device-plugin", "spec.template.spec.affinity"));
+	O.kmm = false;
+	render("  resourceRegistration: dp\n"
+	       "  kernelModule: {version: '1.4', kernelMappings: [{regexp: '^.+$', containerImage: 'r.io/xe:1'}]}\n");
+	cr_expect_null(at("DaemonSet", "gpu-device-plugin", "spec.template.spec.affinity"));
+}
+
 /* §6.2: -v always, --health-monitoring with health, --healthcheck-port and probes
  * from podHealthCheck (CRD default true), --manage-binding always; both SA fields */
 Test(operands, dra_daemonset_args_health_and_sa)

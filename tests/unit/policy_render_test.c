@@ -98,11 +98,44 @@ Test(render, tolerations_and_pull_secret)
 	Gpukmm__Module *m = render("gpu", "{\"resourceRegistration\":\"dp\",\"tolerations\":[{\"key\":\"gpu-dedicated\","
 				   "\"operator\":\"Exists\",\"effect\":\"NoSchedule\"}],\"pullSecret\":{\"name\":"
 				   "\"my-registry-secret\"}," KM1 "}", NULL);
-	cr_assert_eq(m->spec->n_tolerations, 1);
+	cr_assert_eq(m->spec->n_tolerations, 2);
 	cr_assert_str_eq(m->spec->tolerations[0]->key, "gpu-dedicated");
+	/* drain-safe: a cordon never unloads the driver */
+	cr_assert_str_eq(m->spec->tolerations[1]->key, "node.kubernetes.io/unschedulable");
+	cr_assert_str_eq(m->spec->tolerations[1]->operator_, "Exists");
+	cr_assert_str_eq(m->spec->tolerations[1]->effect, "NoSchedule");
 	cr_assert_str_eq(m->spec->image_repo_secret, "my-registry-secret");
 	cr_assert_str_eq(m->metadata->namespace_, "intel-gpu-base-operator");
 	gk_kobj_free(m);
+}
+
+Test(render, the_cordon_is_tolerated_once)
+{
+	static const char *const already[] = {
+		"[{\"operator\":\"Exists\"}]",
+		"[{\"key\":\"node.kubernetes.io/unschedulable\",\"operator\":\"Exists\"}]",
+		"[{\"key\":\"node.kubernetes.io/unschedulable\",\"effect\":\"NoSchedule\"}]",
+		"[{\"key\":\"node.kubernetes.io/unschedulable\",\"operator\":\"Exists\",\"effect\":\"NoSchedule\"}]",
+	};
+	for (size_t i = 0; i < sizeof(already) / sizeof(already[0]); i++) {
+		char spec[512];
+		snprintf(spec, sizeof(spec), "{\"resourceRegistration\":\"dp\",\"tolerations\":%s," KM1 "}", already[i]);
+		Gpukmm__Module *m = render("gpu", spec, NULL);
+		cr_assert_eq(m->spec->n_tolerations, 1, "%s", already[i]);
+		gk_kobj_free(m);
+	}
+	static const char *const not_yet[] = {
+		"[{\"key\":\"node.kubernetes.io/unschedulable\",\"effect\":\"NoExecute\",\"operator\":\"Exists\"}]",
+		"[{\"key\":\"node.kubernetes.io/unschedulable\",\"value\":\"x\"}]",
+		"[{\"key\":\"other\",\"operator\":\"Exists\"}]",
+	};
+	for (size_t i = 0; i < sizeof(not_yet) / sizeof(not_yet[0]); i++) {
+		char spec[512];
+		snprintf(spec, sizeof(spec), "{\"resourceRegistration\":\"dp\",\"tolerations\":%s," KM1 "}", not_yet[i]);
+		Gpukmm__Module *m = render("gpu", spec, NULL);
+		cr_assert_eq(m->spec->n_tolerations, 2, "%s", not_yet[i]);
+		gk_kobj_free(m);
+	}
 }
 
 Test(render, expanded_fields)
@@ -173,7 +206,8 @@ Test(render, illustrative_example_exact)
 		"\"namespace\":\"intel-gpu-base-operator\",\"ownerReferences\":[{\"apiVersion\":\"intel.com/v1alpha1\","
 		"\"kind\":\"ClusterPolicy\",\"name\":\"gpu-dra\",\"uid\":\"uid-gpu-dra\",\"controller\":true,"
 		"\"blockOwnerDeletion\":true}]},\"spec\":{\"selector\":{\"intel.feature.node.kubernetes.io/gpu\":\"true\","
-		"\"kubernetes.io/arch\":\"amd64\"},\"imageRepoSecret\":{\"name\":\"regcred\"},\"moduleLoader\":{"
+		"\"kubernetes.io/arch\":\"amd64\"},\"tolerations\":[{\"key\":\"node.kubernetes.io/unschedulable\","
+		"\"operator\":\"Exists\",\"effect\":\"NoSchedule\"}],\"imageRepoSecret\":{\"name\":\"regcred\"},\"moduleLoader\":{"
 		"\"serviceAccountName\":\"module-loader\",\"container\":{\"modprobe\":{\"moduleName\":\"xe\"},"
 		"\"imagePullPolicy\":\"IfNotPresent\",\"inTreeModulesToRemove\":[\"xe\"],\"registryTLS\":{},"
 		"\"kernelMappings\":[{\"regexp\":\"^.+$\",\"containerImage\":\"registry.example.com/xe-driver:1.0\","
@@ -399,8 +433,10 @@ Test(diff, changes_become_a_merge_patch_with_nulls)
 	cr_assert_eq(gk_policy_module_diff(have, want, &patch, NULL), 0);
 	cr_assert_not_null(patch);
 	char *s = cJSON_PrintUnformatted(patch);
-	cr_assert_str_eq(s, "{\"spec\":{\"tolerations\":null,\"imageRepoSecret\":null,"
+	cr_assert_str_eq(s, "{\"spec\":{\"imageRepoSecret\":null,"
 			    "\"selector\":{\"intel.feature.node.kubernetes.io/gpu\":null},"
+			    "\"tolerations\":[{\"key\":\"node.kubernetes.io/unschedulable\",\"operator\":\"Exists\","
+			    "\"effect\":\"NoSchedule\"}],"
 			    "\"moduleLoader\":{\"container\":{\"modprobe\":{\"firmwarePath\":null},"
 			    "\"kernelMappings\":[{\"regexp\":\"^.+$\",\"containerImage\":\"registry.example.com/xe-driver:2.0\"}]}}}}");
 	cJSON_free(s);

@@ -447,6 +447,87 @@ Test(pieces, default_patch)
 	}
 }
 
+/* ---- kernelModule.upgradePolicy ------------------------------------------------------ */
+#define KM_UP(v, up) "\"kernelModule\":{\"version\":" v ",\"kernelMappings\":[{\"regexp\":\"^.*$\",\"containerImage\":\"r/x:1\"}],\"upgradePolicy\":" up "}"
+
+Test(upgrade, accepted)
+{
+	accept(KM_UP("\"1.4\"", "{}"));
+	accept(KM_UP("\"1.4\"", "{\"autoUpgrade\":true,\"maxParallel\":2,\"maxUnavailable\":3}"));
+	accept(KM_UP("\"1.4\"", "{\"maxUnavailable\":\"100%\"}"));
+	accept(KM_UP("\"1.4\"", "{\"maxUnavailable\":\"1%\",\"drain\":{\"enable\":false,\"timeoutSeconds\":1,"
+			       "\"gracePeriodSeconds\":0,\"deleteEmptyDirData\":true,\"force\":true}}"));
+	accept(KM_UP("\"1.4\"", "{\"drain\":{\"podSelector\":\"app=train,tier in (gpu, batch),!canary\"}}"));
+	accept(KM_UP("\"\"", "{\"autoUpgrade\":false}"));
+}
+
+Test(upgrade, rejected_with_the_field_and_why)
+{
+	reject(KM_UP("\"\"", "{\"autoUpgrade\":true}"),
+	       "kernelModule.upgradePolicy.autoUpgrade needs kernelModule.version");
+	reject(KM_UP("\"1.4\"", "{\"maxParallel\":0}"),
+	       "kernelModule.upgradePolicy.maxParallel must be at least 1 (nodes upgraded at the same time), got 0");
+	reject(KM_UP("\"1.4\"", "{\"maxUnavailable\":0}"),
+	       "kernelModule.upgradePolicy.maxUnavailable must be a number of nodes of at least 1 or a percentage of the "
+	       "nodes from \"1%\" to \"100%\" (e.g. \"25%\"), got 0");
+	reject(KM_UP("\"1.4\"", "{\"maxUnavailable\":\"2\"}"), "got \"2\"");
+	reject(KM_UP("\"1.4\"", "{\"maxUnavailable\":\"101%\"}"), "got \"101%\"");
+	reject(KM_UP("\"1.4\"", "{\"maxUnavailable\":\"0%\"}"), "got \"0%\"");
+	reject(KM_UP("\"1.4\"", "{\"maxUnavailable\":\"25 %\"}"), "got \"25 %\"");
+	reject(KM_UP("\"1.4\"", "{\"maxUnavailable\":1.5}"),
+	       "spec.kernelModule.upgradePolicy.maxUnavailable: expected an integer or a string, got 1.5");
+	reject(KM_UP("\"1.4\"", "{\"maxUnavailable\":true}"), "expected an integer or a string, got bool");
+	reject(KM_UP("\"1.4\"", "{\"drain\":{\"timeoutSeconds\":0}}"),
+	       "kernelModule.upgradePolicy.drain.timeoutSeconds must be at least 1");
+	reject(KM_UP("\"1.4\"", "{\"drain\":{\"gracePeriodSeconds\":-1}}"),
+	       "kernelModule.upgradePolicy.drain.gracePeriodSeconds must be 0 or more");
+	reject(KM_UP("\"1.4\"", "{\"drain\":{\"podSelector\":\"app in (a\"}}"),
+	       "kernelModule.upgradePolicy.drain.podSelector \"app in (a\" is not a label selector: unable to parse");
+	reject(KM_UP("\"1.4\"", "{\"drain\":{\"podSelector\":\"-app=x\"}}"), "is not a label selector: key \"-app\"");
+	reject(KM_UP("\"1.4\"", "{\"drain\":{\"podSelector\":\"app=x-\"}}"), "value \"x-\" of key \"app\"");
+	reject(KM_UP("\"1.4\"", "{\"surge\":1}"), "spec.kernelModule.upgradePolicy.surge: unknown field");
+	reject(KM_UP("\"1.4\"", "{\"drain\":{\"ignoreDaemonSets\":true}}"),
+	       "spec.kernelModule.upgradePolicy.drain.ignoreDaemonSets: unknown field");
+	reject(KM_UP("\"1.4\"", "{\"autoUpgrade\":\"yes\"}"), "spec.kernelModule.upgradePolicy.autoUpgrade: expected bool");
+}
+
+Test(upgrade, resolved_with_defaults)
+{
+	gk_policy_upgrade u;
+	gk_policy_upgrade_resolve(NULL, &u);
+	cr_assert_not(u.auto_upgrade);
+	cr_assert_eq(u.max_parallel, 1);
+	cr_assert(u.max_unavailable_percent);
+	cr_assert_eq(u.max_unavailable, 25);
+	cr_assert(u.drain_enable);
+	cr_assert_eq(u.drain_timeout_s, 300);
+	cr_assert_not(u.has_grace_period);
+	cr_assert_null(u.pod_selector);
+	cJSON *j = cJSON_Parse("{\"metadata\":{\"name\":\"gpu\"},\"spec\":{\"resourceRegistration\":\"dp\","
+			       KM_UP("\"1.4\"", "{\"autoUpgrade\":true,\"maxParallel\":2,\"maxUnavailable\":\"50%\","
+					       "\"drain\":{\"enable\":false,\"timeoutSeconds\":60,\"gracePeriodSeconds\":5,"
+					       "\"podSelector\":\"a=b\",\"force\":true}}") "}}");
+	cr_assert_not_null(j);
+	Gpukmm__ClusterPolicy *cp = NULL;
+	gk_err e;
+	cr_assert_eq(gk_kobj_cluster_policy_from_json(j, &cp, &e), 0, "%s", e.msg);
+	gk_policy_upgrade_resolve(cp->spec->kernel_module, &u);
+	cr_assert(u.auto_upgrade);
+	cr_assert_eq(u.max_parallel, 2);
+	cr_assert_eq(u.max_unavailable, 50);
+	cr_assert(u.max_unavailable_percent);
+	cr_assert_eq(gk_policy_upgrade_max_unavailable(&u, 5), 3);
+	cr_assert_not(u.drain_enable);
+	cr_assert_eq(u.drain_timeout_s, 60);
+	cr_assert(u.has_grace_period);
+	cr_assert_eq(u.grace_period_s, 5);
+	cr_assert_str_eq(u.pod_selector, "a=b");
+	cr_assert(u.force);
+	cr_assert_not(u.delete_empty_dir_data);
+	gk_kobj_free(cp);
+	cJSON_Delete(j);
+}
+
 /* ---- size limits: the CRD's maxItems / maxLength, said the same way ---- */
 
 /* a policy with `maps` kernelMappings (regexp `rx` each), validated; joined report */

@@ -268,3 +268,74 @@ Test(statusd_merge, nested_key_gone_becomes_null_and_then_nothing_is_written)
 	cJSON_Delete(cur);
 	cJSON_Delete(want);
 }
+
+/* the upgrader's report: status.upgrade and the Upgraded condition; a halted
+ * rollout makes Degraded True; kept while the upgrader is silent after a
+ * restart, gone once it reports none (no versioned Module) */
+Test(statusd_merge, upgrader_reports_the_rollout)
+{
+	Gpukmm__StatusReport m = rep("modmgr", 3), u = rep("upgrader", 3);
+	m.kmm_status = "3/3";
+	Gpukmm__UpgradeStatus us = GPUKMM__UPGRADE_STATUS__INIT;
+	us.target_version = "1.4";
+	us.has_nodes = us.has_up_to_date = us.has_failed = us.has_pending = us.has_halted = 1;
+	us.nodes = 3;
+	us.up_to_date = 1;
+	us.failed = 1;
+	us.pending = 1;
+	us.halted = 1;
+	Gpukmm__UpgradeNode pn = GPUKMM__UPGRADE_NODE__INIT;
+	pn.node = "gpu-2";
+	pn.state = "failed";
+	pn.reason = "UpgradeFailed";
+	pn.message = "drain timed out after 300s: pod w/db: Cannot evict pod";
+	Gpukmm__UpgradeNode *pns[] = { &pn };
+	us.problems = pns;
+	us.n_problems = 1;
+	u.upgrade = &us;
+	Gpukmm__Condition c = GPUKMM__CONDITION__INIT;
+	c.type = "Upgraded";
+	c.status = "False";
+	c.reason = "UpgradeHalted";
+	c.message = "upgrade to 1.4 halted: 1 failed node(s) use up maxUnavailable 1: gpu-2 (...)";
+	Gpukmm__Condition *cs[] = { &c };
+	u.conditions = cs;
+	u.n_conditions = 1;
+	Gpukmm__StatusReport o = rep("opmgr", 3);
+	gk_sd_inputs in = { .modmgr = &m, .opmgr = &o, .upgrader = &u, .missing_is_empty = true, .now = "t1" };
+	bool oom;
+	cJSON *w = gk_sd_merge(NULL, &in, &oom);
+	const cJSON *up = cJSON_GetObjectItem(w, "upgrade");
+	cr_assert_not_null(up);
+	cr_assert_str_eq(s(up, "targetVersion"), "1.4");
+	cr_assert_eq(cJSON_GetObjectItem(up, "failed")->valueint, 1);
+	cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(up, "halted")));
+	cr_assert_str_eq(s(cJSON_GetArrayItem(cJSON_GetObjectItem(up, "problems"), 0), "node"), "gpu-2");
+	cr_assert_str_eq(s(cond(w, "Upgraded"), "reason"), "UpgradeHalted");
+	cr_assert_str_eq(s(cond(w, "Upgraded"), "status"), "False");
+	cr_assert_str_eq(s(cond(w, "Degraded"), "status"), "True");
+	cr_assert_str_eq(s(cond(w, "Degraded"), "reason"), "UpgradeHalted");
+	/* a restarted statusd, the upgrader silent yet: both kept */
+	in.upgrader = NULL;
+	in.missing_is_empty = false;
+	cJSON *w2 = gk_sd_merge(w, &in, &oom);
+	cr_assert_not_null(cJSON_GetObjectItem(w2, "upgrade"));
+	cr_assert_str_eq(s(cond(w2, "Upgraded"), "reason"), "UpgradeHalted");
+	cr_assert_str_eq(s(cond(w2, "Upgraded"), "lastTransitionTime"), "t1");
+	/* the upgrader reports nothing to roll (version removed): both go */
+	Gpukmm__StatusReport none = rep("upgrader", 4);
+	in.upgrader = &none;
+	in.missing_is_empty = true;
+	cJSON *w3 = gk_sd_merge(w2, &in, &oom);
+	cr_assert_null(cJSON_GetObjectItem(w3, "upgrade"));
+	cr_assert_null(cond(w3, "Upgraded"));
+	cr_assert_str_eq(s(cond(w3, "Degraded"), "status"), "False");
+	cJSON *p = gk_sd_status_patch(w2, w3, &oom);
+	char *ps = cJSON_PrintUnformatted(p);
+	cr_assert(strstr(ps, "\"upgrade\":null"), "%s", ps);
+	free(ps);
+	cJSON_Delete(p);
+	cJSON_Delete(w);
+	cJSON_Delete(w2);
+	cJSON_Delete(w3);
+}

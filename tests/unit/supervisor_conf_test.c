@@ -19,14 +19,16 @@ Test(sup_conf, profiles)
 	gk_sup_conf c;
 	gk_err err;
 	cr_assert_eq(gk_sup_conf_profile(&c, "controller", &err), 0);
-	cr_assert_eq(c.n_svcs, 7);
-	const char *want[] = { "watcher", "modmgr", "gater", "opmgr", "statusd", "certd", "webhook" };
-	for (int i = 0; i < 7; i++)
+	cr_assert_eq(c.n_svcs, 8);
+	const char *want[] = { "watcher", "modmgr", "gater", "opmgr", "upgrader", "statusd", "certd", "webhook" };
+	for (int i = 0; i < 8; i++)
 		cr_assert_str_eq(c.svcs[i].name, want[i]);
 	cr_assert_str_eq(c.svcs[0].binary, "gpukmm-watcher");
 	cr_assert(c.svcs[0].credentials);
-	cr_assert(c.svcs[5].credentials, "certd writes the Secret and the caBundle");
-	cr_assert_not(c.svcs[6].credentials, "the webhook holds no API credentials");
+	cr_assert(c.svcs[6].credentials, "certd writes the Secret and the caBundle");
+	cr_assert_not(c.svcs[7].credentials, "the webhook holds no API credentials");
+	cr_assert_str_eq(c.svcs[4].binary, "gpukmm-upgrader");
+	cr_assert(c.svcs[4].credentials, "the upgrader cordons and evicts: it holds its own credentials");
 	cr_assert_eq(c.svcs[0].restart, GK_SUP_PERMANENT);
 	cr_assert_eq(c.svcs[0].stop_signal, SIGTERM);
 	gk_sup_conf_free(&c);
@@ -42,7 +44,7 @@ Test(sup_conf, profiles)
 	gk_sup_conf_free(&c);
 
 	cr_assert_eq(gk_sup_conf_profile(&c, "all", &err), 0);
-	cr_assert_eq(c.n_svcs, 9);
+	cr_assert_eq(c.n_svcs, 10);
 	for (size_t i = 0; i < c.n_svcs; i++)
 		for (size_t j = i + 1; j < c.n_svcs; j++)
 			cr_assert_str_neq(c.svcs[i].name, c.svcs[j].name);
@@ -241,9 +243,9 @@ Test(sup_conf, profile_options_reach_their_services)
 					  "--listen", "127.0.0.1:0", NULL };
 	static const char *const wa[] = { "--leader-elect", "--lease-name", "lz", NULL };
 	static const char *const none[] = { NULL };
-	cr_assert(has_args(&c.svcs[5], wh), "webhook args");
+	cr_assert(has_args(&c.svcs[6], wh), "webhook args");
 	cr_assert(has_args(&c.svcs[0], wa), "watcher args");
-	for (int i = 1; i < 5; i++)
+	for (int i = 1; i < 6; i++)
 		cr_assert(has_args(&c.svcs[i], none), "%s untouched", c.svcs[i].name);
 	gk_sup_conf_free(&c);
 
@@ -252,7 +254,7 @@ Test(sup_conf, profile_options_reach_their_services)
 	gk_sup_pflags g = { .webhook_tls_cert = "/c", .webhook_tls_key = "/k", .webhook_listen = "", .lease_name = "" };
 	cr_assert_eq(gk_sup_conf_apply_pflags(&c, &g, &err), 0, "%s", err.msg);
 	static const char *const wl[] = { "--tls-cert", "/c", "--tls-key", "/k", NULL };
-	cr_assert(has_args(&c.svcs[5], wl));
+	cr_assert(has_args(&c.svcs[6], wl));
 	cr_assert(has_args(&c.svcs[0], none), "no leader election unless asked");
 	gk_sup_conf_free(&c);
 
@@ -260,7 +262,7 @@ Test(sup_conf, profile_options_reach_their_services)
 	cr_assert_eq(gk_sup_conf_profile(&c, "controller", &err), 0);
 	gk_sup_pflags n = { .webhook_tls_cert = "", .webhook_tls_key = "" };
 	cr_assert_eq(gk_sup_conf_apply_pflags(&c, &n, &err), 0, "%s", err.msg);
-	cr_assert_eq(c.n_svcs, 5);
+	cr_assert_eq(c.n_svcs, 6);
 	for (size_t i = 0; i < c.n_svcs; i++)
 		cr_assert_str_neq(c.svcs[i].name, "webhook");
 	cr_assert(strstr(c.note, "webhook: off: no serving certificate"), "%s", c.note);
@@ -335,7 +337,7 @@ Test(sup_conf, the_webhook_apart_from_the_services_with_credentials)
 	cr_assert_eq(gk_sup_conf_profile(&c, "controller", &err), 0);
 	gk_sup_pflags f = { .without = "webhook", .leader_elect = true };
 	cr_assert_eq(gk_sup_conf_apply_pflags(&c, &f, &err), 0, "%s", err.msg);
-	cr_assert_eq(c.n_svcs, 5);
+	cr_assert_eq(c.n_svcs, 6);
 	for (size_t i = 0; i < c.n_svcs; i++) {
 		cr_assert_str_neq(c.svcs[i].name, "webhook");
 		cr_assert(c.svcs[i].credentials, "%s", c.svcs[i].name);
@@ -365,21 +367,21 @@ Test(sup_conf, the_webhook_certificate_directory_starts_certd_and_makes_the_webh
 	cr_assert_eq(gk_sup_conf_profile(&c, "controller", &err), 0);
 	gk_sup_pflags f = { .webhook_cert_dir = "/run/certs" };
 	cr_assert_eq(gk_sup_conf_apply_pflags(&c, &f, &err), 0, "%s", err.msg);
-	cr_assert_eq(c.n_svcs, 7);
+	cr_assert_eq(c.n_svcs, 8);
 	static const char *const cd[] = { "--dir", "/run/certs", NULL };
 	static const char *const wh[] = { "--tls-cert", "/run/certs/tls.crt", "--tls-key", "/run/certs/tls.key",
 					  "--tls-wait", NULL };
-	cr_assert_str_eq(c.svcs[5].name, "certd");
-	cr_assert(has_args(&c.svcs[5], cd));
-	cr_assert(has_args(&c.svcs[6], wh));
+	cr_assert_str_eq(c.svcs[6].name, "certd");
+	cr_assert(has_args(&c.svcs[6], cd));
+	cr_assert(has_args(&c.svcs[7], wh));
 	gk_sup_conf_free(&c);
 
 	/* the two containers: certd where the token is, the webhook apart */
 	cr_assert_eq(gk_sup_conf_profile(&c, "controller", &err), 0);
 	gk_sup_pflags a = { .without = "webhook", .webhook_cert_dir = "/w" };
 	cr_assert_eq(gk_sup_conf_apply_pflags(&c, &a, &err), 0, "%s", err.msg);
-	cr_assert_eq(c.n_svcs, 6);
-	cr_assert_str_eq(c.svcs[5].name, "certd");
+	cr_assert_eq(c.n_svcs, 7);
+	cr_assert_str_eq(c.svcs[6].name, "certd");
 	gk_sup_conf_free(&c);
 	cr_assert_eq(gk_sup_conf_profile(&c, "webhook", &err), 0);
 	gk_sup_pflags w = { .webhook_cert_dir = "/w" };
@@ -393,7 +395,7 @@ Test(sup_conf, the_webhook_certificate_directory_starts_certd_and_makes_the_webh
 	cr_assert_eq(gk_sup_conf_profile(&c, "controller", &err), 0);
 	gk_sup_pflags z = { .webhook_tls_cert = "/c", .webhook_tls_key = "/k" };
 	cr_assert_eq(gk_sup_conf_apply_pflags(&c, &z, &err), 0, "%s", err.msg);
-	cr_assert_eq(c.n_svcs, 6);
+	cr_assert_eq(c.n_svcs, 7);
 	for (size_t i = 0; i < c.n_svcs; i++)
 		cr_assert_str_neq(c.svcs[i].name, "certd");
 	gk_sup_conf_free(&c);

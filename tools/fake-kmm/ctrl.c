@@ -22,6 +22,7 @@
 
 static const gk_kube_ref MODULES = { "kmm.sigs.x-k8s.io", "v1beta1", "modules", NULL, NULL, NULL };
 static const gk_kube_ref NODES = { "", "v1", "nodes", NULL, NULL, NULL };
+static const gk_kube_ref PODS = { "", "v1", "pods", NULL, NULL, NULL };
 
 typedef struct cache {
 	char **keys;
@@ -52,16 +53,16 @@ struct fk_ctrl {
 	gk_kube_client *cl;     /* blocking writes */
 	gk_kube_client *wcl;    /* watches */
 	gk_kube_mux *mux;
-	gk_kube_watch *wm, *wn;
+	gk_kube_watch *wm, *wn, *wp;
 	gk_timer_id pass_timer, reg_timer;
-	cache modules, nodes;
+	cache modules, nodes, pods;
 	pending *pend;
 	size_t npend, cappend;
 	fk_ctrl_opts o;
 	char *webhook_url, *ca_pem, *webhook_config;
 	update *upd;
 	size_t nupd, capupd;
-	int synced_modules, synced_nodes, announced;
+	int synced_modules, synced_nodes, synced_pods, announced;
 };
 
 static void defer_update(fk_ctrl *c, cache *k, cJSON *obj)
@@ -189,6 +190,7 @@ static void cache_free(cache *c)
 /* ---- loop plumbing -------------------------------------------------------------- */
 static void pass_schedule(fk_ctrl *c);
 static void pass(gk_loop *l, gk_timer_id id, void *u);
+static const cJSON **pods_by_node(fk_ctrl *c, fk_node *nodes, size_t nn);
 
 /* ---- API writes ------------------------------------------------------------------- */
 /* Merge patch; on success *out (if non-NULL) gets the object the API returned. */
@@ -238,7 +240,12 @@ static int patch_labels(cJSON **body, const fk_module *m, const fk_pair_plan *p)
 	if (patch_set(body, "labels", k, p->ready ? "" : NULL))
 		return -1;
 	fk_key_version_ready(k, m);
-	return patch_set(body, "labels", k, p->version_ready);
+	if (patch_set(body, "labels", k, p->version_ready))
+		return -1;
+	fk_key_unload_failed(k, m);
+	if (p->unload_failed[0] && !p->has_unload_failed)
+		GK_WARN("module %s/%s: unload fails: %s", m->ns, m->name, p->unload_failed);
+	return patch_set(body, "annotations", k, p->unload_failed[0] ? p->unload_failed : NULL);
 }
 
 static void patch_node(fk_ctrl *c, const char *node, cJSON *body, const char *why)
@@ -520,7 +527,9 @@ static void pending_fire(gk_loop *l, gk_timer_id id, void *u)
 		pending_remove(c, i);
 		return;
 	}
+	const cJSON **pods = pods_by_node(c, &n, 1);
 	fk_plan_pair(&m, &n, &p);
+	free(pods);
 	char target[sizeof c->pend[0].target];
 	op_target(&p, target, sizeof target);
 	if (p.op == c->pend[i].op && !p.blocked && !strcmp(target, c->pend[i].target)) {
@@ -533,14 +542,15 @@ static void pending_fire(gk_loop *l, gk_timer_id id, void *u)
 			p.loaded.present = 1;
 			snprintf(p.loaded.kernel, sizeof p.loaded.kernel, "%s", p.want.kernel);
 			snprintf(p.loaded.version, sizeof p.loaded.version, "%s", p.want.version);
-			p.ready = fk_node_schedulable(&m, &n);
-			p.version_ready = p.ready && *p.want.version ? p.want.version : NULL;
+			p.ready = 1;
+			p.version_ready = *p.want.version ? p.want.version : NULL;
 			bad |= patch_set(&body, "annotations", k, target);
 		} else {
 			p.ready = 0;
 			p.version_ready = NULL;
 			bad |= patch_set(&body, "annotations", k, NULL);
 		}
+		p.unload_failed[0] = 0;
 		bad |= patch_labels(&body, &m, &p);
 		GK_INFO("module %s/%s on node %s: %s", m.ns, m.name, n.name,
 			p.op == FK_OP_LOAD ? "loaded" : "unloaded");
@@ -556,6 +566,32 @@ static void pending_fire(gk_loop *l, gk_timer_id id, void *u)
 }
 
 /* ---- the reconcile pass --------------------------------------------------------------- */
+/* Every cached pod grouped by the node it is bound to: nodes[i].pods points
+ * into the returned array (free it after the pass; NULL when there are none
+ * or on OOM: then no pod holds anything, logged). */
+static const cJSON **pods_by_node(fk_ctrl *c, fk_node *nodes, size_t nn)
+{
+	if (!c->pods.n || !nn)
+		return NULL;
+	const cJSON **v = calloc(c->pods.n, sizeof *v);
+	if (!v) {
+		GK_ERROR("reconcile: out of memory grouping pods");
+		return NULL;
+	}
+	size_t k = 0;
+	for (size_t ni = 0; ni < nn; ni++) {
+		nodes[ni].pods = v + k;
+		for (size_t i = 0; i < c->pods.n; i++) {
+			const cJSON *spec = cJSON_GetObjectItemCaseSensitive(c->pods.objs[i], "spec");
+			const char *on = fk_obj_str(spec, "nodeName");
+			if (on && !strcmp(on, nodes[ni].name))
+				v[k++] = c->pods.objs[i];
+		}
+		nodes[ni].npods = (size_t)(v + k - nodes[ni].pods);
+	}
+	return v;
+}
+
 static void pass(gk_loop *l, gk_timer_id id, void *u)
 {
 	fk_ctrl *c = u;
@@ -563,7 +599,7 @@ static void pass(gk_loop *l, gk_timer_id id, void *u)
 	c->pass_timer = 0;
 	/* Until both lists are in, the view is partial: counts would be wrong and
 	 * a deleting Module could lose its finalizer. on_synced schedules a pass. */
-	if (!c->synced_modules || !c->synced_nodes)
+	if (!c->synced_modules || !c->synced_nodes || !c->synced_pods)
 		return;
 	fk_node *nodes = calloc(c->nodes.n ? c->nodes.n : 1, sizeof *nodes);
 	cJSON **npatch = calloc(c->nodes.n ? c->nodes.n : 1, sizeof *npatch);
@@ -584,6 +620,7 @@ static void pass(gk_loop *l, gk_timer_id id, void *u)
 		}
 		nn++;
 	}
+	const cJSON **pods = pods_by_node(c, nodes, nn);
 	for (size_t i = 0; i < c->npend; i++)
 		c->pend[i].seen = 0;
 	for (size_t mi = 0; mi < c->modules.n; mi++) {
@@ -627,6 +664,7 @@ static void pass(gk_loop *l, gk_timer_id id, void *u)
 	}
 	free(nodes);
 	free(npatch);
+	free(pods);
 	free(m);
 	apply_updates(c);
 	if (c->synced_modules && c->synced_nodes && !c->announced) {
@@ -677,6 +715,19 @@ static void on_synced_nodes(void *u)
 {
 	fk_ctrl *c = u;
 	c->synced_nodes = 1;
+	pass_schedule(c);
+}
+
+static void on_pod(void *u, enum gk_kube_event type, const char *key, const cJSON *obj)
+{
+	fk_ctrl *c = u;
+	on_event(c, &c->pods, type, key, obj);
+}
+
+static void on_synced_pods(void *u)
+{
+	fk_ctrl *c = u;
+	c->synced_pods = 1;
 	pass_schedule(c);
 }
 
@@ -761,10 +812,14 @@ int fk_ctrl_start(fk_ctrl **out, gk_loop *loop, const fk_ctrl_opts *o, gk_err *e
 	if (c->webhook_url)
 		reg_try(loop, 0, c);
 	gk_kube_watch_cbs mcb = { .on_event = on_module, .on_synced = on_synced_modules, .on_error = on_error },
-			  ncb = { .on_event = on_node, .on_synced = on_synced_nodes, .on_error = on_error };
+			  ncb = { .on_event = on_node, .on_synced = on_synced_nodes, .on_error = on_error },
+			  pcb = { .on_event = on_pod, .on_synced = on_synced_pods, .on_error = on_error };
 	gk_kube_watch_opts wo = { 0 };
+	/* pods: only live ones hold a GPU (terminated pods hold nothing) */
+	gk_kube_watch_opts po = { .field_selector = "status.phase!=Succeeded,status.phase!=Failed" };
 	if ((rc = gk_kube_watch_start(&c->wm, c->mux, &MODULES, &wo, &mcb, c, err)) != 0 ||
-	    (rc = gk_kube_watch_start(&c->wn, c->mux, &NODES, &wo, &ncb, c, err)) != 0)
+	    (rc = gk_kube_watch_start(&c->wn, c->mux, &NODES, &wo, &ncb, c, err)) != 0 ||
+	    (rc = gk_kube_watch_start(&c->wp, c->mux, &PODS, &po, &pcb, c, err)) != 0)
 		goto fail;
 	*out = c;
 	return 0;
@@ -782,6 +837,8 @@ void fk_ctrl_stop(fk_ctrl *c)
 		gk_kube_watch_stop(c->wm);
 	if (c->wn)
 		gk_kube_watch_stop(c->wn);
+	if (c->wp)
+		gk_kube_watch_stop(c->wp);
 	gk_kube_mux_free(c->mux); /* detaches from the loop */
 	gk_kube_client_free(c->cl);
 	gk_kube_client_free(c->wcl);
@@ -796,6 +853,7 @@ void fk_ctrl_stop(fk_ctrl *c)
 	free(c->upd);
 	cache_free(&c->modules);
 	cache_free(&c->nodes);
+	cache_free(&c->pods);
 	free(c->webhook_url);
 	free(c->ca_pem);
 	free(c->webhook_config);

@@ -17,6 +17,13 @@
  *       load-failure        modprobe fails: same effect as image-pull-failure
  *       unload-refused      modprobe -r fails (module in use): the node keeps the
  *                           module, so a deleted Module keeps its finalizer
+ *   fake-kmm.gpukmm.io/unload-failed.<ns>.<name>: written by fake-kmm while an
+ *       unload is wanted but fails: KMM's unloader worker pod crash-looping on
+ *       "modprobe: FATAL: Module xe is in use" because a pod on the node holds
+ *       the GPU (one requesting gpu.intel.com/..., holding a ResourceClaim, or a
+ *       pod of a DaemonSet gated on the Module's ready label — the device
+ *       plugin) or the unload-refused fault. Removed when the unload goes
+ *       through or is no longer wanted.
  *   fake-kmm.gpukmm.io/loaded.<ns>.<name>: "<kernel>[ <version>]" — written by
  *       fake-kmm: what is loaded on the node (KMM keeps this in the node's
  *       NodeModulesConfig status). Derived state lives in the API, so a
@@ -46,6 +53,7 @@
 #define FK_WEBHOOK_PATH "/validate-kmm-sigs-x-k8s-io-v1beta1-module"
 #define FK_WEBHOOK_NAME "vmodule.kb.io"
 #define FK_IMAGE_PREFIX "fake-kmm.gpukmm.io/image."
+#define FK_UNLOAD_FAILED_PREFIX "fake-kmm.gpukmm.io/unload-failed."
 #define FK_REPORT_ANNOTATION "gpukmm.io/node-report"
 #define FK_IMAGE_MAX 1024
 
@@ -114,6 +122,7 @@ typedef struct fk_module {
 	fk_mapping maps[FK_MAX_ITEMS];
 	size_t nmaps;
 	const char *version; /* "" when unset */
+	const char *module_name; /* container.modprobe.moduleName, "" when unset */
 	const char *container_image; /* container.containerImage, "" when unset */
 	int has_sign;                /* container.sign set */
 	const cJSON *annotations;    /* metadata.annotations (or NULL) */
@@ -132,6 +141,8 @@ typedef struct fk_node {
 	size_t ntaints;
 	unsigned faults; /* enum fk_fault bits */
 	int secure;      /* the node report says Secure Boot on or lockdown integrity/confidentiality */
+	const cJSON *const *pods; /* the live pods bound to the node (borrowed, may be NULL) */
+	size_t npods;
 } fk_node;
 
 int fk_module_parse(const cJSON *obj, fk_module *m, gk_err *err);
@@ -147,6 +158,11 @@ void fk_key_ready(char *buf, const fk_module *m);         /* …/<ns>.<name>.rea
 void fk_key_version_ready(char *buf, const fk_module *m); /* …/<ns>.<name>.version.ready */
 void fk_key_version_module(char *buf, const fk_module *m);/* …/version-module.<ns>.<name> */
 void fk_key_loaded(char *buf, const fk_module *m);        /* fake-kmm.gpukmm.io/loaded.<ns>.<name> */
+void fk_key_unload_failed(char *buf, const fk_module *m); /* fake-kmm.gpukmm.io/unload-failed.<ns>.<name> */
+/* Does this pod (live, on the node) hold the module's GPUs open: it requests a
+ * gpu.intel.com/... resource, holds a ResourceClaim, or its nodeSelector has
+ * the Module's ready label (a DaemonSet gated on it: the device plugin). */
+int fk_pod_holds(const fk_module *m, const cJSON *pod);
 /* fake-kmm.gpukmm.io/image.<normalised kernel> (a Module annotation) */
 void fk_key_image(char *buf, const char *kernel);
 /* 1 when the report JSON says Secure Boot on or kernel lockdown integrity/confidentiality. */
@@ -227,7 +243,11 @@ typedef struct fk_pair_plan {
 	const char *has_ready;
 	const char *has_version_ready;
 	enum fk_op op;   /* timed operation needed */
-	int blocked;     /* op is needed but a fault makes it fail forever */
+	int blocked;     /* op is needed but a fault (or a pod holding the GPU) makes it fail */
+	char holder[320];              /* an unload blocked by a pod: "pod <ns>/<name>" */
+	/* the unload-failed annotation wanted now (NULL = absent) and on the node now */
+	char unload_failed[512];
+	const char *has_unload_failed;
 	int signed_image;              /* the mapping's image is signed by KMM */
 	int sign_needed;               /* ...and not signed yet: no load until it is */
 	int unsigned_refused;          /* Secure Boot node, unsigned module: the load fails */
@@ -235,7 +255,8 @@ typedef struct fk_pair_plan {
 	int matching, desired, available; /* contributions to status counts */
 } fk_pair_plan;
 void fk_plan_pair(const fk_module *m, const fk_node *n, fk_pair_plan *p);
-/* 1 when the labels on the node differ from what the plan wants now. */
+/* 1 when the labels (and the unload-failed annotation) on the node differ
+ * from what the plan wants now. */
 int fk_plan_labels_differ(const fk_pair_plan *p);
 
 typedef struct fk_counts {

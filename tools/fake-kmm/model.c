@@ -60,6 +60,7 @@ int fk_module_parse(const cJSON *obj, fk_module *m, gk_err *err)
 	const cJSON *cont = get(ml, "container");
 	m->has_loader = cJSON_IsObject(ml);
 	m->version = s_or(cont, "version", "");
+	m->module_name = s_or(get(cont, "modprobe"), "moduleName", "");
 	m->container_image = s_or(cont, "containerImage", "");
 	m->has_sign = cJSON_IsObject(get(cont, "sign"));
 	m->annotations = get(meta, "annotations");
@@ -162,6 +163,40 @@ void fk_key_version_module(char *buf, const fk_module *m)
 void fk_key_loaded(char *buf, const fk_module *m)
 {
 	snprintf(buf, FK_KEY_MAX, FK_LOADED_PREFIX "%s.%s", m->ns, m->name);
+}
+
+void fk_key_unload_failed(char *buf, const fk_module *m)
+{
+	snprintf(buf, FK_KEY_MAX, FK_UNLOAD_FAILED_PREFIX "%s.%s", m->ns, m->name);
+}
+
+static int requests_gpu(const cJSON *spec, const char *key)
+{
+	const cJSON *c;
+	cJSON_ArrayForEach(c, get(spec, key)) {
+		const cJSON *res = get(c, "resources");
+		static const char *const kinds[] = { "requests", "limits" };
+		for (int k = 0; k < 2; k++) {
+			const cJSON *e;
+			cJSON_ArrayForEach(e, get(res, kinds[k])) {
+				if (e->string && !strncmp(e->string, "gpu.intel.com/", 14))
+					return 1;
+			}
+		}
+	}
+	return 0;
+}
+
+int fk_pod_holds(const fk_module *m, const cJSON *pod)
+{
+	const cJSON *spec = get(pod, "spec");
+	if (requests_gpu(spec, "containers") || requests_gpu(spec, "initContainers"))
+		return 1;
+	if (cJSON_GetArraySize(get(spec, "resourceClaims")) > 0)
+		return 1;
+	char key[FK_KEY_MAX];
+	fk_key_ready(key, m);
+	return fk_obj_str(get(spec, "nodeSelector"), key) != NULL;
 }
 
 void fk_key_image(char *buf, const char *kernel)

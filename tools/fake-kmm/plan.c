@@ -6,7 +6,14 @@
  * signed mapping's node waits for its image to be signed (sign.c); a Secure
  * Boot node never loads an unsigned module. As in KMM, the ready label follows it: present while a load is recorded and the
  * node is schedulable for the Module; it keeps its state while a reload for a
- * new kernel is pending, and is stripped at once on cordon/untolerated taint. */
+ * new kernel is pending. A node that becomes unschedulable for the Module
+ * (cordon, an untolerated taint) is dropped from its targets and unloaded; the
+ * ready label goes when that unload completes (KMM's module reconciler removes
+ * the node's NodeModulesConfig entry first: the labels follow the unload). An
+ * unload fails while a pod on the node holds the GPU (fk_pod_holds: a GPU
+ * workload, or the device plugin gated on the ready label — the drain
+ * deadlock: a DaemonSet pod tolerates the cordon, the ready label it is gated
+ * on stays, the unload never succeeds). */
 #include <stdio.h>
 #include <string.h>
 
@@ -46,12 +53,14 @@ void fk_plan_pair(const fk_module *m, const fk_node *n, fk_pair_plan *p)
 	p->has_ready = fk_obj_str(n->labels, key);
 	fk_key_version_ready(key, m);
 	p->has_version_ready = fk_obj_str(n->labels, key);
+	fk_key_unload_failed(key, m);
+	p->has_unload_failed = fk_obj_str(n->annotations, key);
 
 	const fk_want *w = &p->want;
 	const fk_loaded *l = &p->loaded;
 	int schedulable = fk_node_schedulable(m, n);
 	p->matching = fk_selector_matches(m, n) && schedulable;
-	p->ready = l->present && schedulable;
+	p->ready = l->present;
 	p->version_ready = p->ready && *l->version ? l->version : NULL;
 
 	switch (w->state) {
@@ -94,6 +103,20 @@ void fk_plan_pair(const fk_module *m, const fk_node *n, fk_pair_plan *p)
 		}
 		break;
 	}
+	if (p->op == FK_OP_UNLOAD) {
+		const char *mod = *m->module_name ? m->module_name : "the module";
+		for (size_t i = 0; i < n->npods && !p->holder[0]; i++)
+			if (fk_pod_holds(m, n->pods[i])) {
+				const cJSON *md = cJSON_GetObjectItemCaseSensitive(n->pods[i], "metadata");
+				snprintf(p->holder, sizeof p->holder, "pod %s/%s", fk_obj_str(md, "namespace") ? fk_obj_str(md, "namespace") : "",
+					 fk_obj_str(md, "name") ? fk_obj_str(md, "name") : "");
+			}
+		if (p->holder[0])
+			p->blocked = 1;
+		if (p->blocked)
+			snprintf(p->unload_failed, sizeof p->unload_failed, "modprobe: FATAL: Module %s is in use (%s)", mod,
+				 p->holder[0] ? p->holder : "fault unload-refused");
+	}
 }
 
 static int str_differs(const char *a, const char *b)
@@ -106,7 +129,8 @@ static int str_differs(const char *a, const char *b)
 int fk_plan_labels_differ(const fk_pair_plan *p)
 {
 	return str_differs(p->ready ? "" : NULL, p->has_ready) ||
-	       str_differs(p->version_ready, p->has_version_ready);
+	       str_differs(p->version_ready, p->has_version_ready) ||
+	       str_differs(p->unload_failed[0] ? p->unload_failed : NULL, p->has_unload_failed);
 }
 
 int fk_plan_module(const fk_module *m, const fk_node *nodes, size_t nnodes, fk_counts *c)

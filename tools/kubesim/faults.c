@@ -310,6 +310,24 @@ void ks_stats_count(ks_stat_ent *t, int *n, const char *verb, const char *resour
 	(*n)++;
 }
 
+void ks_stats_count_agent(ks_stats *s, const char *agent, const char *verb, const char *resource)
+{
+	for (int i = 0; i < s->nwagent; i++) {
+		ks_agent_ent *e = &s->wagent[i];
+		if (!strcmp(e->agent, agent) && !strcmp(e->verb, verb) && !strcmp(e->resource, resource)) {
+			e->n++;
+			return;
+		}
+	}
+	if (s->nwagent >= KS_STATS_MAX)
+		return;
+	ks_agent_ent *e = &s->wagent[s->nwagent++];
+	snprintf(e->agent, sizeof(e->agent), "%s", agent);
+	snprintf(e->verb, sizeof(e->verb), "%s", verb);
+	snprintf(e->resource, sizeof(e->resource), "%s", resource);
+	e->n = 1;
+}
+
 static cJSON *table(const ks_stat_ent *t, int n)
 {
 	/* {"list":{"nodes":3}, ...} */
@@ -342,6 +360,19 @@ cJSON *ks_stats_to_json(const ks_stats *s)
 		cJSON_AddNumberToObject(wr, s->req[i].resource, prev + (double)s->req[i].n);
 	}
 	cJSON_AddItemToObject(j, "writesByResource", wr);
+	/* {"gpukmm-upgrader": {"patch nodes": 12, "create pods/eviction": 4}, ...} */
+	cJSON *wa = cJSON_CreateObject();
+	for (int i = 0; wa && i < s->nwagent; i++) {
+		const ks_agent_ent *e = &s->wagent[i];
+		cJSON *a = cJSON_GetObjectItemCaseSensitive(wa, e->agent);
+		if (!a)
+			a = cJSON_AddObjectToObject(wa, e->agent);
+		char k[112];
+		snprintf(k, sizeof(k), "%s %s", e->verb, e->resource);
+		if (a)
+			cJSON_AddNumberToObject(a, k, (double)e->n);
+	}
+	cJSON_AddItemToObject(j, "writesByAgent", wa);
 	cJSON_AddNumberToObject(j, "faultsInjected", (double)s->faults_injected);
 	cJSON_AddItemToObject(j, "faults", table(s->fault, s->nfault));
 	cJSON_AddNumberToObject(j, "connectionsRefused", (double)s->refused);

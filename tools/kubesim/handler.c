@@ -537,6 +537,16 @@ void ks_handle(ks_server *s, const ks_req *r, ks_resp *out)
 	pthread_mutex_unlock(&s->mu);
 	const char *verb = verb_of(r, &rt);
 	count(s, verb, rt.resource);
+	if (ks_verb_is_write(verb)) {
+		char agent[48], res[80];
+		const char *ua = r->user_agent ? r->user_agent : "unknown";
+		size_t n = strcspn(ua, "/ ");
+		snprintf(agent, sizeof(agent), "%.*s", (int)(n ? n : 7), n ? ua : "unknown");
+		snprintf(res, sizeof(res), "%.40s%s%.30s", rt.resource, rt.sub[0] ? "/" : "", rt.sub);
+		pthread_mutex_lock(&s->mu);
+		ks_stats_count_agent(&s->stats, agent, verb, res);
+		pthread_mutex_unlock(&s->mu);
+	}
 	if (!t0) {
 		ks_resp_status(out, 404, "NotFound", NULL, NULL, NULL, NULL,
 			       "the server could not find the requested resource");

@@ -202,14 +202,24 @@ typedef struct ks_stat_ent {
 	uint64_t n;
 } ks_stat_ent;
 
+/* writes by client program (the user agent's first word) */
+typedef struct ks_agent_ent {
+	char agent[48], verb[16], resource[80];
+	uint64_t n;
+} ks_agent_ent;
+
 typedef struct ks_stats {
 	ks_stat_ent req[KS_STATS_MAX];
 	int nreq;
+	ks_agent_ent wagent[KS_STATS_MAX];
+	int nwagent;
 	uint64_t requests, writes, faults_injected, watch_events, watchers, watches_opened, refused, http_errors;
 	ks_stat_ent fault[KS_STATS_MAX];
 	int nfault;
 } ks_stats;
 
+/* One write of `agent` (mu held); resource may carry "/subresource". */
+void ks_stats_count_agent(ks_stats *s, const char *agent, const char *verb, const char *resource);
 int ks_faults_parse(ks_faults *f, const cJSON *j, gk_err *err);
 cJSON *ks_faults_to_json(const ks_faults *f);
 /* Decide whether a request (verb, resource, path) gets a fault: fills *hit (code 0

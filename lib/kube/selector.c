@@ -1,12 +1,14 @@
-/* kubesim — label and field selectors. */
-#include "selector.h"
+/* lib/kube: label and field selectors (Kubernetes labels.Parse / fields.Parse
+ * syntax), parsed and matched. Pure. */
+#include "gpukmm/kube.h"
+#include "kube.pb-c.h"
 
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-void ks_selector_free(ks_selector *s)
+void gk_selector_free(gk_selector *s)
 {
 	if (!s)
 		return;
@@ -45,9 +47,9 @@ static char *dupn(const char *p, size_t n)
 	return s;
 }
 
-static int add_value(ks_sel_term *t, const char *p, size_t n, gk_err *err)
+static int add_value(gk_sel_term *t, const char *p, size_t n, gk_err *err)
 {
-	if (t->nvalues >= KS_SEL_MAX_VALUES)
+	if (t->nvalues >= GK_SEL_MAX_VALUES)
 		return gk_err_set(err, GK_INVALID_ARGUMENT, "too many values in selector term for %s", t->key);
 	if (!(t->values[t->nvalues] = dupn(p, n)))
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
@@ -55,7 +57,7 @@ static int add_value(ks_sel_term *t, const char *p, size_t n, gk_err *err)
 	return 0;
 }
 
-static int parse_common(const char *s, ks_selector *out, int labels, gk_err *err)
+static int parse_common(const char *s, gk_selector *out, int labels, gk_err *err)
 {
 	memset(out, 0, sizeof(*out));
 	if (!s)
@@ -65,11 +67,11 @@ static int parse_common(const char *s, ks_selector *out, int labels, gk_err *err
 		return 0;
 	for (;;) {
 		p = skip_ws(p);
-		if (out->nterms >= KS_SEL_MAX_TERMS) {
-			ks_selector_free(out);
+		if (out->nterms >= GK_SEL_MAX_TERMS) {
+			gk_selector_free(out);
 			return gk_err_set(err, GK_INVALID_ARGUMENT, "selector has too many terms");
 		}
-		ks_sel_term *t = &out->terms[out->nterms];
+		gk_sel_term *t = &out->terms[out->nterms];
 		memset(t, 0, sizeof(*t));
 		int neg = 0;
 		if (labels && *p == '!') {
@@ -82,19 +84,19 @@ static int parse_common(const char *s, ks_selector *out, int labels, gk_err *err
 		if (p == k)
 			goto bad;
 		if (!(t->key = dupn(k, (size_t)(p - k)))) {
-			ks_selector_free(out);
+			gk_selector_free(out);
 			return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
 		}
 		out->nterms++;
 		p = skip_ws(p);
 		if (neg) {
-			t->op = KS_SEL_NOTEXISTS;
+			t->op = GK_SEL_NOTEXISTS;
 		} else if (*p == '=' || (*p == '!' && p[1] == '=')) {
 			if (*p == '!') {
-				t->op = KS_SEL_NE;
+				t->op = GK_SEL_NE;
 				p += 2;
 			} else {
-				t->op = KS_SEL_EQ;
+				t->op = GK_SEL_EQ;
 				p += (p[1] == '=') ? 2 : 1;
 			}
 			p = skip_ws(p);
@@ -109,12 +111,12 @@ static int parse_common(const char *s, ks_selector *out, int labels, gk_err *err
 			while (!labels && n && v[n - 1] == ' ')
 				n--;
 			if (add_value(t, v, n, err)) {
-				ks_selector_free(out);
+				gk_selector_free(out);
 				return err ? err->code : GK_INVALID_ARGUMENT;
 			}
 		} else if (labels && (strncmp(p, "in", 2) == 0 || strncmp(p, "notin", 5) == 0) &&
 			   (p[0] == 'i' ? (p[2] == ' ' || p[2] == '(') : (p[5] == ' ' || p[5] == '('))) {
-			t->op = p[0] == 'i' ? KS_SEL_IN : KS_SEL_NOTIN;
+			t->op = p[0] == 'i' ? GK_SEL_IN : GK_SEL_NOTIN;
 			p = skip_ws(p + (p[0] == 'i' ? 2 : 5));
 			if (*p != '(')
 				goto bad;
@@ -125,7 +127,7 @@ static int parse_common(const char *s, ks_selector *out, int labels, gk_err *err
 				while (*p && value_char((unsigned char)*p))
 					p++;
 				if (add_value(t, v, (size_t)(p - v), err)) {
-					ks_selector_free(out);
+					gk_selector_free(out);
 					return err ? err->code : GK_INVALID_ARGUMENT;
 				}
 				p = skip_ws(p);
@@ -140,7 +142,7 @@ static int parse_common(const char *s, ks_selector *out, int labels, gk_err *err
 				goto bad;
 			}
 		} else if (labels && (*p == ',' || *p == 0)) {
-			t->op = KS_SEL_EXISTS;
+			t->op = GK_SEL_EXISTS;
 		} else {
 			goto bad;
 		}
@@ -152,55 +154,55 @@ static int parse_common(const char *s, ks_selector *out, int labels, gk_err *err
 		p++;
 	}
 bad:
-	ks_selector_free(out);
+	gk_selector_free(out);
 	return gk_err_set(err, GK_INVALID_ARGUMENT, "unable to parse requirement: invalid %s selector \"%s\"",
 			  labels ? "label" : "field", s);
 }
 
-int ks_label_selector_parse(const char *s, ks_selector *out, gk_err *err)
+int gk_label_selector_parse(const char *s, gk_selector *out, gk_err *err)
 {
 	return parse_common(s, out, 1, err);
 }
 
-int ks_field_selector_parse(const char *s, ks_selector *out, gk_err *err)
+int gk_field_selector_parse(const char *s, gk_selector *out, gk_err *err)
 {
 	return parse_common(s, out, 0, err);
 }
 
-static int term_match(const ks_sel_term *t, const char *val)
+int gk_selector_term_match(const gk_sel_term *t, const char *val)
 {
 	int in = 0;
 	switch (t->op) {
-	case KS_SEL_EXISTS:
+	case GK_SEL_EXISTS:
 		return val != NULL;
-	case KS_SEL_NOTEXISTS:
+	case GK_SEL_NOTEXISTS:
 		return val == NULL;
-	case KS_SEL_EQ:
+	case GK_SEL_EQ:
 		return val && strcmp(val, t->values[0]) == 0;
-	case KS_SEL_NE:
+	case GK_SEL_NE:
 		return !val || strcmp(val, t->values[0]) != 0;
-	case KS_SEL_IN:
-	case KS_SEL_NOTIN:
+	case GK_SEL_IN:
+	case GK_SEL_NOTIN:
 		for (int i = 0; val && i < t->nvalues; i++)
 			if (strcmp(val, t->values[i]) == 0)
 				in = 1;
-		return t->op == KS_SEL_IN ? in : !in;
+		return t->op == GK_SEL_IN ? in : !in;
 	}
 	return 0;
 }
 
-int ks_label_selector_match(const ks_selector *s, const cJSON *labels)
+int gk_label_selector_match_json(const gk_selector *s, const cJSON *labels)
 {
 	for (int i = 0; i < s->nterms; i++) {
 		const cJSON *v = labels ? cJSON_GetObjectItemCaseSensitive(labels, s->terms[i].key) : NULL;
 		const char *val = cJSON_IsString(v) ? v->valuestring : NULL;
-		if (!term_match(&s->terms[i], val))
+		if (!gk_selector_term_match(&s->terms[i], val))
 			return 0;
 	}
 	return 1;
 }
 
-void ks_field_value(const cJSON *obj, const char *path, char *buf, size_t cap)
+void gk_field_value(const cJSON *obj, const char *path, char *buf, size_t cap)
 {
 	char seg[256];
 	const cJSON *cur = obj;
@@ -225,12 +227,25 @@ void ks_field_value(const cJSON *obj, const char *path, char *buf, size_t cap)
 		snprintf(buf, cap, "%.17g", cur->valuedouble);
 }
 
-int ks_field_selector_match(const ks_selector *s, const cJSON *obj)
+int gk_field_selector_match_json(const gk_selector *s, const cJSON *obj)
 {
 	char val[512];
 	for (int i = 0; i < s->nterms; i++) {
-		ks_field_value(obj, s->terms[i].key, val, sizeof(val));
-		if (!term_match(&s->terms[i], val))
+		gk_field_value(obj, s->terms[i].key, val, sizeof(val));
+		if (!gk_selector_term_match(&s->terms[i], val))
+			return 0;
+	}
+	return 1;
+}
+
+int gk_label_selector_match_kv(const gk_selector *s, const Gpukmm__KeyValue *const *kv, size_t n)
+{
+	for (int i = 0; i < s->nterms; i++) {
+		const char *val = NULL;
+		for (size_t j = 0; j < n && !val; j++)
+			if (kv[j] && kv[j]->key && !strcmp(kv[j]->key, s->terms[i].key))
+				val = kv[j]->value ? kv[j]->value : "";
+		if (!gk_selector_term_match(&s->terms[i], val))
 			return 0;
 	}
 	return 1;
