@@ -29,6 +29,7 @@ struct gk_sd_nrrw {
 	gk_kmap pend; /* name → item */
 	/* the chain in flight: a copy of the request */
 	bool busy;
+	bool watch_failing;        /* a watch error was logged; said again after a sync */
 	gk_sd_nrr cur;
 	enum step step;
 	gk_kube_call *call;
@@ -333,12 +334,23 @@ static void on_event(void *user, enum gk_kube_event type, const char *key, const
 
 static void on_synced(void *user)
 {
-	arm(user, 0);
+	gk_sd_nrrw *w = user;
+	if (w->watch_failing)
+		GK_INFO("NodeReportRequests: listed again");
+	w->watch_failing = false;
+	arm(w, 0);
 }
 
+/* A failing list/watch of the inbox is said once per outage (the watch retries
+ * with its backoff): no request is applied meanwhile, nothing is lost. */
 static void on_error(void *user, int code, const char *msg)
 {
-	((gk_sd_nrrw *)user)->st.errors++;
+	gk_sd_nrrw *w = user;
+	w->st.errors++;
+	if (!w->watch_failing)
+		GK_WARN("NodeReportRequests in %s: list/watch failed: %s (retried; no request applied meanwhile)", w->ns,
+			msg ? msg : gk_code_name(code));
+	w->watch_failing = true;
 }
 
 int gk_sd_nrrw_new(gk_sd_nrrw **out, gk_loop *loop, gk_kube_client *kc, const gk_sd_nrrw_opts *o, gk_err *err)
