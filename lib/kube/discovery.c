@@ -14,6 +14,7 @@ struct gk_kube_disc_entry {
 	gk_kube_disc_entry *next;
 	char *gv;            /* "group/version" or "v1" */
 	char **resources;    /* served resource names (including subresources "x/status") */
+	bool *namespaced;    /* ... and whether each is namespaced */
 	size_t n;
 	bool present;
 	int64_t fetched_ms;
@@ -24,6 +25,7 @@ static void entry_free(gk_kube_disc_entry *e)
 	for (size_t i = 0; i < e->n; i++)
 		free(e->resources[i]);
 	free(e->resources);
+	free(e->namespaced);
 	free(e->gv);
 	free(e);
 }
@@ -68,7 +70,9 @@ static int store(gk_kube_disc_entry *e, int rc, const cJSON *j, gk_err *err)
 	for (size_t i = 0; i < e->n; i++)
 		free(e->resources[i]);
 	free(e->resources);
+	free(e->namespaced);
 	e->resources = NULL;
+	e->namespaced = NULL;
 	e->n = 0;
 	e->present = false;
 	if (rc == GK_NOT_FOUND) {
@@ -82,14 +86,17 @@ static int store(gk_kube_disc_entry *e, int rc, const cJSON *j, gk_err *err)
 	const cJSON *res = cJSON_GetObjectItemCaseSensitive(j, "resources"), *it;
 	size_t n = (size_t)cJSON_GetArraySize(res);
 	e->resources = calloc(n ? n : 1, sizeof *e->resources);
-	if (!e->resources) {
+	e->namespaced = calloc(n ? n : 1, sizeof *e->namespaced);
+	if (!e->resources || !e->namespaced) {
 		e->fetched_ms = 0;
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
 	}
 	cJSON_ArrayForEach(it, res) {
 		const cJSON *name = cJSON_GetObjectItemCaseSensitive(it, "name");
-		if (cJSON_IsString(name) && e->n < n && (e->resources[e->n] = strdup(name->valuestring)))
+		if (cJSON_IsString(name) && e->n < n && (e->resources[e->n] = strdup(name->valuestring))) {
+			e->namespaced[e->n] = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "namespaced"));
 			e->n++;
+		}
 	}
 	e->present = true;
 	e->fetched_ms = gk_kube__mono_ms();
@@ -114,6 +121,21 @@ int gk_kube__disc_store(gk_kube_client *c, const char *group, const char *versio
 	if (!e)
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
 	return store(e, rc, j, err);
+}
+
+int gk_kube_disc_namespaced(gk_kube_client *c, const char *group, const char *version, const char *resource)
+{
+	for (gk_kube_disc_entry *e = c->disc; e; e = e->next) {
+		char gv[256];
+		snprintf(gv, sizeof gv, "%s/%s", group ? group : "", version);
+		if (strcmp(e->gv, gv) != 0)
+			continue;
+		for (size_t i = 0; e->present && i < e->n; i++)
+			if (!strcmp(e->resources[i], resource))
+				return e->namespaced[i] ? 1 : 0;
+		return -1;
+	}
+	return -1;
 }
 
 int gk_kube__disc_lookup(gk_kube_client *c, const char *group, const char *version,
