@@ -12,7 +12,8 @@
 #include "watcher.h"
 
 const char *const wr_topic_names[WT_N] = {"clusterpolicy", "module", "node",
-					  "resourceclaim", "daemonset", "pod", "operand"};
+					  "resourceclaim", "daemonset", "pod", "operand",
+					  "resourceslice"};
 
 /* ---- the kinds --------------------------------------------------------------
  * Pods: the API cannot select pods by the resources they request, so we narrow
@@ -24,12 +25,15 @@ typedef struct src_def {
 	const char *group, *version, *resource;
 	bool in_operator_ns;
 	const char *label_selector, *field_selector;
-	int gate;                /* WG_DRAV: version = the newest served resource.k8s.io one */
+	int gate;                /* WG_DRAV, WG_KSLICE: version = the newest served resource.k8s.io one */
 } src_def;
 
 /* Operands (gpukmm-opmgr): the objects gpukmm deploys carry this label; every
  * ConfigMap of the operator namespace is kept (a configMapOverride is the user's). */
 #define OPERAND_SEL "app.kubernetes.io/managed-by=gpukmm"
+/* Kueue objects by upstream's label, which ours carry too: the queues the Go
+ * operator left are seen (adopted or removed), not only ours */
+#define KUEUE_SEL "app=gpu.intel.com-kueue-queue"
 
 static const src_def srcs[WR_NSRC] = {
 	{WT_CP, "intel.com", "v1alpha1", "clusterpolicies", false, NULL, NULL, WG_CP},
@@ -55,7 +59,14 @@ static const src_def srcs[WR_NSRC] = {
 	{WT_OP, "nfd.k8s-sigs.io", "v1alpha1", "nodefeaturerules", false, OPERAND_SEL, NULL, WG_NFD},
 	{WT_OP, "security.openshift.io", "v1", "securitycontextconstraints", false, OPERAND_SEL, NULL,
 	 WG_OPENSHIFT},
+	{WT_OP, "kueue.x-k8s.io", "v1beta2", "resourceflavors", false, KUEUE_SEL, NULL, WG_KUEUE},
+	{WT_OP, "kueue.x-k8s.io", "v1beta2", "clusterqueues", false, KUEUE_SEL, NULL, WG_KUEUE},
+	{WT_OP, "kueue.x-k8s.io", "v1beta2", "localqueues", false, KUEUE_SEL, NULL, WG_KUEUE},
+	{WT_RS, "resource.k8s.io", NULL, "resourceslices", false, NULL, "spec.driver=gpu.intel.com", WG_KSLICE},
 };
+
+/* the source index of the ResourceSlices */
+#define SRC_RS (WR_NSRC - 1)
 
 static int convert(int topic, const cJSON *obj, ProtobufCMessage **out, gk_err *err)
 {
@@ -69,6 +80,7 @@ static int convert(int topic, const cJSON *obj, ProtobufCMessage **out, gk_err *
 	case WT_DS: rc = gk_kobj_daemon_set_from_json(obj, (Gpukmm__DaemonSet **)&m, err); break;
 	case WT_POD: rc = gk_kobj_pod_from_json(obj, (Gpukmm__Pod **)&m, err); break;
 	case WT_OP: rc = gk_kobj_object_from_json(obj, (Gpukmm__Object **)&m, err); break;
+	case WT_RS: rc = gk_kobj_resource_slice_from_json(obj, (Gpukmm__ResourceSlice **)&m, err); break;
 	default: rc = gk_err_set(err, GK_INTERNAL, "unknown topic %d", topic);
 	}
 	*out = m;
@@ -85,6 +97,7 @@ static void event_set(Gpukmm__Event *ev, int topic, ProtobufCMessage *m)
 	case WT_DS: ev->object_case = GPUKMM__EVENT__OBJECT_DAEMON_SET; ev->daemon_set = (void *)m; break;
 	case WT_POD: ev->object_case = GPUKMM__EVENT__OBJECT_POD; ev->pod = (void *)m; break;
 	case WT_OP: ev->object_case = GPUKMM__EVENT__OBJECT_OPERAND; ev->operand = (void *)m; break;
+	case WT_RS: ev->object_case = GPUKMM__EVENT__OBJECT_RESOURCE_SLICE; ev->resource_slice = (void *)m; break;
 	}
 }
 
@@ -101,6 +114,15 @@ static void publish(wr *w, int topic, Gpukmm__EventType type, ProtobufCMessage *
 	w->c_published++;
 }
 
+/* the three Kueue watches have completed their initial list */
+static bool kueue_listed(const wr *w)
+{
+	for (int i = 0; i < WR_NSRC; i++)
+		if (srcs[i].gate == WG_KUEUE && !(w->src[i].kw && w->src[i].synced))
+			return false;
+	return true;
+}
+
 void wr_discovery_fill(wr *w, Gpukmm__Discovery *d)
 {
 	gpukmm__discovery__init(d);
@@ -113,6 +135,12 @@ void wr_discovery_fill(wr *w, Gpukmm__Discovery *d)
 	d->nfd = w->gate[WG_NFD];
 	d->prometheus = w->gate[WG_PROM];
 	d->dra_version = w->dra_version;
+	d->has_nfd_namespaced = d->has_kueue = d->has_resource_slices = 1;
+	d->nfd_namespaced = w->gate[WG_NFD] && w->nfd_namespaced;
+	d->kueue = w->gate[WG_KUEUE];
+	d->has_kueue_listed = 1;
+	d->kueue_listed = w->gate[WG_KUEUE] && kueue_listed(w);
+	d->resource_slices = w->src[SRC_RS].kw && w->src[SRC_RS].synced;
 }
 
 static void publish_discovery(wr *w)
@@ -146,6 +174,8 @@ static void publish_leadership(wr *w)
 
 /* ---- reflector callbacks ------------------------------------------------------ */
 
+static void kueue_dra_update(wr *w);
+
 static void drop_key(wr *w, int topic, const char *key, uint32_t bit)
 {
 	ProtobufCMessage *gone;
@@ -176,6 +206,8 @@ static void on_event(void *user, enum gk_kube_event type, const char *key0, cons
 	}
 	if (type == GK_KUBE_DELETED || !obj) {
 		drop_key(w, d->topic, key, bit);
+		if (d->topic == WT_CP)
+			kueue_dra_update(w);
 		return;
 	}
 	ProtobufCMessage *m;
@@ -200,6 +232,8 @@ static void on_event(void *user, enum gk_kube_event type, const char *key0, cons
 	w->c_size[d->topic] = w->store[d->topic].n;
 	publish(w, d->topic, r == 1 ? GPUKMM__EVENT_TYPE__ADDED : GPUKMM__EVENT_TYPE__MODIFIED, m);
 	protobuf_c_message_free_unpacked(m, NULL);
+	if (d->topic == WT_CP)
+		kueue_dra_update(w);
 }
 
 static void check_ready(wr *w)
@@ -218,7 +252,10 @@ static void check_ready(wr *w)
 static void on_synced(void *user)
 {
 	wr_src *s = user;
+	bool first = !s->synced;
 	s->synced = true;
+	if (first && (s->idx == SRC_RS || srcs[s->idx].gate == WG_KUEUE))
+		publish_discovery(s->w); /* resource_slices, kueue: listed now */
 	check_ready(s->w);
 	/* a list's JSON (pages of up to 500 objects) is parsed and freed at once:
 	 * hand those pages back, only the typed cache stays */
@@ -247,7 +284,7 @@ static void src_start(wr *w, int i)
 	const src_def *d = &srcs[i];
 	if (s->kw)
 		return;
-	const char *ver = d->gate == WG_DRAV ? w->dra_version : d->version;
+	const char *ver = d->gate == WG_DRAV || d->gate == WG_KSLICE ? w->dra_version : d->version;
 	if (!ver || !*ver)
 		return;
 	snprintf(w->src_version[i], sizeof w->src_version[i], "%s", ver);
@@ -311,7 +348,8 @@ static void apply_gates(wr *w)
 {
 	for (int i = 0; i < WR_NSRC; i++) {
 		/* a DRA-versioned source watching an older version than the newest: restart */
-		if (srcs[i].gate == WG_DRAV && w->src[i].kw && strcmp(w->src_version[i], w->dra_version))
+		if ((srcs[i].gate == WG_DRAV || srcs[i].gate == WG_KSLICE) && w->src[i].kw &&
+		    strcmp(w->src_version[i], w->dra_version))
 			src_stop(w, i);
 		if (w->gate[srcs[i].gate])
 			src_start(w, i);
@@ -321,10 +359,54 @@ static void apply_gates(wr *w)
 	check_ready(w);
 }
 
+/* ---- the ResourceSlice watch: only while some policy needs it ---------------------- */
+
+/* WG_KSLICE from its inputs; true when it changed */
+static bool kslice_gate(wr *w)
+{
+	bool on = w->gate[WG_DRAV] && w->gate[WG_KUEUE] && w->kueue_dra_wanted;
+	bool changed = on != w->gate[WG_KSLICE];
+	w->gate[WG_KSLICE] = on;
+	return changed;
+}
+
+typedef struct kw_ctx {
+	const ws_store *s;
+	bool any;
+} kw_ctx;
+
+static void kueue_dra_one(void *user, ws_ent *e)
+{
+	kw_ctx *c = user;
+	if (c->any)
+		return;
+	Gpukmm__ClusterPolicy *cp = (Gpukmm__ClusterPolicy *)ws_obj(c->s, e);
+	const Gpukmm__ClusterPolicySpec *sp = cp ? cp->spec : NULL;
+	c->any = sp && sp->has_enable_kueue && sp->enable_kueue && sp->resource_registration &&
+		 !strcmp(sp->resource_registration, "dra");
+	if (cp)
+		protobuf_c_message_free_unpacked(&cp->base, NULL);
+}
+
+/* A ClusterPolicy changed: does some policy want Kueue in dra mode now? */
+static void kueue_dra_update(wr *w)
+{
+	kw_ctx c = {&w->store[WT_CP], false};
+	ws_each(&w->store[WT_CP], kueue_dra_one, &c);
+	if (c.any == w->kueue_dra_wanted)
+		return;
+	w->kueue_dra_wanted = c.any;
+	if (kslice_gate(w) && w->disc_known) {
+		apply_gates(w);
+		publish_discovery(w); /* resource_slices: off, or on once listed */
+	}
+}
+
 /* ---- discovery (async: the loop never waits for the API) ------------------------ */
 
 /* the last four: deviceclasses per resource.k8s.io version, newest first */
-#define DISC_DRAV 7
+#define DISC_DRAV 10
+#define DISC_NFD 4
 static const struct { int gate; const char *g, *v, *r; } disc_q[WR_NDISC] = {
 	{WG_CP, "intel.com", "v1alpha1", "clusterpolicies"},
 	{WG_KMM, "kmm.sigs.x-k8s.io", "v1beta1", "modules"},
@@ -333,6 +415,9 @@ static const struct { int gate; const char *g, *v, *r; } disc_q[WR_NDISC] = {
 	{WG_NFD, "nfd.k8s-sigs.io", "v1alpha1", "nodefeaturerules"},
 	{WG_PROM, "monitoring.coreos.com", "v1", "servicemonitors"},
 	{WG_VAP, "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies"},
+	{WG_KRF, "kueue.x-k8s.io", "v1beta2", "resourceflavors"},
+	{WG_KCQ, "kueue.x-k8s.io", "v1beta2", "clusterqueues"},
+	{WG_KLQ, "kueue.x-k8s.io", "v1beta2", "localqueues"},
 	{WG_DRAV, "resource.k8s.io", "v1", "deviceclasses"},
 	{WG_DRAV, "resource.k8s.io", "v1beta2", "deviceclasses"},
 	{WG_DRAV, "resource.k8s.io", "v1beta1", "deviceclasses"},
@@ -378,6 +463,19 @@ static void disc_apply(wr *w)
 			w->gate[disc_q[i].gate] = r == 1;
 		}
 	}
+	/* the NFD CRD's scope: where the NodeFeatureRule goes (upstream reads spec.scope) */
+	if (w->disc_res[DISC_NFD] == 1) {
+		int ns = gk_kube_disc_namespaced(w->kc, disc_q[DISC_NFD].g, disc_q[DISC_NFD].v, disc_q[DISC_NFD].r);
+		if (ns >= 0 && (ns == 1) != w->nfd_namespaced) {
+			GK_INFO("nodefeaturerules are %s", ns ? "namespaced" : "cluster-scoped");
+			w->nfd_namespaced = ns == 1;
+			changed = true;
+		}
+	}
+	bool kueue = w->gate[WG_KRF] && w->gate[WG_KCQ] && w->gate[WG_KLQ];
+	changed = changed || kueue != w->gate[WG_KUEUE];
+	w->gate[WG_KUEUE] = kueue;
+	changed = kslice_gate(w) || changed;
 	if (!w->disc_known)
 		changed = true;
 	w->disc_known = true;
@@ -627,7 +725,8 @@ static void raw_one(void *user, ws_ent *e)
 }
 
 static const char *const rep_field[WT_N] = {"cluster_policies", "modules", "nodes",
-					    "resource_claims", "daemon_sets", "pods", "operands"};
+					    "resource_claims", "daemon_sets", "pods", "operands",
+					    "resource_slices"};
 
 void wr_snapshot_fill(wr *w, const Gpukmm__SnapshotRequest *req, Gpukmm__SnapshotReply *rep,
 		      Gpukmm__Discovery *disc, Gpukmm__Leadership *lead)
@@ -715,7 +814,7 @@ static void h_get(Gpukmm__Watcher_Service *svc, const Gpukmm__GetRequest *in,
 			t = i;
 	if (t < 0 || !in->name || !*in->name) {
 		gk_ipc_fail(cd, GK_INVALID_ARGUMENT, "Get needs a topic (clusterpolicy, module, node, "
-			    "resourceclaim, daemonset, pod, operand) and a name");
+			    "resourceclaim, daemonset, pod, operand, resourceslice) and a name");
 		return;
 	}
 	char key[600];

@@ -14,12 +14,16 @@
 #include "lease.h"
 #include "store.h"
 
-enum wr_topic { WT_CP, WT_MODULE, WT_NODE, WT_RC, WT_DS, WT_POD, WT_OP, WT_N };
+enum wr_topic { WT_CP, WT_MODULE, WT_NODE, WT_RC, WT_DS, WT_POD, WT_OP, WT_RS, WT_N };
 /* WG_DRAV: some resource.k8s.io version of deviceclasses is served (the
- * operand sources of that group follow the newest one, wr.dra_version) */
-enum wr_gate { WG_NONE, WG_CP, WG_KMM, WG_DRA, WG_OPENSHIFT, WG_NFD, WG_PROM, WG_VAP, WG_DRAV, WG_N };
-#define WR_NSRC 20
-#define WR_NDISC 11
+ * operand sources of that group follow the newest one, wr.dra_version).
+ * WG_KRF/KCQ/KLQ: each Kueue CRD; WG_KUEUE: all three (upstream's test).
+ * WG_KSLICE: the ResourceSlices are watched (DRA and Kueue served, and a
+ * ClusterPolicy wants Kueue in dra mode: they are its quotas' input). */
+enum wr_gate { WG_NONE, WG_CP, WG_KMM, WG_DRA, WG_OPENSHIFT, WG_NFD, WG_PROM, WG_VAP, WG_DRAV,
+	       WG_KRF, WG_KCQ, WG_KLQ, WG_KUEUE, WG_KSLICE, WG_N };
+#define WR_NSRC 24
+#define WR_NDISC 14
 
 typedef struct wr wr;
 
@@ -54,6 +58,8 @@ struct wr {
 	wr_src src[WR_NSRC];
 	bool gate[WG_N];             /* indexed by wr_gate: served? (WG_NONE always true) */
 	char dra_version[16];        /* newest served resource.k8s.io version of deviceclasses, "" = none */
+	bool nfd_namespaced;         /* nodefeaturerules is namespaced (the NFD CRD's scope) */
+	bool kueue_dra_wanted;       /* a ClusterPolicy wants Kueue in dra mode */
 	char src_version[WR_NSRC][16]; /* the version a running DRA-versioned source watches */
 	bool disc_known;
 	wl_state ls;
