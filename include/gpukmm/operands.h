@@ -48,6 +48,9 @@
 #define GK_OP_KUEUE_API_VERSION "kueue.x-k8s.io/v1beta2"
 #define GK_OP_KUEUE_FLAVOR     "gpu.intel.com-kueue-flavor"
 #define GK_OP_KUEUE_APP        "gpu.intel.com-kueue-queue" /* upstream's `app` label of its Kueue objects */
+/* status.errors while enableKueue cannot be acted on (no error loop: nothing is retried) */
+#define GK_OP_MSG_KUEUE_ABSENT "Kueue is not installed (kueue.x-k8s.io/v1beta2 resourceflavors, clusterqueues, localqueues not served): enableKueue has no effect"
+#define GK_OP_MSG_KUEUE_NO_RESOURCES "Kueue enabled, but cluster has no resources"
 
 /* ---- Kueue quotas (operands.md §8.3) --------------------------------------------- */
 /* The resources a queue may get, in name order (the order they are listed in). */
@@ -177,6 +180,7 @@ typedef struct gk_op_ref {
 	/* The `app` label upstream put on this object (with `owner: <cp>`), NULL when it
 	 * put none: how an object upstream left behind is recognised (gk_op_is_upstream). */
 	const char *upstream_app;
+	bool upstream_ref;          /* upstream put a controller reference to the policy on it */
 	char ns[256];               /* "" = cluster-scoped */
 	char name[256];
 } gk_op_ref;

@@ -211,7 +211,14 @@ void gk_opr_kueue(gk_opr *r)
 {
 	const Gpukmm__KueueSpec *k = r->spec->kueue;
 	size_t n = k ? k->n_equal_resources : 0;
-	if (!r->o->kueue || n == 0)
+	if (!r->o->kueue) {
+		/* upstream skips Kueue silently; we say so (once per pass, no retry: discovery
+		 * brings the policy back when the CRDs appear). Nothing can be there to delete. */
+		gk_opr_error(r, "%s", GK_OP_MSG_KUEUE_ABSENT);
+		r->s->held |= 1u << GK_OP_KUEUE;
+		return;
+	}
+	if (n == 0)
 		return; /* no queue: nothing to own (what we had goes) */
 	const gk_op_ktotals *t = r->o->kueue_totals;
 	if (!t) {
@@ -220,7 +227,8 @@ void gk_opr_kueue(gk_opr *r)
 		return;
 	}
 	if (!gk_op_kueue_any(t)) {
-		/* upstream: "Kueue enabled, but cluster has no resources", and nothing changes */
+		/* upstream logs "Kueue enabled, but cluster has no resources" and changes nothing */
+		gk_opr_error(r, "%s", GK_OP_MSG_KUEUE_NO_RESOURCES);
 		r->s->held |= 1u << GK_OP_KUEUE;
 		return;
 	}

@@ -137,9 +137,14 @@ int gk_op_catalogue(const char *cp, const gk_op_opts *o, gk_op_ref **out, size_t
 	put(&c, GK_OP_DP, "apps/v1", "DaemonSet", "daemonsets", true, "-device-plugin", false, "intel-gpu-plugin");
 	put(&c, GK_OP_XPU, "apps/v1", "DaemonSet", "daemonsets", true, "-xpu-manager", false, "intel-xpumanager");
 	put(&c, GK_OP_XPU, "v1", "ConfigMap", "configmaps", true, "-xpumanager-otel-config", false, NULL);
-	if (dav)
+	if (c.n && !c.oom)
+		c.v[c.n - 1].upstream_ref = true;
+	if (dav) {
 		put(&c, GK_OP_XPU, dav, "ResourceClaimTemplate", "resourceclaimtemplates", true, "-monitor-claim", false,
 		    NULL);
+		if (c.n && !c.oom)
+			c.v[c.n - 1].upstream_ref = true;
+	}
 	if (o->openshift) {
 		openshift(&c, GK_OP_DP, "gpu-dp", true);
 		openshift(&c, GK_OP_XPU, "xpu-manager", true);

@@ -254,6 +254,9 @@ Test(kueue_objects, held_or_nothing)
 	render(SPEC);
 	cr_expect_eq(S.n, 0, "the Kueue CRDs not served: nothing");
 	cr_expect(S.wanted & (1u << GK_OP_KUEUE));
+	cr_expect(S.held & (1u << GK_OP_KUEUE), "not served: nothing deleted either");
+	cr_assert_eq(S.n_errors, 1, "the status says Kueue is not installed");
+	cr_expect_str_eq(S.errors[0], GK_OP_MSG_KUEUE_ABSENT);
 	O.kueue = true;
 	O.kueue_totals = NULL;
 	render(SPEC);
@@ -263,7 +266,8 @@ Test(kueue_objects, held_or_nothing)
 	memset(&T, 0, sizeof(T));
 	render(SPEC);
 	cr_expect(S.held & (1u << GK_OP_KUEUE), "no GPU in the cluster: upstream changes nothing");
-	cr_expect_eq(S.n_errors, 0);
+	cr_assert_eq(S.n_errors, 1);
+	cr_expect_str_eq(S.errors[0], GK_OP_MSG_KUEUE_NO_RESOURCES);
 	T.value[GK_OP_KR_XE] = 1;
 	render(SPEC);
 	cr_expect(S.held & (1u << GK_OP_KUEUE));

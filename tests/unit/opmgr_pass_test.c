@@ -40,7 +40,7 @@ static int f_fin(void *u, const char *p, const char *rv, char *const *f, size_t 
 	}
 	return GK_OPP_WR_STARTED;
 }
-static const gk_opp_ops OPS = { NULL, f_create, f_patch, f_del, f_fin };
+static const gk_opp_ops OPS = { NULL, f_create, f_patch, f_del, NULL, f_fin };
 
 static bool logged(const char *s)
 {
