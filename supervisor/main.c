@@ -48,7 +48,9 @@ static const char usage_text[] =
 "  --metrics-tls-key F  without them a self-signed one is made at start\n"
 "                       $GPUKMM_METRICS_TLS_CERT / $GPUKMM_METRICS_TLS_KEY\n"
 "  --metrics-reviewer N the credentialed service that reviews tokens (default statusd;\n"
-"                       its socket ipc://DIR/N.sock serves gpukmm.AccessReview)\n"
+"                       its socket ipc://DIR/N.sock serves gpukmm.AccessReview), or\n"
+"                       the ipc:// URL of one that another supervisor runs (the node\n"
+"                       pod's prober container: its statusd's socket)\n"
 "  --token-file FILE    API token path, handed (as GPUKMM_TOKEN_FILE) only to services\n"
 "                       with \"credentials\": true ($GPUKMM_TOKEN_FILE)\n"
 "  --kubeconfig FILE    likewise, as KUBECONFIG; default $KUBECONFIG (a ':'-separated\n"
@@ -146,6 +148,10 @@ static const char *metrics_opts(gk_sup_opts *o, int insecure, const gk_sup_conf 
 		return "--metrics-insecure serves plain HTTP: no --metrics-tls-cert";
 	if (!o->metrics_listen || insecure)
 		return NULL;
+	if (strncmp(o->metrics_reviewer, "ipc://", 6) == 0)
+		return o->metrics_reviewer[6] ? NULL : "--metrics-reviewer: an empty ipc:// URL";
+	if (strstr(o->metrics_reviewer, "://"))
+		return "--metrics-reviewer: a service name, or an ipc:// URL";
 	for (size_t i = 0; i < c->n_svcs; i++)
 		if (strcmp(c->svcs[i].name, o->metrics_reviewer) == 0)
 			return c->svcs[i].credentials ? NULL

@@ -461,7 +461,9 @@ int gk_sup_msrv_start(gk_sup *s, gk_err *err)
 		return rc;
 	if (m->secure) {
 		char url[4200];
-		if (snprintf(url, sizeof(url), "ipc://%s/%s.sock", o->runtime_dir, o->metrics_reviewer) >= (int)sizeof(url))
+		/* a service of ours, or the socket of one in another container (ipc://...) */
+		if (snprintf(url, sizeof(url), strstr(o->metrics_reviewer, "://") ? "%.0s%s" : "ipc://%s/%s.sock",
+			     o->runtime_dir, o->metrics_reviewer) >= (int)sizeof(url))
 			return gk_err_set(err, GK_INVALID_ARGUMENT, "runtime dir path too long");
 		gk_ipc_opts io = { .reconnect_min_ms = 10, .reconnect_max_ms = 500 };
 		if ((m->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)

@@ -6,6 +6,8 @@
  * backoff slows a crash loop down, the intensity limit ends it by escalation. */
 #include "sup.h"
 
+#include <signal.h>
+
 int64_t gk_sup_backoff_delay(const gk_sup_backoff *b, unsigned failures, double u)
 {
 	if (failures == 0 || b->initial_ms <= 0)
@@ -24,6 +26,13 @@ int64_t gk_sup_backoff_delay(const gk_sup_backoff *b, unsigned failures, double 
 	if (d > b->max_ms)
 		d = b->max_ms;
 	return d;
+}
+
+int gk_sup_stop_signals(int stop_signal, int out[2])
+{
+	out[0] = SIGCONT;
+	out[1] = stop_signal;
+	return 2;
 }
 
 enum gk_sup_exit_verdict gk_sup_exit_decide(enum gk_sup_restart r, bool clean)

@@ -234,10 +234,9 @@ static void a_kill(gk_sup *s, gk_sup_svc *v)
 static void a_term(gk_sup *s, gk_sup_svc *v)
 {
 	GK_INFO("service %s: stopping pid %d (%s)", v->conf->name, (int)v->pid, strsignal(v->conf->stop_signal));
-	if (v->pid > 0) {
-		kill(v->pid, v->conf->stop_signal);
-		kill(v->pid, SIGCONT);
-	}
+	int sig[2];
+	for (int i = 0, n = gk_sup_stop_signals(v->conf->stop_signal, sig); v->pid > 0 && i < n; i++)
+		kill(v->pid, sig[i]);
 	arm(v, v->conf->stop_timeout_ms);
 }
 

@@ -163,6 +163,16 @@ enum gk_sup_exit_verdict { GK_SUP_RESTART = 0, GK_SUP_DONE, GK_SUP_GIVE_UP };
  * clean = exit code 0. */
 enum gk_sup_exit_verdict gk_sup_exit_decide(enum gk_sup_restart r, bool clean);
 
+/* The signals that ask a service to stop, in the order they are sent: SIGCONT
+ * first (a stopped service must run to handle the stop signal), then the stop
+ * signal, and nothing after it. A SIGCONT sent after the stop signal, however
+ * soon, can reach a service already exiting and discard a stop it depends on:
+ * LeakSanitizer's exit-time check stops every thread with PTRACE_ATTACH (a
+ * SIGSTOP), and a SIGCONT that lands in between throws that SIGSTOP away; its
+ * tracer then waits forever and the supervisor SIGKILLs the service after its
+ * stop timeout (an "unclean" stop, exit 143). Returns how many (2). */
+int gk_sup_stop_signals(int stop_signal, int out[2]);
+
 /* Consecutive-failure count after a death: reset when the service was ready
  * for at least reset_after_ms. */
 unsigned gk_sup_failures_after(unsigned failures, int64_t ready_for_ms, int64_t reset_after_ms);

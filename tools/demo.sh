@@ -119,10 +119,10 @@ contexts: [{name: sim, context: {cluster: sim, user: u}}]
 current-context: sim
 K
 chmod 600 "$D/kubeconfig"
-k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml \
+k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml -f deploy/crd/gpukmm.io_nodereportrequests.yaml \
 	-f tests/fixtures/kmm/modules.kmm.sigs.x-k8s.io.crd.yaml >"$D/apply.log" 2>&1
 milestone "CRDs installed (ClusterPolicy, KMM Module)" 10 \
-	k wait --for condition=established --timeout=2s crd/clusterpolicies.intel.com crd/modules.kmm.sigs.x-k8s.io
+	k wait --for condition=established --timeout=2s crd/clusterpolicies.intel.com crd/nodereportrequests.gpukmm.io crd/modules.kmm.sigs.x-k8s.io
 
 # 3 GPU nodes on two kernel families, one node without a GPU
 K_RHEL=5.14.0-427.13.1.el9_4.x86_64 K_UBU=6.8.0-45-generic
@@ -182,7 +182,7 @@ milestone "admission webhooks registered (served by the controller's gpukmm-webh
 	k get validatingwebhookconfiguration gpukmm-validating-webhook-configuration
 
 # --- one node profile per GPU node (tests/lib/nodeprofile.sh)
-np_init "$D" "$D/kubeconfig"
+np_init "$D" "$D/kubeconfig" "$NS"
 for n in $GPU_NODES; do
 	NP_SUP_ARGS="--metrics-listen 127.0.0.1:0 --log-level info" np_start "$n" "${KVER[$n]}" ||
 		{ echo "not ok - node profile of $n starts"; FAILED=1; exit 1; }

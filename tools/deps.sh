@@ -8,7 +8,8 @@ set -e
 PKGS="build-essential pkg-config protobuf-c-compiler libprotobuf-c-dev libnng-dev
 libcurl4-openssl-dev libcjson-dev libkmod-dev libpci-dev libcriterion-dev
 libmicrohttpd-dev libyaml-dev libpcre2-dev libre2-dev libssl-dev
-pciutils kmod runit curl openssl clang libclang-rt-14-dev procps psmisc python3 jq prometheus"
+pciutils kmod runit curl openssl clang libclang-rt-14-dev procps psmisc python3 jq prometheus
+python3-jsonschema"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -48,6 +48,25 @@
 /* Names and label keys never exceed this (incl. NUL) for valid object names. */
 #define GK_POLICY_KEY_MAX            512
 
+/* Size limits of a ClusterPolicy: the CRD's maxItems / maxProperties / maxLength
+ * (deploy/crd/intel.com_clusterpolicies.yaml says the same; policy_validate_test
+ * checks that they agree), enforced by lib/policy too so that `gpukmmctl
+ * validate` and the webhook say what the API server says. They bound the work
+ * of one review (the webhook answers within the API server's 10 s) and are far
+ * above any real need. Items past a limit are not checked further. */
+#define GK_POLICY_MAX_KERNEL_MAPPINGS 128  /* spec.kernelModule.kernelMappings */
+#define GK_POLICY_MAX_BUILD_ARGS      32   /* kernelMappings[].build.buildArgs */
+#define GK_POLICY_MAX_BUILD_SECRETS   16   /* kernelMappings[].build.secrets */
+#define GK_POLICY_MAX_IN_TREE_REMOVE  16   /* kernelMappings[].inTreeModulesToRemove */
+#define GK_POLICY_MAX_LOADING_ORDER   16   /* spec.kernelModule.modulesLoadingOrder */
+#define GK_POLICY_MAX_PCI_IDS         256  /* spec.dp.allowIDs, spec.dp.denyIDs (each) */
+#define GK_POLICY_MAX_TOLERATIONS     64   /* spec.tolerations */
+#define GK_POLICY_MAX_CLUSTER_QUEUES  32   /* spec.kueue.equalResources */
+#define GK_POLICY_MAX_LOCAL_QUEUES    64   /* spec.kueue.equalResources[].localQueues */
+#define GK_POLICY_MAX_NODE_SELECTOR   64   /* spec.nodeSelector (properties) */
+#define GK_POLICY_MAX_REGEXP_LEN      1024 /* kernelMappings[].regexp (bytes) */
+#define GK_POLICY_MAX_IMAGE_LEN       1024 /* containerImage, dra.image, dp.plugin, dp.levelzero, xpu.image */
+
 typedef struct gk_policy_opts {
 	const char *namespace_;       /* operator namespace; NULL = GK_POLICY_DEFAULT_NAMESPACE */
 	const char *service_account;  /* module-loader SA; NULL = GK_POLICY_DEFAULT_SA */

@@ -53,6 +53,52 @@ void gk_probe_report_free(Gpukmm__NodeReport *r);
  * equal fingerprints = nothing worth resending. */
 uint64_t gk_probe_fingerprint(const Gpukmm__NodeReport *r);
 
+/* ---- the report as JSON (schema/node-report.v1alpha1.json) ---------------
+ * What `gpukmmctl probe --json` prints, what the node profile sends and what
+ * the Node's gpukmm.io/node-report annotation holds: camelCase keys, PCI ids
+ * in hex as lspci prints them ("8086", "e20b", class "0380"), plain enums
+ * ("oot", "in-tree"; "true"/"false"/"unknown"), RFC 3339 times, numbers as
+ * numbers, "apiVersion": GK_PROBE_JSON_API_VERSION, "kind": "NodeReport".
+ * Under a byte budget the report is summarized instead of cut: first the VFs
+ * are counted per physical function ("vfSummary") instead of listed, then
+ * (form "minimal") only the counts, the module verdict and the node facts
+ * stay; "summarized" says why, "summary" always carries the counts. */
+
+#define GK_PROBE_JSON_API_VERSION "gpukmm.io/v1alpha1"
+#define GK_PROBE_JSON_KIND "NodeReport"
+#define GK_PROBE_JSON_BUDGET (16 * 1024) /* the Node annotation's budget */
+#define GK_PROBE_JSON_MIN_BUDGET 4096    /* the minimal form always fits */
+
+typedef enum gk_probe_json_form {
+	GK_PROBE_JSON_FULL = 0,
+	GK_PROBE_JSON_VFS_SUMMARIZED, /* VFs counted per PF, not listed */
+	GK_PROBE_JSON_MINIMAL,        /* counts, module verdict, node facts */
+} gk_probe_json_form;
+
+typedef struct gk_probe_json_info {
+	gk_probe_json_form form;
+	size_t full_bytes;  /* the full form's size (encoder; 0 when parsed) */
+	size_t bytes;       /* the size of what was printed / parsed */
+	uint32_t pfs;       /* physical functions (GPUs) */
+	uint32_t vfs;       /* active VFs: the sum of numVFs, at least the VFs seen */
+	char reason[256];   /* why summarized, "" when full */
+} gk_probe_json_info;
+
+/* Physical functions and active VFs of a report (as info.pfs / info.vfs). */
+void gk_probe_counts(const Gpukmm__NodeReport *r, uint32_t *pfs, uint32_t *vfs);
+/* The report as compact JSON (pretty: indented) in at most `budget` bytes
+ * (0 = no budget: always the full form; else at least
+ * GK_PROBE_JSON_MIN_BUDGET). A new string, NULL on OOM. info may be NULL. */
+char *gk_probe_report_json(const Gpukmm__NodeReport *r, size_t budget, bool pretty, gk_probe_json_info *info);
+/* Parse what gk_probe_report_json printed (any form) into a new report (free
+ * with gk_probe_report_free): input from another machine, so every type,
+ * enum and length is checked (unknown keys are ignored: a newer writer).
+ * info gets the form, the reason and the counts of "summary". Errors:
+ * INVALID_ARGUMENT naming the field (not JSON, wrong apiVersion/kind/type),
+ * RESOURCE_EXHAUSTED. */
+int gk_probe_report_parse(const char *json, size_t len, Gpukmm__NodeReport **out, gk_probe_json_info *info,
+			  gk_err *err);
+
 /* ---- bounded file reading ------------------------------------------------ */
 
 /* Read <root>/<rel> (rel without leading '/') into a new NUL-terminated buffer.

@@ -81,6 +81,14 @@ const gk_wsub_stats *gk_wsub_stats_get(const gk_wsub *w);
 /* The bus sequence number of `topic` at the time of the snapshot (0 if absent). */
 uint64_t gk_wsub_snapshot_seq(const Gpukmm__SnapshotReply *s, const char *topic);
 
+/* Leadership as a view keeps it, from a snapshot's or an event's Leadership
+ * (no information = no election configured = we lead, term 0): *leader and
+ * *term (the Leadership.term a component stamps its status reports with) set;
+ * true when either changed. A view acts on a change of either (marks its keys
+ * dirty): a new term with `leader` unchanged is a leadership lost and won again
+ * (e.g. across a watcher restart). */
+bool gk_wsub_lead_update(bool *leader, uint64_t *term, const Gpukmm__Leadership *l);
+
 /* ---- a view's objects: typed copies of watcher objects by key ----------------------
  *
  * What a view keeps from snapshots and events (ClusterPolicies by name,

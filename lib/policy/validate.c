@@ -53,6 +53,18 @@ static bool empty(const char *s)
 	return !s || !*s;
 }
 
+/* How many items of a list are checked: at most its CRD limit (the rest is
+ * reported once, by validate_sizes, and not checked further). */
+static size_t upto(size_t n, size_t max)
+{
+	return n < max ? n : max;
+}
+
+static bool too_long(const char *s, size_t max)
+{
+	return s && strnlen(s, max + 1) > max;
+}
+
 static bool is_pci_id(const char *s)
 {
 	/* ^0x[0-9a-f]{4}$ */
@@ -66,7 +78,7 @@ static bool is_pci_id(const char *s)
 
 static void check_ids(gk_policy_report *r, const char *field, char **ids, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < upto(n, GK_POLICY_MAX_PCI_IDS); i++) {
 		if (is_pci_id(ids[i]))
 			continue;
 		Q(q, ids[i]);
@@ -89,7 +101,8 @@ static void validate_dp(const Gpukmm__ClusterPolicySpec *s, gk_policy_report *r)
 static void check_image(gk_policy_report *r, const char *field, const char *value)
 {
 	char msg[MSG_MAX];
-	if (empty(value) || gk_policy_check_image_ref(value, msg, sizeof(msg)) == 0)
+	if (empty(value) || too_long(value, GK_POLICY_MAX_IMAGE_LEN) ||
+	    gk_policy_check_image_ref(value, msg, sizeof(msg)) == 0)
 		return;
 	Q(q, value);
 	gk_policy_reportf(r, field, "invalid image reference in %s: %s: %s", field + 5, q, msg);
@@ -120,7 +133,7 @@ static void validate_kueue(const Gpukmm__ClusterPolicySpec *s, gk_policy_report 
 		return;
 	const Gpukmm__KueueSpec *k = s->kueue;
 	char field[128], what[160], msg[MSG_MAX];
-	for (size_t i = 0; i < k->n_equal_resources; i++) {
+	for (size_t i = 0; i < upto(k->n_equal_resources, GK_POLICY_MAX_CLUSTER_QUEUES); i++) {
 		const Gpukmm__KueueClusterQueue *cq = k->equal_resources[i];
 		snprintf(field, sizeof(field), "spec.kueue.equalResources[%zu].name", i);
 		snprintf(what, sizeof(what), "kueue.equalResources[%zu].name", i);
@@ -134,7 +147,7 @@ static void validate_kueue(const Gpukmm__ClusterPolicySpec *s, gk_policy_report 
 				break;
 			}
 		}
-		for (size_t j = 0; j < cq->n_local_queues; j++) {
+		for (size_t j = 0; j < upto(cq->n_local_queues, GK_POLICY_MAX_LOCAL_QUEUES); j++) {
 			const Gpukmm__KueueLocalQueue *lq = cq->local_queues[j];
 			const char *ln = lq->name ? lq->name : "", *lns = lq->namespace_ ? lq->namespace_ : "";
 			snprintf(field, sizeof(field), "spec.kueue.equalResources[%zu].localQueues[%zu].name", i, j);
@@ -183,11 +196,13 @@ static void validate_mapping(const char *prefix, const Gpukmm__KernelMapping *m,
 	snprintf(field, sizeof(field), "spec.%s.regexp", prefix);
 	if (empty(m->regexp)) {
 		gk_policy_reportf(r, field, "%s: regexp is required", prefix);
+	} else if (too_long(m->regexp, GK_POLICY_MAX_REGEXP_LEN)) {
+		/* validate_sizes says so; not compiled */
 	} else if (gk_policy_check_regexp(m->regexp, msg, sizeof(msg)) != 0) {
 		gk_policy_reportf(r, field, "%s.regexp: invalid regular expression: %s", prefix, msg);
 	}
 	snprintf(field, sizeof(field), "spec.%s.containerImage", prefix);
-	if (!empty(m->container_image)) {
+	if (!empty(m->container_image) && !too_long(m->container_image, GK_POLICY_MAX_IMAGE_LEN)) {
 		char *resolved = gk_policy_substitute_kmm_vars(m->container_image);
 		if (!resolved) {
 			r->oom = true;
@@ -214,7 +229,7 @@ static void validate_mapping(const char *prefix, const Gpukmm__KernelMapping *m,
 
 static void validate_loading_order(const Gpukmm__KernelModuleSpec *km, gk_policy_report *r)
 {
-	size_t n = km->n_modules_loading_order;
+	size_t n = upto(km->n_modules_loading_order, GK_POLICY_MAX_LOADING_ORDER);
 	char **order = km->modules_loading_order;
 	const char *f = "spec.kernelModule.modulesLoadingOrder";
 	if (n < 2)
@@ -244,7 +259,7 @@ static void validate_kernel_module(const Gpukmm__ClusterPolicySpec *s, gk_policy
 	const Gpukmm__KernelModuleSpec *km = s->kernel_module;
 	if (!km)
 		return;
-	for (size_t i = 0; i < km->n_kernel_mappings; i++) {
+	for (size_t i = 0; i < upto(km->n_kernel_mappings, GK_POLICY_MAX_KERNEL_MAPPINGS); i++) {
 		char prefix[96];
 		snprintf(prefix, sizeof(prefix), "kernelModule.kernelMappings[%zu]", i);
 		validate_mapping(prefix, km->kernel_mappings[i], r);
@@ -291,6 +306,63 @@ static void required(gk_policy_report *r, const char *field, bool present)
 		gk_policy_reportf(r, field, "%s: Required value", field);
 }
 
+/* maxItems / maxProperties / maxLength, worded like the API server */
+static void max_items(gk_policy_report *r, const char *field, size_t n, size_t max)
+{
+	if (n > max)
+		gk_policy_reportf(r, field, "%s: Too many: %zu: must have at most %zu items", field, n, max);
+}
+
+static void max_len(gk_policy_report *r, const char *field, const char *v, size_t max)
+{
+	if (too_long(v, max))
+		gk_policy_reportf(r, field, "%s: Too long: may not be more than %zu bytes", field, max);
+}
+
+static void validate_sizes(const Gpukmm__ClusterPolicySpec *s, gk_policy_report *r)
+{
+	char field[160];
+	max_items(r, "spec.nodeSelector", s->n_node_selector, GK_POLICY_MAX_NODE_SELECTOR);
+	max_items(r, "spec.tolerations", s->n_tolerations, GK_POLICY_MAX_TOLERATIONS);
+	if (s->dp) {
+		max_items(r, "spec.dp.allowIDs", s->dp->n_allow_ids, GK_POLICY_MAX_PCI_IDS);
+		max_items(r, "spec.dp.denyIDs", s->dp->n_deny_ids, GK_POLICY_MAX_PCI_IDS);
+		max_len(r, "spec.dp.plugin", s->dp->plugin, GK_POLICY_MAX_IMAGE_LEN);
+		max_len(r, "spec.dp.levelzero", s->dp->levelzero, GK_POLICY_MAX_IMAGE_LEN);
+	}
+	if (s->dra)
+		max_len(r, "spec.dra.image", s->dra->image, GK_POLICY_MAX_IMAGE_LEN);
+	if (s->xpu)
+		max_len(r, "spec.xpu.image", s->xpu->image, GK_POLICY_MAX_IMAGE_LEN);
+	if (s->kueue) {
+		max_items(r, "spec.kueue.equalResources", s->kueue->n_equal_resources, GK_POLICY_MAX_CLUSTER_QUEUES);
+		for (size_t i = 0; i < upto(s->kueue->n_equal_resources, GK_POLICY_MAX_CLUSTER_QUEUES); i++) {
+			snprintf(field, sizeof(field), "spec.kueue.equalResources[%zu].localQueues", i);
+			max_items(r, field, s->kueue->equal_resources[i]->n_local_queues, GK_POLICY_MAX_LOCAL_QUEUES);
+		}
+	}
+	const Gpukmm__KernelModuleSpec *km = s->kernel_module;
+	if (!km)
+		return;
+	max_items(r, "spec.kernelModule.kernelMappings", km->n_kernel_mappings, GK_POLICY_MAX_KERNEL_MAPPINGS);
+	max_items(r, "spec.kernelModule.modulesLoadingOrder", km->n_modules_loading_order, GK_POLICY_MAX_LOADING_ORDER);
+	for (size_t i = 0; i < upto(km->n_kernel_mappings, GK_POLICY_MAX_KERNEL_MAPPINGS); i++) {
+		const Gpukmm__KernelMapping *m = km->kernel_mappings[i];
+		snprintf(field, sizeof(field), "spec.kernelModule.kernelMappings[%zu].regexp", i);
+		max_len(r, field, m->regexp, GK_POLICY_MAX_REGEXP_LEN);
+		snprintf(field, sizeof(field), "spec.kernelModule.kernelMappings[%zu].containerImage", i);
+		max_len(r, field, m->container_image, GK_POLICY_MAX_IMAGE_LEN);
+		snprintf(field, sizeof(field), "spec.kernelModule.kernelMappings[%zu].inTreeModulesToRemove", i);
+		max_items(r, field, m->n_in_tree_modules_to_remove, GK_POLICY_MAX_IN_TREE_REMOVE);
+		if (m->build) {
+			snprintf(field, sizeof(field), "spec.kernelModule.kernelMappings[%zu].build.buildArgs", i);
+			max_items(r, field, m->build->n_build_args, GK_POLICY_MAX_BUILD_ARGS);
+			snprintf(field, sizeof(field), "spec.kernelModule.kernelMappings[%zu].build.secrets", i);
+			max_items(r, field, m->build->n_secrets, GK_POLICY_MAX_BUILD_SECRETS);
+		}
+	}
+}
+
 static void validate_schema(const Gpukmm__ClusterPolicySpec *s, gk_policy_report *r)
 {
 	char field[160];
@@ -313,11 +385,11 @@ static void validate_schema(const Gpukmm__ClusterPolicySpec *s, gk_policy_report
 			    s->health->memory_temperature_threshold, 1, 130);
 	}
 	if (s->kueue) {
-		for (size_t i = 0; i < s->kueue->n_equal_resources; i++) {
+		for (size_t i = 0; i < upto(s->kueue->n_equal_resources, GK_POLICY_MAX_CLUSTER_QUEUES); i++) {
 			const Gpukmm__KueueClusterQueue *q = s->kueue->equal_resources[i];
 			snprintf(field, sizeof(field), "spec.kueue.equalResources[%zu].name", i);
 			required(r, field, q->name != NULL);
-			for (size_t j = 0; j < q->n_local_queues; j++) {
+			for (size_t j = 0; j < upto(q->n_local_queues, GK_POLICY_MAX_LOCAL_QUEUES); j++) {
 				snprintf(field, sizeof(field), "spec.kueue.equalResources[%zu].localQueues[%zu].name", i, j);
 				required(r, field, q->local_queues[j]->name != NULL);
 				snprintf(field, sizeof(field), "spec.kueue.equalResources[%zu].localQueues[%zu].namespace",
@@ -326,6 +398,7 @@ static void validate_schema(const Gpukmm__ClusterPolicySpec *s, gk_policy_report
 			}
 		}
 	}
+	validate_sizes(s, r);
 	const Gpukmm__KernelModuleSpec *km = s->kernel_module;
 	if (!km)
 		return;
@@ -333,9 +406,9 @@ static void validate_schema(const Gpukmm__ClusterPolicySpec *s, gk_policy_report
 		gk_policy_reportf(r, "spec.kernelModule.kernelMappings",
 				  "spec.kernelModule.kernelMappings: Invalid value: 0: spec.kernelModule.kernelMappings "
 				  "in body should have at least 1 items");
-	for (size_t i = 0; i < km->n_kernel_mappings; i++) {
+	for (size_t i = 0; i < upto(km->n_kernel_mappings, GK_POLICY_MAX_KERNEL_MAPPINGS); i++) {
 		const Gpukmm__KernelModuleBuild *b = km->kernel_mappings[i]->build;
-		for (size_t j = 0; b && j < b->n_build_args; j++) {
+		for (size_t j = 0; b && j < upto(b->n_build_args, GK_POLICY_MAX_BUILD_ARGS); j++) {
 			snprintf(field, sizeof(field), "spec.kernelModule.kernelMappings[%zu].build.buildArgs[%zu].name", i, j);
 			required(r, field, b->build_args[j]->name != NULL);
 			snprintf(field, sizeof(field), "spec.kernelModule.kernelMappings[%zu].build.buildArgs[%zu].value", i,
@@ -352,7 +425,7 @@ static void validate_schema(const Gpukmm__ClusterPolicySpec *s, gk_policy_report
 static void validate_tolerations(const Gpukmm__ClusterPolicySpec *s, gk_policy_report *r)
 {
 	char field[96], msg[MSG_MAX];
-	for (size_t i = 0; i < s->n_tolerations; i++) {
+	for (size_t i = 0; i < upto(s->n_tolerations, GK_POLICY_MAX_TOLERATIONS); i++) {
 		const Gpukmm__Toleration *t = s->tolerations[i];
 		const char *op = t->operator_ ? t->operator_ : "";
 		const char *effect = t->effect ? t->effect : "";
@@ -419,7 +492,7 @@ static void validate_ours(const Gpukmm__ClusterPolicy *cp, const gk_policy_opts 
 	validate_tolerations(s, r);
 	if (!km)
 		return;
-	for (size_t i = 0; i < km->n_kernel_mappings; i++) {
+	for (size_t i = 0; i < upto(km->n_kernel_mappings, GK_POLICY_MAX_KERNEL_MAPPINGS); i++) {
 		const Gpukmm__KernelMapping *m = km->kernel_mappings[i];
 		if (m->build && empty(m->container_image)) {
 			char field[96];

@@ -38,6 +38,11 @@ bool gkp_is_dir(const gk_probe_run_t *pr, const char *rel);
 /* Base name of the target of symlink <root>/<rel> into out; -1 if not a symlink. */
 int gkp_link_base(const gk_probe_run_t *pr, const char *rel, char *out, size_t cap);
 
+/* The JSON names of the enums (rjson.c): "true"/"false"/"unknown";
+ * "none"/"in-tree"/"oot"/"builtin"/"unknown". */
+const char *gkp_tri_name(Gpukmm__TriState t);
+const char *gkp_source_name(Gpukmm__ModuleSource s);
+
 /* Parts of a run. */
 void gkp_pci(gk_probe_run_t *pr);
 void gkp_modules(gk_probe_run_t *pr);

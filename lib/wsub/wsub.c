@@ -41,6 +41,16 @@ uint64_t gk_wsub_snapshot_seq(const Gpukmm__SnapshotReply *s, const char *topic)
 	return 0;
 }
 
+bool gk_wsub_lead_update(bool *leader, uint64_t *term, const Gpukmm__Leadership *l)
+{
+	bool ld = !l || !l->has_leader || l->leader;
+	uint64_t t = l && l->has_term ? l->term : 0;
+	bool changed = ld != *leader || t != *term;
+	*leader = ld;
+	*term = t;
+	return changed;
+}
+
 static void request_snapshot(gk_wsub *w);
 
 static void apply(gk_wsub *w, const char *topic, const ProtobufCMessage *msg)

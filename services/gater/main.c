@@ -77,6 +77,12 @@ static void send_report(gt *g, const char *policy, const gk_gater_result *res)
 	gpukmm__status_report__init(&r);
 	r.component = "gater";
 	r.policy = (char *)policy;
+	/* the passes are synchronous: the term is the one the pass decided under;
+	 * statusd writes only from reports of its own term */
+	gk_gtv_state vs;
+	gk_gtv_state_get(g->view, &vs);
+	r.has_leader_term = 1;
+	r.leader_term = vs.term;
 	if (res->deleted) {
 		r.has_deleted = 1;
 		r.deleted = 1;

@@ -14,6 +14,7 @@ struct gk_gtv {
 	void *user;
 	gk_wsub_tab policies, daemonsets;
 	bool synced, kmm, leader;
+	uint64_t term;  /* Leadership.term, stamped on status reports */
 	uint64_t ignored;
 };
 
@@ -119,8 +120,7 @@ int gk_gtv_load_snapshot(gk_gtv *v, const Gpukmm__SnapshotReply *s, gk_err *err)
 			rc = r;
 	}
 	v->kmm = s->discovery && s->discovery->has_kmm && s->discovery->kmm;
-	/* no leadership information = no election configured: we lead */
-	v->leader = !s->leadership || !s->leadership->has_leader || s->leadership->leader;
+	gk_wsub_lead_update(&v->leader, &v->term, s->leadership);
 	v->synced = s->has_synced && s->synced;
 	mark_all(v);
 	return rc;
@@ -175,11 +175,8 @@ int gk_gtv_apply(gk_gtv *v, const char *topic, const Gpukmm__Event *ev, gk_err *
 		return GK_OK;
 	}
 	case GPUKMM__EVENT__OBJECT_LEADERSHIP: {
-		bool leader = !ev->leadership->has_leader || ev->leadership->leader;
-		if (leader != v->leader) {
-			v->leader = leader;
+		if (gk_wsub_lead_update(&v->leader, &v->term, ev->leadership))
 			mark_all(v);
-		}
 		return GK_OK;
 	}
 	default:
@@ -251,7 +248,7 @@ void gk_gtv_touch_ds(gk_gtv *v, const char *ns, const char *name)
 void gk_gtv_state_get(const gk_gtv *v, gk_gtv_state *out)
 {
 	*out = (gk_gtv_state){
-		.synced = v->synced, .kmm = v->kmm, .leader = v->leader,
+		.synced = v->synced, .kmm = v->kmm, .leader = v->leader, .term = v->term,
 		.policies = v->policies.n, .daemonsets = v->daemonsets.n, .ignored = v->ignored,
 	};
 }

@@ -54,6 +54,7 @@ void gk_gtv_touch_ds(gk_gtv *v, const char *ns, const char *name);
 
 typedef struct gk_gtv_state {
 	bool synced, kmm, leader;
+	uint64_t term;           /* Leadership.term (0: not leading, or no election) */
 	size_t policies, daemonsets;
 	uint64_t ignored;
 } gk_gtv_state;

@@ -48,6 +48,7 @@ typedef struct inflight {
 	gk_mm_run *run;          /* NULL = free slot */
 	gk_mm_plan *plan;
 	uint64_t t0;             /* the pass's start (gk_metric_now_us) */
+	uint64_t term;           /* the leadership term the pass decided under */
 	char key[GK_MM_NAME_MAX];
 } inflight;
 
@@ -84,7 +85,9 @@ static void on_dirty(void *user, const char *policy)
 
 /* ---- statusd reports -------------------------------------------------------- */
 
-static void send_report(mm *m, const gk_mm_plan *p)
+/* `term`: the leadership term of the view the pass decided from (statusd
+ * writes only from reports of its own term) */
+static void send_report(mm *m, const gk_mm_plan *p, uint64_t term)
 {
 	if (!m->rep.statusd || !p->report)
 		return;
@@ -92,6 +95,8 @@ static void send_report(mm *m, const gk_mm_plan *p)
 	gpukmm__status_report__init(&r);
 	r.component = "modmgr";
 	r.policy = (char *)p->policy;
+	r.has_leader_term = 1;
+	r.leader_term = term;
 	r.has_generation = p->generation != 0;
 	r.generation = p->generation;
 	if (p->has_kmm_status)
@@ -144,7 +149,7 @@ static void emit(mm *m, const gk_mm_plan *p, const gk_mm_event *ev)
 /* ---- passes ----------------------------------------------------------------- */
 
 /* A pass ended: events, report, requeue; the key is released. */
-static void pass_done(mm *m, const char *key, gk_mm_plan *p, uint64_t t0)
+static void pass_done(mm *m, const char *key, gk_mm_plan *p, uint64_t t0, uint64_t term)
 {
 	gk_metric_reconcile(t0, p->failed ? "error" : p->requeue_after_ms > 0 ? "requeue" : "success");
 	if (p->idle) {
@@ -156,7 +161,7 @@ static void pass_done(mm *m, const char *key, gk_mm_plan *p, uint64_t t0)
 			emit(m, p, &p->success_event);
 		for (size_t i = 0; i < p->n_errors; i++)
 			GK_DEBUG("ClusterPolicy %s: %s", key, p->errors[i]);
-		send_report(m, p);
+		send_report(m, p, term);
 	}
 	int64_t now = gk_mono_ms();
 	if (p->failed) {
@@ -178,7 +183,7 @@ static void on_pass_end(void *user, gk_mm_plan *plan)
 	mm *m = f->m;
 	f->run = NULL;
 	m->n_fly--;
-	pass_done(m, f->key, plan, f->t0);
+	pass_done(m, f->key, plan, f->t0, f->term);
 	gk_wq_sched_kick(&m->qs);
 }
 
@@ -198,10 +203,13 @@ static void run_pass(mm *m, const char *key)
 	f->m = m;
 	f->t0 = gk_metric_now_us();
 	snprintf(f->key, sizeof(f->key), "%s", key);
+	gk_mmv_state vs;
+	gk_mmv_state_get(m->view, &vs);
+	f->term = vs.term;
 	gk_mm_run *run = NULL;
 	gk_mm_pass_start(m->view, key, &m->ops, p, &m->pst, on_pass_end, f, &run);
 	if (!run) {
-		pass_done(m, key, p, f->t0);
+		pass_done(m, key, p, f->t0, vs.term);
 		return;
 	}
 	f->run = run;

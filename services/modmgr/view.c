@@ -22,6 +22,7 @@ struct gk_mmv {
 	gk_wsub_tab policies, modules;
 	keyset claims, pods;
 	bool synced, kmm, dra, leader;
+	uint64_t term;  /* Leadership.term, stamped on status reports */
 	uint64_t ignored;
 };
 
@@ -245,8 +246,7 @@ int gk_mmv_load_snapshot(gk_mmv *v, const Gpukmm__SnapshotReply *s, gk_err *err)
 	}
 	v->kmm = s->discovery && s->discovery->has_kmm && s->discovery->kmm;
 	v->dra = s->discovery && s->discovery->has_dra && s->discovery->dra;
-	/* no leadership information = no election configured: we lead */
-	v->leader = !s->leadership || !s->leadership->has_leader || s->leadership->leader;
+	gk_wsub_lead_update(&v->leader, &v->term, s->leadership);
 	v->synced = s->has_synced && s->synced;
 	mark_all(v);
 	return rc;
@@ -332,11 +332,8 @@ int gk_mmv_apply(gk_mmv *v, const char *topic, const Gpukmm__Event *ev, gk_err *
 		return GK_OK;
 	}
 	case GPUKMM__EVENT__OBJECT_LEADERSHIP: {
-		bool leader = !ev->leadership->has_leader || ev->leadership->leader;
-		if (leader != v->leader) {
-			v->leader = leader;
+		if (gk_wsub_lead_update(&v->leader, &v->term, ev->leadership))
 			mark_all(v);
-		}
 		return GK_OK;
 	}
 	default:
@@ -397,7 +394,7 @@ int gk_mmv_put_policy(gk_mmv *v, const char *name, const Gpukmm__ClusterPolicy *
 void gk_mmv_state_get(const gk_mmv *v, gk_mmv_state *out)
 {
 	*out = (gk_mmv_state){
-		.synced = v->synced, .kmm = v->kmm, .dra = v->dra, .leader = v->leader,
+		.synced = v->synced, .kmm = v->kmm, .dra = v->dra, .leader = v->leader, .term = v->term,
 		.policies = v->policies.n, .modules = v->modules.n,
 		.blocking_claims = v->claims.n, .blocking_pods = v->pods.n, .ignored = v->ignored,
 	};

@@ -60,6 +60,7 @@ int gk_mmv_put_policy(gk_mmv *v, const char *name, const Gpukmm__ClusterPolicy *
 
 typedef struct gk_mmv_state {
 	bool synced, kmm, dra, leader;
+	uint64_t term;                   /* Leadership.term (0: not leading, or no election) */
 	size_t policies, modules, blocking_claims, blocking_pods;
 	uint64_t ignored;                /* events ignored (unknown topic, no object, other ns) */
 } gk_mmv_state;

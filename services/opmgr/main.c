@@ -82,6 +82,10 @@ static void report(om *m, const char *policy, const gk_opp_result *res)
 	gpukmm__status_report__init(&r);
 	r.component = "opmgr";
 	r.policy = (char *)policy;
+	/* the passes are synchronous: the term is the one the pass decided under;
+	 * statusd writes only from reports of its own term */
+	r.has_leader_term = 1;
+	r.leader_term = gk_opv_term(m->view);
 	if (res->deleted) {
 		r.has_deleted = r.deleted = 1;
 	} else {

@@ -20,6 +20,7 @@ struct gk_opv {
 	gk_kmap nodes, slices;
 	gk_opv_disc disc;
 	bool leader, synced;
+	uint64_t term;  /* Leadership.term, stamped on status reports */
 	uint64_t ignored;
 };
 
@@ -258,7 +259,7 @@ int gk_opv_load_snapshot(gk_opv *v, const Gpukmm__SnapshotReply *s, gk_err *err)
 	}
 	v->disc.known = false;
 	set_disc(v, s->discovery);
-	v->leader = !s->leadership || !s->leadership->has_leader || s->leadership->leader;
+	gk_wsub_lead_update(&v->leader, &v->term, s->leadership);
 	v->synced = s->has_synced && s->synced;
 	mark_all(v);
 	return rc;
@@ -327,11 +328,8 @@ int gk_opv_apply(gk_opv *v, const char *topic, const Gpukmm__Event *ev, gk_err *
 		set_disc(v, ev->discovery);
 		return GK_OK;
 	case GPUKMM__EVENT__OBJECT_LEADERSHIP: {
-		bool l = !ev->leadership->has_leader || ev->leadership->leader;
-		if (l != v->leader) {
-			v->leader = l;
+		if (gk_wsub_lead_update(&v->leader, &v->term, ev->leadership))
 			mark_all(v);
-		}
 		return GK_OK;
 	}
 	default:
@@ -349,6 +347,11 @@ const char *gk_opv_ns(const gk_opv *v)
 bool gk_opv_leader(const gk_opv *v)
 {
 	return v->leader;
+}
+
+uint64_t gk_opv_term(const gk_opv *v)
+{
+	return v->term;
 }
 
 bool gk_opv_synced(const gk_opv *v)

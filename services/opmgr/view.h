@@ -18,6 +18,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "events.pb-c.h"
 #include "gpukmm/err.h"
@@ -41,6 +42,8 @@ int gk_opv_apply(gk_opv *v, const char *topic, const Gpukmm__Event *ev, gk_err *
 
 const char *gk_opv_ns(const gk_opv *v);
 bool gk_opv_leader(const gk_opv *v);
+/* Leadership.term (0: not leading, or no election): stamped on status reports. */
+uint64_t gk_opv_term(const gk_opv *v);
 bool gk_opv_synced(const gk_opv *v);
 const gk_opv_disc *gk_opv_discovery(const gk_opv *v);
 bool gk_opv_claims_allocated(const gk_opv *v);

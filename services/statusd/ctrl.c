@@ -50,6 +50,7 @@ struct gk_sd_ctrl {
 	bool grace_over;
 	gk_sd_stats st;
 	const gk_sd_view *view;
+	uint64_t term;         /* the view's leadership term the grace period was started for */
 	gk_sd_nodes sum; /* scratch */
 };
 
@@ -63,6 +64,42 @@ typedef struct call_ctx {
 } call_ctx;
 
 static void arm(gk_sd_ctrl *c, int ms);
+static void on_grace(gk_loop *l, gk_timer_id id, void *user);
+
+static uint64_t term_of(const Gpukmm__StatusReport *r)
+{
+	return r->has_leader_term ? r->leader_term : 0;
+}
+
+/* A component's report if it may be used: made under the view's leadership
+ * term (any, without a view). One of an earlier term is kept until replaced
+ * but counts as not reported yet: a statusd that regains the leadership does
+ * not write from what it heard during an earlier term (hours old, maybe),
+ * only from what the components report in this one (they all report again
+ * when the leadership changes). */
+static const Gpukmm__StatusReport *rep(const gk_sd_ctrl *c, const entry *e, int k)
+{
+	const Gpukmm__StatusReport *r = e->rep[k];
+	return r && (!c->view || term_of(r) == gk_sd_view_term(c->view)) ? r : NULL;
+}
+
+/* A new leadership term: like a start, a component's share of the status
+ * stays as it is until the component reports in this term (or the grace
+ * period ends). */
+static void follow_term(gk_sd_ctrl *c)
+{
+	if (!c->view || gk_sd_view_term(c->view) == c->term)
+		return;
+	c->term = gk_sd_view_term(c->view);
+	if (!gk_sd_view_leader(c->view))
+		return;
+	GK_INFO("leadership term %llu: status written from the reports made in it; until a component reports, its "
+		"part of the status is kept (at most %d ms)", (unsigned long long)c->term, c->o.grace_ms);
+	c->grace_over = false;
+	if (c->grace_timer)
+		gk_loop_cancel(c->loop, c->grace_timer);
+	c->grace_timer = gk_loop_timer(c->loop, c->o.grace_ms, on_grace, c);
+}
 
 static void count_pending(gk_sd_ctrl *c)
 {
@@ -190,7 +227,8 @@ static bool after_get(gk_sd_ctrl *c, entry *e, cJSON *obj)
 		finish(c, e, false, RETRY_MS);
 		return false;
 	}
-	if (!e->rep[0] && !e->rep[1] && !e->rep[2] && (!c->grace_over || !nodes)) {
+	const Gpukmm__StatusReport *mm = rep(c, e, 0), *gt = rep(c, e, 1), *op = rep(c, e, 2);
+	if (!mm && !gt && !op && (!c->grace_over || !nodes)) {
 		finish(c, e, true, 0);
 		return false;
 	}
@@ -199,7 +237,7 @@ static bool after_get(gk_sd_ctrl *c, entry *e, cJSON *obj)
 	const cJSON *cur = cJSON_GetObjectItemCaseSensitive(obj, "status");
 	char now[GK_KUBE_TIME_LEN];
 	gk_kube_time(now, sizeof(now), gk_now_ms() / 1000);
-	gk_sd_inputs in = { .modmgr = e->rep[0], .gater = e->rep[1], .opmgr = e->rep[2], .missing_is_empty = c->grace_over,
+	gk_sd_inputs in = { .modmgr = mm, .gater = gt, .opmgr = op, .missing_is_empty = c->grace_over,
 			    .now = now, .nodes = nodes };
 	bool oom = false;
 	cJSON *want = gk_sd_merge(cur, &in, &oom);
@@ -315,9 +353,10 @@ static void on_timer(gk_loop *l, gk_timer_id id, void *user)
 			break;
 		}
 		e->dirty = false;
-		/* nothing reported since our start: before the grace period ends the
-		 * current status is the best there is (a restart writes nothing) */
-		if (!e->rep[0] && !e->rep[1] && !e->rep[2] &&
+		/* nothing reported since our start (or in this leadership term):
+		 * before the grace period ends the current status is the best there
+		 * is (a restart, a failover write nothing) */
+		if (!rep(c, e, 0) && !rep(c, e, 1) && !rep(c, e, 2) &&
 		    (!c->grace_over || !c->view || !gk_sd_view_policy(c->view, e->name))) {
 			c->st.passes++;
 			continue;
@@ -357,6 +396,7 @@ static entry *ensure(gk_sd_ctrl *c, const char *name)
 void gk_sd_ctrl_dirty(void *user, const char *policy)
 {
 	gk_sd_ctrl *c = user;
+	follow_term(c);
 	if (policy) {
 		entry *e = ensure(c, policy);
 		if (e)
@@ -467,6 +507,13 @@ int gk_sd_ctrl_report(gk_sd_ctrl *c, const Gpukmm__StatusReport *r, gk_err *err)
 	}
 	c->st.reports++;
 	entry *e = find(c, r->policy);
+	if (c->view && term_of(r) != gk_sd_view_term(c->view)) {
+		/* kept (a component may see a new term before we do) but not used
+		 * until our view is in that term; never in place of one of ours */
+		c->st.other_term++;
+		if (e && !(r->has_deleted && r->deleted) && e->rep[k] && rep(c, e, k))
+			return GK_OK;
+	}
 	if (r->has_deleted && r->deleted) {
 		if (e) {
 			if (e->rep[k])

@@ -20,6 +20,7 @@ typedef struct gk_sd_stats {
 	uint64_t passes;      /* policy evaluations finished (written, unchanged or skipped) */
 	uint64_t not_leader;  /* evaluations skipped: another instance leads */
 	uint64_t pending;     /* policies waiting for an evaluation (a gauge: 0 = idle) */
+	uint64_t other_term;  /* reports made under another leadership term than the view's (not used) */
 } gk_sd_stats;
 
 typedef struct gk_sd_ctrl gk_sd_ctrl;

@@ -8,21 +8,24 @@
  *                      leadership: only the leader writes, and nothing before
  *                      the first snapshot. Without them it writes as if leader
  *                      and leaves status.nodes as it is.
- *   --mode node        serves gpukmm.Status.ReportNode (the prober) and writes
- *                      its own Node (--node-name / $NODE_NAME): gpukmm.io labels
- *                      and the gpukmm.io/node-report annotation (node.c), a
- *                      merge patch with a resourceVersion precondition (409 →
- *                      re-read), nothing written when unchanged.
+ *                      It also applies the nodes' NodeReportRequests to their
+ *                      Nodes (nrrw.c: TokenReview, gpukmm.io labels and the
+ *                      gpukmm.io/node-report annotation), as the leader.
+ *   --mode node        serves gpukmm.Status.ReportNode (the prober) and hands
+ *                      the report to the controller as a NodeReportRequest
+ *                      named --node-name / $NODE_NAME (nodew.c) with the pod's
+ *                      token for the audience gpukmm.io/node-report
+ *                      (--report-token-file). It writes no Node.
  * API calls run asynchronously on a lib/kube mux attached to the service
  * loop (ctrl.c, nodew.c): however slow the API server, the loop keeps
  * answering Report/ReportNode and heartbeats; each call is bounded (4 s,
  * connect 2 s) and failed ones are retried from timers.
- * RBAC (controller): clusterpolicies get, clusterpolicies/status patch (Nodes
- * are read by the watcher, not by statusd).
- * RBAC (node): nodes get, patch. Kubernetes RBAC cannot restrict that to the
- * node's own Node object; only the NodeRestriction admission plugin with
- * node credentials can, so a DaemonSet's ServiceAccount token lets it patch
- * every Node: keep that token on the node (no other consumers). */
+ * RBAC (controller): clusterpolicies get, clusterpolicies/status patch;
+ * nodereportrequests list/watch/delete (operator namespace), tokenreviews
+ * create, nodes get/patch (deploy/rbac/controller-rbac.yaml).
+ * RBAC (node): nodereportrequests create in the operator namespace, and the
+ * /metrics access reviews: a node's credentials cannot write any Node
+ * (deploy/rbac/node-rbac.yaml). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +33,7 @@
 
 #include "ctrl.h"
 #include "nodew.h"
+#include "nrrw.h"
 #include "view.h"
 #include "gpukmm/ipc.h"
 #include "gpukmm/kube.h"
@@ -52,7 +56,10 @@ typedef struct app {
 	gk_wsub *watch;
 	const char *mode;
 	const char *node_name;
+	const char *report_token_file;
+	const char *node_sa;
 	gk_sd_nodew *nodew;
+	gk_sd_nrrw *nrrw;
 	gk_kube_mux *rmux;      /* the supervisor's /metrics access reviews (gpukmm/review.h) */
 	gk_review *review;
 } app;
@@ -104,6 +111,24 @@ static const char *const TOPICS[] = { "clusterpolicy", "node", "discovery", "lea
  * 64 KiB, typically 1-2 KiB): the default 4 MiB would stop at a few thousand
  * nodes. The digests kept afterwards are small (nodes.h). */
 #define SNAPSHOT_MAX (64u << 20)
+
+/* The view changed (a policy, the nodes, leadership): the status writer
+ * re-evaluates; the inbox goes on if leadership was gained. */
+static void view_dirty(void *user, const char *policy)
+{
+	app *a = user;
+	gk_sd_ctrl_dirty(a->ctrl, policy);
+	if (!policy)
+		gk_sd_nrrw_kick(a->nrrw);
+}
+
+/* The inbox is applied by the leader only, and not before the first snapshot
+ * said who leads (the view starts out assuming it leads). */
+static bool leading(void *user)
+{
+	app *a = user;
+	return !a->view || (gk_sd_view_synced(a->view) && gk_sd_view_leader(a->view));
+}
 
 static int view_reset(void *user, const Gpukmm__SnapshotReply *s, gk_err *err)
 {
@@ -158,6 +183,14 @@ int main(int argc, char **argv)
 		  &a.copts.debounce_ms },
 		{ "grace-ms", 1, "after start, keep a silent component's errors this long (default 15000)", opt_ms,
 		  &a.copts.grace_ms },
+		{ "report-token-file", 1,
+		  "node mode: the pod's (or Node's) token for the audience gpukmm.io/node-report "
+		  "($GPUKMM_REPORT_TOKEN_FILE, default /var/run/secrets/gpukmm.io/node-report/token)",
+		  opt_str, &a.report_token_file },
+		{ "node-service-account", 1,
+		  "controller mode: the node profile's ServiceAccount, the only one whose NodeReportRequests are "
+		  "applied (default gpukmm-node)",
+		  opt_str, &a.node_sa },
 		{ 0 },
 	};
 #define COUNTER(n, h, p) gk_metric_counter_var("gpukmm_" n "_total", h, p)
@@ -197,7 +230,7 @@ int main(int argc, char **argv)
 							 .snapshot_max = SNAPSHOT_MAX };
 			static const gk_wsub_view wv = { .user = &a, .reset = view_reset, .apply = view_apply,
 							 .resynced = view_resynced };
-			if (gk_sd_view_new(&a.view, gk_sd_ctrl_dirty, a.ctrl, &err) ||
+			if (gk_sd_view_new(&a.view, view_dirty, &a, &err) ||
 			    gk_wsub_open(&a.watch, a.svc.loop, a.svc.addr.events, a.svc.addr.watcher, &wo, &wv, &err)) {
 				GK_ERROR("%s", err.msg);
 				goto out;
@@ -206,6 +239,21 @@ int main(int argc, char **argv)
 		} else {
 			GK_INFO("no --events/--watcher: writing without leader election, status.nodes left as it is");
 		}
+		const gk_sd_nrrw_opts no = { .ns = a.svc.ns, .node_sa = a.node_sa, .leading = leading, .user = &a };
+		if (gk_sd_nrrw_new(&a.nrrw, a.svc.loop, a.kc, &no, &err)) {
+			GK_ERROR("%s", err.msg);
+			goto out;
+		}
+		const gk_sd_nrrw_stats *ns = gk_sd_nrrw_stats_get(a.nrrw);
+		COUNTER("statusd_node_requests", "NodeReportRequest events seen.", &ns->seen);
+		COUNTER("statusd_node_requests_applied", "NodeReportRequests applied (Node written or right already).",
+			&ns->applied);
+		COUNTER("statusd_node_writes", "Node writes (gpukmm.io labels, node report).", &ns->node_writes);
+		COUNTER("statusd_node_requests_refused",
+			"NodeReportRequests refused (not the node's own identity, another node, a bad report).",
+			&ns->refused);
+		COUNTER("statusd_node_request_errors", "Failed calls on NodeReportRequests (retried).", &ns->errors);
+		GAUGE("statusd_node_requests_pending", "NodeReportRequests waiting.", &ns->pending);
 		const gk_sd_stats *st = gk_sd_ctrl_stats(a.ctrl);
 		static const gk_wsub_stats none;
 		const gk_wsub_stats *ws = a.watch ? gk_wsub_stats_get(a.watch) : &none;
@@ -221,18 +269,27 @@ int main(int argc, char **argv)
 		COUNTER("statusd_bus_gaps", "Bus sequence gaps.", &ws->gaps);
 		COUNTER("statusd_events", "Bus events received.", &ws->events);
 		GAUGE("statusd_pending", "Policies waiting for an evaluation (0: idle).", &st->pending);
+		COUNTER("statusd_other_term", "Reports made under another leadership term than the view's (not used).",
+			&st->other_term);
 	} else {
-		if (gk_sd_nodew_new(&a.nodew, a.svc.loop, a.kc, a.node_name, a.copts.debounce_ms, &err)) {
+		const char *env = getenv("GPUKMM_REPORT_TOKEN_FILE");
+		if (!a.report_token_file)
+			a.report_token_file = env && *env ? env : "/var/run/secrets/gpukmm.io/node-report/token";
+		const gk_sd_nodew_opts no = { .node_name = a.node_name, .ns = a.svc.ns,
+					      .token_file = a.report_token_file, .debounce_ms = a.copts.debounce_ms };
+		if (gk_sd_nodew_new(&a.nodew, a.svc.loop, a.kc, &no, &err)) {
 			GK_ERROR("%s", err.msg);
 			goto out;
 		}
 		const gk_sd_nodew_stats *st = gk_sd_nodew_stats_get(a.nodew);
 		COUNTER("statusd_reports", "Node reports accepted.", &st->reports);
-		COUNTER("statusd_passes", "Node report evaluations finished (written or unchanged).", &st->passes);
-		COUNTER("statusd_writes", "Node writes.", &st->writes);
-		COUNTER("statusd_conflicts", "Writes that met a 409 and were recomputed.", &st->conflicts);
-		COUNTER("statusd_write_errors", "Failed reads/writes (retried).", &st->errors);
-		GAUGE("statusd_pending", "A node report waiting to be written (0: idle).", &st->pending);
+		COUNTER("statusd_passes", "Node reports handed in (or found handed in already).", &st->passes);
+		COUNTER("statusd_writes", "NodeReportRequests created.", &st->writes);
+		COUNTER("statusd_conflicts", "Creates that met the previous request still pending (409).", &st->conflicts);
+		COUNTER("statusd_write_errors", "Failed creates or an unreadable report token (retried).", &st->errors);
+		GAUGE("statusd_pending", "A node report waiting to be handed in (0: idle).", &st->pending);
+		GAUGE("statusd_report_summarized", "1 while the node report is over the annotation budget (summarized).",
+			&st->summarized);
 	}
 	if (gk_kube_mux_new(&a.rmux, a.kc, &err) || gk_kube_mux_attach(a.rmux, a.svc.loop, &err) ||
 	    gk_review_new(&a.review, a.rmux, &err)) {
@@ -255,6 +312,7 @@ out:
 	gk_review_free(a.review);
 	gk_kube_mux_free(a.rmux);
 	gk_sd_nodew_free(a.nodew);
+	gk_sd_nrrw_free(a.nrrw);
 	gk_wsub_close(a.watch);
 	gk_sd_ctrl_free(a.ctrl);
 	gk_sd_view_free(a.view);

@@ -1,7 +1,9 @@
-/* gpukmm-statusd node mode: NodeReport → own Node labels/annotation. */
+/* gpukmm-statusd: a node report → its Node's gpukmm.io labels and annotation
+ * (the controller applies a checked NodeReportRequest with it, nrrw.c). */
 #include <stdio.h>
 #include <string.h>
 
+#include "gpukmm/probe.h"
 #include "node.h"
 
 static bool label_safe(const char *s)
@@ -26,25 +28,20 @@ static const char *source_name(Gpukmm__ModuleSource s)
 	}
 }
 
-cJSON *gk_sd_node_labels(const Gpukmm__NodeReport *r)
+cJSON *gk_sd_node_labels(const Gpukmm__NodeReport *r, const gk_probe_json_info *info)
 {
 	cJSON *l = cJSON_CreateObject();
 	if (!l)
 		return NULL;
-	size_t gpus = 0;
-	bool vfs = false;
-	for (size_t i = 0; i < r->n_gpus; i++) {
-		const Gpukmm__PciGpu *g = r->gpus[i];
-		if (g->has_is_vf && g->is_vf) {
-			vfs = true;
-			continue;
-		}
-		gpus++;
-		if (g->has_sriov_numvfs && g->sriov_numvfs > 0)
-			vfs = true;
+	uint32_t gpus, vfs;
+	if (info) {
+		gpus = info->pfs;
+		vfs = info->vfs;
+	} else {
+		gk_probe_counts(r, &gpus, &vfs);
 	}
 	char n[24];
-	snprintf(n, sizeof(n), "%zu", gpus);
+	snprintf(n, sizeof(n), "%u", gpus);
 	if (!cJSON_AddStringToObject(l, GK_SD_NODE_PREFIX "gpu.present", gpus ? "true" : "false") ||
 	    !cJSON_AddStringToObject(l, GK_SD_NODE_PREFIX "gpu.count", n) ||
 	    !cJSON_AddStringToObject(l, GK_SD_NODE_PREFIX "sriov.vfs-active", vfs ? "true" : "false"))
@@ -73,14 +70,36 @@ static bool ours(const char *key)
 	       strcmp(key + pl, "sriov.vfs-active") == 0 || (n > pl + 7 && strcmp(key + n - 7, ".source") == 0);
 }
 
-cJSON *gk_sd_node_patch(const cJSON *node, const Gpukmm__NodeReport *r, const char *report_json, bool *oom)
+/* The annotation already says what report_json says: the same JSON but for
+ * probedAt and generation (a prober restart re-probes the same state). */
+static bool same_report(const char *cur, const char *want)
+{
+	if (strcmp(cur, want) == 0)
+		return true;
+	cJSON *a = cJSON_Parse(cur), *b = cJSON_Parse(want);
+	bool same = cJSON_IsObject(a) && cJSON_IsObject(b);
+	if (same) {
+		static const char *const volatile_keys[] = { "probedAt", "generation" };
+		for (size_t i = 0; i < 2; i++) {
+			cJSON_DeleteItemFromObjectCaseSensitive(a, volatile_keys[i]);
+			cJSON_DeleteItemFromObjectCaseSensitive(b, volatile_keys[i]);
+		}
+		same = cJSON_Compare(a, b, true);
+	}
+	cJSON_Delete(a);
+	cJSON_Delete(b);
+	return same;
+}
+
+cJSON *gk_sd_node_patch(const cJSON *node, const Gpukmm__NodeReport *r, const gk_probe_json_info *info,
+			const char *report_json, bool *oom)
 {
 	*oom = false;
 	const cJSON *meta = cJSON_GetObjectItemCaseSensitive(node, "metadata");
 	const cJSON *cl = cJSON_GetObjectItemCaseSensitive(meta, "labels");
 	const cJSON *ca = cJSON_GetObjectItemCaseSensitive(meta, "annotations");
 	const cJSON *rv = cJSON_GetObjectItemCaseSensitive(meta, "resourceVersion");
-	cJSON *want = gk_sd_node_labels(r);
+	cJSON *want = gk_sd_node_labels(r, info);
 	cJSON *p = cJSON_CreateObject(), *pm = NULL, *pl = NULL, *pa = NULL;
 	if (!want || !p || !(pm = cJSON_AddObjectToObject(p, "metadata")) ||
 	    !(pl = cJSON_AddObjectToObject(pm, "labels")) || !(pa = cJSON_AddObjectToObject(pm, "annotations")))
@@ -101,7 +120,7 @@ cJSON *gk_sd_node_patch(const cJSON *node, const Gpukmm__NodeReport *r, const ch
 			goto fail;
 	}
 	const cJSON *c = cJSON_GetObjectItemCaseSensitive(ca, GK_SD_NODE_ANNOTATION);
-	if (report_json && !(cJSON_IsString(c) && strcmp(c->valuestring, report_json) == 0) &&
+	if (report_json && !(cJSON_IsString(c) && same_report(c->valuestring, report_json)) &&
 	    !cJSON_AddStringToObject(pa, GK_SD_NODE_ANNOTATION, report_json))
 		goto fail;
 	cJSON_Delete(want);

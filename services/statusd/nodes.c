@@ -6,6 +6,7 @@
 
 #include "gpukmm/ipc.h"
 #include "gpukmm/policy.h"
+#include "gpukmm/probe.h"
 #include "nodes.h"
 #include "status.pb-c.h"
 
@@ -42,6 +43,31 @@ static void add_mod(gk_sd_node *d, const Gpukmm__KernelModuleInfo *m)
 	o->ko_unsigned = m->ko_path && *m->ko_path && !m->ko_signer;
 }
 
+/* The report: the gpukmm.io/v1alpha1 JSON (lib/probe rjson, summarized ones
+ * included), or the format of the release before (proto JSON, snake_case,
+ * without apiVersion): nodes not yet upgraded keep that annotation until their
+ * node profile hands in a new report, so it is read for one release. */
+static Gpukmm__NodeReport *parse_report(const char *json, gk_probe_json_info *info)
+{
+	Gpukmm__NodeReport *r = NULL;
+	gk_err e;
+	cJSON *o = cJSON_Parse(json);
+	bool legacy = cJSON_IsObject(o) && !cJSON_GetObjectItemCaseSensitive(o, "apiVersion");
+	cJSON_Delete(o);
+	memset(info, 0, sizeof(*info));
+	if (!legacy) {
+		if (gk_probe_report_parse(json, strlen(json), &r, info, &e) != GK_OK)
+			return NULL;
+		return r;
+	}
+	ProtobufCMessage *msg = NULL;
+	if (gk_pb_from_json(&gpukmm__node_report__descriptor, json, &msg, &e) != GK_OK || !msg)
+		return NULL;
+	r = (Gpukmm__NodeReport *)msg;
+	gk_probe_counts(r, &info->pfs, &info->vfs);
+	return r;
+}
+
 static void digest_report(gk_sd_node *d, const char *json)
 {
 	if (!json)
@@ -49,27 +75,18 @@ static void digest_report(gk_sd_node *d, const char *json)
 	d->report = GK_SD_REPORT_BAD;
 	if (strlen(json) > GK_SD_NODE_REPORT_MAX)
 		return;
-	ProtobufCMessage *msg = NULL;
-	gk_err e;
-	if (gk_pb_from_json(&gpukmm__node_report__descriptor, json, &msg, &e) != GK_OK || !msg)
+	gk_probe_json_info info;
+	Gpukmm__NodeReport *r = parse_report(json, &info);
+	if (!r)
 		return;
-	const Gpukmm__NodeReport *r = (const Gpukmm__NodeReport *)msg;
 	d->report = GK_SD_REPORT_OK;
 	copy(d->report_kernel, sizeof(d->report_kernel), r->kernel_version);
-	uint32_t vfs_seen = 0, numvfs = 0;
-	for (size_t i = 0; i < r->n_gpus; i++) {
-		const Gpukmm__PciGpu *g = r->gpus[i];
-		if (!g)
-			continue;
-		if (g->has_is_vf && g->is_vf) {
-			vfs_seen++;
-			continue;
-		}
-		d->gpus++;
-		if (g->has_sriov_numvfs)
-			numvfs += g->sriov_numvfs;
+	d->gpus = info.pfs;
+	d->vfs = info.vfs;
+	if (info.form != GK_PROBE_JSON_FULL) {
+		d->summarized = true;
+		copy(d->summary, sizeof(d->summary), info.reason);
 	}
-	d->vfs = numvfs > vfs_seen ? numvfs : vfs_seen;
 	d->secure_boot = r->has_secure_boot && r->secure_boot == GPUKMM__TRI_STATE__TRI_YES;
 	d->secure = d->secure_boot || (r->lockdown && (strcmp(r->lockdown, "integrity") == 0 ||
 						       strcmp(r->lockdown, "confidentiality") == 0));
@@ -84,7 +101,7 @@ static void digest_report(gk_sd_node *d, const char *json)
 	}
 	for (size_t i = 0; i < r->n_related; i++)
 		add_mod(d, r->related[i]);
-	gk_ipc_free(msg);
+	protobuf_c_message_free_unpacked(&r->base, NULL);
 }
 
 int gk_sd_node_digest(const Gpukmm__Node *n, gk_sd_node *out, gk_err *err)
@@ -230,6 +247,16 @@ static void one_node(gk_sd_nodes *s, const gk_sd_node *d, const Gpukmm__KernelMo
 			problem(s, d, "ReportUnreadable", P_LIST, "node report unreadable");
 		return;
 	}
+	if (d->summarized) {
+		/* not a problem: the reason the report lists less is in status.nodes.summarized */
+		if (s->n_summarized < GK_SD_MAX_PROBLEMS) {
+			gk_sd_problem *p = &s->summarized[s->n_summarized++];
+			copy(p->node, sizeof(p->node), d->name);
+			p->reason = "ReportSummarized";
+			copy(p->message, sizeof(p->message), d->summary);
+		}
+		s->summarized_nodes++;
+	}
 	if (d->gpus == 0)
 		return; /* not a GPU node */
 	const gk_sd_mod *m = find_mod(d, mod);
@@ -309,6 +336,26 @@ int gk_sd_nodes_summarize(const Gpukmm__ClusterPolicy *cp, const gk_sd_node *con
 	return GK_OK;
 }
 
+/* key: [{node, reason (with_reason), message}...]; nothing when n is 0. false on OOM. */
+static bool node_list(cJSON *o, const char *key, const gk_sd_problem *l, size_t n, bool with_reason)
+{
+	cJSON *a = n ? cJSON_AddArrayToObject(o, key) : NULL;
+	if (n && !a)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		cJSON *p = cJSON_CreateObject();
+		if (!p || !cJSON_AddItemToArray(a, p)) {
+			cJSON_Delete(p);
+			return false;
+		}
+		if (!cJSON_AddStringToObject(p, "node", l[i].node) ||
+		    (with_reason && !cJSON_AddStringToObject(p, "reason", l[i].reason)) ||
+		    !cJSON_AddStringToObject(p, "message", l[i].message))
+			return false;
+	}
+	return true;
+}
+
 cJSON *gk_sd_nodes_json(const gk_sd_nodes *s)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -319,25 +366,12 @@ cJSON *gk_sd_nodes_json(const gk_sd_nodes *s)
 	    !cJSON_AddNumberToObject(o, "inTreeLoaded", s->in_tree_loaded) ||
 	    !cJSON_AddNumberToObject(o, "notLoaded", s->not_loaded) ||
 	    !cJSON_AddNumberToObject(o, "unknown", s->unknown) ||
-	    !cJSON_AddNumberToObject(o, "problemNodes", s->problem_nodes))
-		goto fail;
-	if (s->n_problems) {
-		cJSON *a = cJSON_AddArrayToObject(o, "problems");
-		if (!a)
-			goto fail;
-		for (size_t i = 0; i < s->n_problems; i++) {
-			cJSON *p = cJSON_CreateObject();
-			if (!p)
-				goto fail;
-			cJSON_AddItemToArray(a, p);
-			if (!cJSON_AddStringToObject(p, "node", s->problems[i].node) ||
-			    !cJSON_AddStringToObject(p, "reason", s->problems[i].reason) ||
-			    !cJSON_AddStringToObject(p, "message", s->problems[i].message))
-				goto fail;
-		}
+	    !cJSON_AddNumberToObject(o, "problemNodes", s->problem_nodes) ||
+	    (s->summarized_nodes && !cJSON_AddNumberToObject(o, "summarizedNodes", s->summarized_nodes)) ||
+	    !node_list(o, "summarized", s->summarized, s->n_summarized, false) ||
+	    !node_list(o, "problems", s->problems, s->n_problems, true)) {
+		cJSON_Delete(o);
+		return NULL;
 	}
 	return o;
-fail:
-	cJSON_Delete(o);
-	return NULL;
 }

@@ -50,6 +50,8 @@ typedef struct gk_sd_node {
 	bool secure_boot;        /* Secure Boot on (for the wording) */
 	gk_sd_mod mods[GK_SD_NODE_MODS];
 	size_t n_mods;
+	bool summarized;         /* the report was over the annotation budget */
+	char summary[256];       /* why, as the report says */
 } gk_sd_node;
 
 /* Digest of a typed Node (the watcher's; annotations are the gpukmm.io/ ones).
@@ -91,6 +93,11 @@ typedef struct gk_sd_nodes {
 	uint32_t attention;
 	gk_sd_problem first_attention;
 	bool wants_oot;          /* spec.kernelModule set */
+	/* selected nodes whose report is summarized (over the annotation budget):
+	 * not a problem, listed with the reason (the first few by name) */
+	uint32_t summarized_nodes;
+	gk_sd_problem summarized[GK_SD_MAX_PROBLEMS];
+	size_t n_summarized;
 } gk_sd_nodes;
 
 /* The summary of policy `cp` over `nodes` (sorted by name: problems keep that

@@ -1,184 +1,228 @@
-/* gpukmm-statusd node mode: asynchronous writer of the own Node (nodew.h). */
+/* gpukmm-statusd node mode: hands the node report to the controller as a
+ * NodeReportRequest (nodew.h). */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gpukmm/ipc.h"
 #include "gpukmm/log.h"
-#include "node.h"
+#include "gpukmm/probe.h"
 #include "nodew.h"
+#include "nrr.h"
 
-#define RETRY_MS 1000   /* after an API error, and after GK_KUBE_CONFLICT_ATTEMPTS 409s in a row */
-
-enum step { STEP_GET, STEP_PATCH };
+#define BACKOFF_MIN_MS 1000
+#define BACKOFF_MAX_MS 60000
+#define TOKEN_MAX 8192
 
 struct gk_sd_nodew {
 	gk_loop *loop;
 	gk_kube_mux *mux;
-	char *name;
-	int debounce_ms;
+	gk_sd_nodew_opts o;
+	char *name, *ns, *token_file;
 	Gpukmm__NodeReport *rep;
-	bool dirty;            /* rep not yet written */
-	gk_kube_call *call;    /* the chain in flight */
-	enum step step;
-	int conflicts;
+	bool dirty;            /* rep not handed in yet */
+	bool have_sent;
+	uint64_t sent_fp;      /* the fingerprint of the last request created */
+	int64_t sent_at_ms;
+	gk_probe_json_form logged_form; /* the form last logged (log on change) */
+	gk_kube_call *call;
+	uint64_t inflight_fp;  /* the fingerprint of the report being handed in */
+	int backoff_ms;
+	int failing;           /* errors in a row (logged once) */
 	gk_timer_id timer;
 	gk_sd_nodew_stats st;
 };
 
-static void on_call(void *user, int rc, cJSON *out, const gk_kube_status *st, const gk_err *err);
+static void on_timer(gk_loop *l, gk_timer_id id, void *user);
 
 static void pending(gk_sd_nodew *w)
 {
 	w->st.pending = w->dirty || w->call;
 }
 
-static void on_timer(gk_loop *l, gk_timer_id id, void *user);
-
-static void arm(gk_sd_nodew *w, int ms)
+static void arm(gk_sd_nodew *w, int64_t ms)
 {
-	if (!w->timer)
-		w->timer = gk_loop_timer(w->loop, ms, on_timer, w);
+	if (w->timer)
+		gk_loop_cancel(w->loop, w->timer);
+	w->timer = gk_loop_timer(w->loop, ms, on_timer, w);
 	pending(w);
 }
 
-/* The chain ended: done (pass counted) or retry after ms. */
-static void finish(gk_sd_nodew *w, bool done, int ms)
+static void retry(gk_sd_nodew *w)
 {
-	w->call = NULL;
-	if (done) {
-		w->st.passes++;
-		w->conflicts = 0;
-		if (w->dirty)
-			arm(w, w->debounce_ms); /* a report arrived meanwhile */
-	} else {
-		w->dirty = true;
-		arm(w, ms);
-	}
-	pending(w);
+	w->backoff_ms = w->backoff_ms ? w->backoff_ms * 2 : BACKOFF_MIN_MS;
+	if (w->backoff_ms > BACKOFF_MAX_MS)
+		w->backoff_ms = BACKOFF_MAX_MS;
+	w->dirty = true;
+	arm(w, w->backoff_ms);
 }
 
-static int start(gk_sd_nodew *w, enum step step, const char *body)
-{
-	gk_kube_ref ref = { .version = "v1", .resource = "nodes", .name = w->name };
-	gk_err err = { 0 };
-	gk_kube_call *call = NULL;
-	int rc = step == STEP_GET ? gk_kube_call_get(w->mux, &ref, NULL, on_call, w, &call, &err)
-				  : gk_kube_call_patch(w->mux, &ref, GK_PATCH_MERGE, body, NULL, false, NULL,
-						       on_call, w, &call, &err);
-	if (rc != GK_OK) {
-		GK_WARN("Node %s: %s", w->name, err.msg);
-		return rc;
-	}
-	w->call = call;
-	w->step = step;
-	return GK_OK;
-}
-
-/* The compact report JSON for the annotation, shortened past the bound. */
-static char *report_json(const Gpukmm__NodeReport *r)
-{
-	char *json = gk_pb_to_json(&r->base);
-	if (json && strlen(json) > GK_SD_NODE_ANNOTATION_MAX) {
-		free(json);
-		if (asprintf(&json, "{\"node_name\":\"%.253s\",\"truncated\":true}",
-			     r->node_name ? r->node_name : "") < 0)
-			json = NULL;
-	}
-	return json;
-}
-
-static void after_get(gk_sd_nodew *w, const cJSON *node)
-{
-	char *json = report_json(w->rep);
-	bool oom = !json;
-	cJSON *p = json ? gk_sd_node_patch(node, w->rep, json, &oom) : NULL;
-	free(json);
-	if (oom) {
-		cJSON_Delete(p);
-		finish(w, false, RETRY_MS);
-		return;
-	}
-	if (!p) {
-		finish(w, true, 0);
-		return;
-	}
-	char *body = cJSON_PrintUnformatted(p);
-	cJSON_Delete(p);
-	w->call = NULL;
-	int rc = body ? start(w, STEP_PATCH, body) : GK_RESOURCE_EXHAUSTED;
-	free(body);
-	if (rc != GK_OK) {
-		w->st.errors++;
-		finish(w, false, RETRY_MS);
-	}
-}
-
-static void on_call(void *user, int rc, cJSON *out, const gk_kube_status *st, const gk_err *err)
+static void on_created(void *user, int rc, cJSON *out, const gk_kube_status *st, const gk_err *err)
 {
 	gk_sd_nodew *w = user;
-	const char *msg = st && st->message[0] ? st->message : err ? err->msg : gk_code_name(rc);
+	uint64_t fp = w->inflight_fp;
 	w->call = NULL;
-	if (w->step == STEP_GET) {
-		if (rc == GK_OK) {
-			after_get(w, out);
-		} else {
-			w->st.errors++;
-			GK_WARN("read Node %s: %s", w->name, msg);
-			finish(w, false, RETRY_MS);
-		}
-		cJSON_Delete(out);
-		return;
-	}
 	cJSON_Delete(out);
+	const char *msg = st && st->message[0] ? st->message : err ? err->msg : gk_code_name(rc);
 	if (rc == GK_OK) {
 		w->st.writes++;
-		GK_INFO("Node %s: labels/annotation written", w->name);
-		finish(w, true, 0);
-	} else if (rc == GK_ABORTED) {
+		w->st.passes++;
+		w->have_sent = true;
+		w->sent_fp = fp;
+		w->sent_at_ms = gk_mono_ms();
+		w->backoff_ms = 0;
+		if (w->failing)
+			GK_INFO("node report handed in again (NodeReportRequest %s/%s)", w->ns, w->name);
+		w->failing = 0;
+		GK_DEBUG("NodeReportRequest %s/%s created", w->ns, w->name);
+		/* a newer report arrived meanwhile: its turn; else resend after a while */
+		arm(w, w->dirty ? w->o.debounce_ms : w->o.resend_ms);
+		return;
+	}
+	if (rc == GK_ALREADY_EXISTS) {
+		/* the previous request is not consumed yet (no leader, or one busy):
+		 * it cannot be replaced (create is all we may do), so wait */
 		w->st.conflicts++;
-		finish(w, false, gk_kube_conflict_delay(&w->conflicts, RETRY_MS));
+		if (w->failing++ == 0)
+			GK_INFO("NodeReportRequest %s/%s still pending: the controller has not applied the previous "
+				"report yet; retrying with backoff",
+				w->ns, w->name);
 	} else {
 		w->st.errors++;
-		GK_WARN("write Node %s: %s", w->name, msg);
-		finish(w, false, RETRY_MS);
+		if (w->failing++ == 0)
+			GK_WARN("create NodeReportRequest %s/%s: %s; retrying with backoff", w->ns, w->name, msg);
 	}
+	retry(w);
+}
+
+/* The projected token of the node pod (audience gpukmm.io/node-report), read
+ * anew each time: the kubelet rotates it. */
+static char *read_token(const char *path, gk_err *err)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		gk_err_set(err, GK_FAILED_PRECONDITION, "report token %s: %s", path, strerror(errno));
+		return NULL;
+	}
+	char *buf = malloc(TOKEN_MAX + 1);
+	ssize_t n = buf ? read(fd, buf, TOKEN_MAX + 1) : -1;
+	int e = errno;
+	close(fd);
+	if (!buf || n <= 0 || n > TOKEN_MAX) {
+		free(buf);
+		gk_err_set(err, GK_FAILED_PRECONDITION, "report token %s: %s", path,
+			   !buf ? "out of memory" : n < 0 ? strerror(e) : n ? "larger than 8192 bytes" : "empty");
+		return NULL;
+	}
+	buf[n] = 0;
+	buf[strcspn(buf, "\r\n")] = 0;
+	return buf;
+}
+
+static cJSON *request(const gk_sd_nodew *w, const char *token, const char *report)
+{
+	cJSON *o = cJSON_CreateObject(), *m, *s;
+	if (o && cJSON_AddStringToObject(o, "apiVersion", GK_SD_NRR_GROUP "/" GK_SD_NRR_VERSION) &&
+	    cJSON_AddStringToObject(o, "kind", "NodeReportRequest") && (m = cJSON_AddObjectToObject(o, "metadata")) &&
+	    cJSON_AddStringToObject(m, "name", w->name) && cJSON_AddStringToObject(m, "namespace", w->ns) &&
+	    (s = cJSON_AddObjectToObject(o, "spec")) && cJSON_AddStringToObject(s, "token", token) &&
+	    cJSON_AddStringToObject(s, "report", report))
+		return o;
+	cJSON_Delete(o);
+	return NULL;
+}
+
+static void hand_in(gk_sd_nodew *w)
+{
+	uint64_t fp = gk_probe_fingerprint(w->rep);
+	if (w->have_sent && fp == w->sent_fp && gk_mono_ms() - w->sent_at_ms < w->o.resend_ms) {
+		w->st.passes++; /* handed in already (a prober restart re-probes the same state) */
+		arm(w, w->sent_at_ms + w->o.resend_ms - gk_mono_ms());
+		return;
+	}
+	gk_probe_json_info info;
+	char *json = gk_probe_report_json(w->rep, GK_PROBE_JSON_BUDGET, false, &info);
+	gk_err err = { 0 };
+	char *token = json ? read_token(w->token_file, &err) : NULL;
+	cJSON *obj = token ? request(w, token, json) : NULL;
+	if (token) {
+		explicit_bzero(token, strlen(token));
+		free(token);
+	}
+	if (json && info.form != w->logged_form) {
+		if (info.form != GK_PROBE_JSON_FULL)
+			GK_WARN("node report summarized for the Node annotation: %s", info.reason);
+		else
+			GK_INFO("node report fits the Node annotation again (%zu bytes)", info.bytes);
+		w->logged_form = info.form;
+	}
+	w->st.summarized = info.form != GK_PROBE_JSON_FULL;
+	free(json);
+	if (!obj) {
+		w->st.errors++;
+		if (w->failing++ == 0)
+			GK_WARN("node report not handed in: %s; retrying with backoff", err.msg[0] ? err.msg : "out of memory");
+		retry(w);
+		return;
+	}
+	gk_kube_ref ref = { .group = GK_SD_NRR_GROUP, .version = GK_SD_NRR_VERSION, .resource = "nodereportrequests",
+			    .ns = w->ns };
+	int rc = gk_kube_call_create(w->mux, &ref, obj, NULL, on_created, w, &w->call, &err);
+	cJSON_Delete(obj);
+	if (rc != GK_OK) {
+		w->call = NULL;
+		w->st.errors++;
+		GK_WARN("create NodeReportRequest %s/%s: %s", w->ns, w->name, err.msg);
+		retry(w);
+		return;
+	}
+	w->inflight_fp = fp;
 }
 
 static void on_timer(gk_loop *l, gk_timer_id id, void *user)
 {
 	gk_sd_nodew *w = user;
 	w->timer = 0;
-	if (!w->rep || !w->dirty || w->call) {
+	if (w->call || !w->rep) {
 		pending(w);
-		return; /* in flight: finish() re-arms while dirty */
+		return; /* in flight: on_created re-arms */
 	}
 	w->dirty = false;
-	if (start(w, STEP_GET, NULL) != GK_OK) {
-		w->st.errors++;
-		w->dirty = true;
-		arm(w, RETRY_MS);
-	}
+	hand_in(w);
 	pending(w);
 }
 
-int gk_sd_nodew_new(gk_sd_nodew **out, gk_loop *loop, gk_kube_client *kc, const char *node_name,
-		    int debounce_ms, gk_err *err)
+int gk_sd_nodew_new(gk_sd_nodew **out, gk_loop *loop, gk_kube_client *kc, const gk_sd_nodew_opts *o, gk_err *err)
 {
 	gk_sd_nodew *w = calloc(1, sizeof(*w));
-	if (w)
-		w->name = strdup(node_name);
-	if (!w || !w->name) {
+	if (w) {
+		w->name = strdup(o->node_name);
+		w->ns = strdup(o->ns);
+		w->token_file = strdup(o->token_file);
+	}
+	if (!w || !w->name || !w->ns || !w->token_file) {
+		if (w) {
+			free(w->name);
+			free(w->ns);
+			free(w->token_file);
+		}
 		free(w);
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "statusd: out of memory");
 	}
 	w->loop = loop;
-	w->debounce_ms = debounce_ms > 0 ? debounce_ms : 100;
+	w->o = *o;
+	w->o.debounce_ms = o->debounce_ms > 0 ? o->debounce_ms : 100;
+	w->o.resend_ms = o->resend_ms > 0 ? o->resend_ms : GK_SD_NODEW_RESEND_MS;
 	int rc = gk_kube_mux_new(&w->mux, kc, err);
 	if (rc == GK_OK && (rc = gk_kube_mux_attach(w->mux, loop, err)) != GK_OK)
 		gk_kube_mux_free(w->mux);
 	if (rc != GK_OK) {
 		free(w->name);
+		free(w->ns);
+		free(w->token_file);
 		free(w);
 		return rc;
 	}
@@ -198,6 +242,8 @@ void gk_sd_nodew_free(gk_sd_nodew *w)
 	if (w->rep)
 		gpukmm__node_report__free_unpacked(w->rep, NULL);
 	free(w->name);
+	free(w->ns);
+	free(w->token_file);
 	free(w);
 }
 
@@ -213,14 +259,22 @@ int gk_sd_nodew_report(gk_sd_nodew *w, const Gpukmm__NodeReport *in, gk_err *err
 	}
 	if (!d)
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "statusd: out of memory");
-	/* a chain in flight holds no pointer into the report (its patch body
-	 * is a copy), so it can be replaced */
+	/* the node name is ours, whatever the prober put in */
+	free(d->node_name);
+	if (!(d->node_name = strdup(w->name))) {
+		gpukmm__node_report__free_unpacked(d, NULL);
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "statusd: out of memory");
+	}
+	/* a create in flight holds no pointer into the report (its body is a copy) */
 	if (w->rep)
 		gpukmm__node_report__free_unpacked(w->rep, NULL);
 	w->rep = d;
 	w->st.reports++;
 	w->dirty = true;
-	arm(w, w->debounce_ms);
+	w->backoff_ms = 0;
+	if (!w->call)
+		arm(w, w->o.debounce_ms);
+	pending(w);
 	return GK_OK;
 }
 

@@ -14,6 +14,7 @@ struct gk_sd_view {
 	gk_sd_node **node; /* sorted by name */
 	size_t n_node;
 	bool synced, leader, kmm;
+	uint64_t term;  /* Leadership.term: reports of another term are not used */
 	uint64_t node_changes, node_dropped;
 };
 
@@ -168,8 +169,7 @@ int gk_sd_view_load_snapshot(gk_sd_view *v, const Gpukmm__SnapshotReply *s, gk_e
 			*err = e;
 		}
 	v->kmm = s->discovery && s->discovery->has_kmm && s->discovery->kmm;
-	/* no leadership information = no election configured: we lead */
-	v->leader = !s->leadership || !s->leadership->has_leader || s->leadership->leader;
+	gk_wsub_lead_update(&v->leader, &v->term, s->leadership);
 	v->synced = s->has_synced && s->synced;
 	if (v->dirty)
 		v->dirty(v->user, NULL);
@@ -201,11 +201,13 @@ int gk_sd_view_apply(gk_sd_view *v, const char *topic, const Gpukmm__Event *ev, 
 		return GK_OK;
 	}
 	if (strcmp(topic, "leadership") == 0 && ev->leadership) {
-		bool leader = !ev->leadership->has_leader || ev->leadership->leader;
-		if (leader != v->leader) {
-			v->leader = leader;
-			GK_INFO("%s", leader ? "leader now: status writes resume" : "not the leader: no status writes");
-			/* gaining: write everything; losing: drop the policy metrics */
+		bool was = v->leader;
+		if (gk_wsub_lead_update(&v->leader, &v->term, ev->leadership)) {
+			if (was != v->leader)
+				GK_INFO("%s", v->leader ? "leader now: status writes resume once the components report"
+							: "not the leader: no status writes");
+			/* gaining (or a new term): write everything once the components
+			 * reported in it; losing: drop the policy metrics */
 			if (v->dirty)
 				v->dirty(v->user, NULL);
 		}
@@ -246,6 +248,11 @@ bool gk_sd_view_synced(const gk_sd_view *v)
 bool gk_sd_view_leader(const gk_sd_view *v)
 {
 	return v->leader;
+}
+
+uint64_t gk_sd_view_term(const gk_sd_view *v)
+{
+	return v->term;
 }
 
 void gk_sd_view_stats_get(const gk_sd_view *v, gk_sd_view_stats *out)

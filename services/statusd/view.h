@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "events.pb-c.h"
 #include "gpukmm/err.h"
@@ -40,6 +41,9 @@ const Gpukmm__ClusterPolicy *gk_sd_view_policy_at(const gk_sd_view *v, size_t i)
 const gk_sd_node *const *gk_sd_view_nodes(const gk_sd_view *v, size_t *n);
 bool gk_sd_view_synced(const gk_sd_view *v);
 bool gk_sd_view_leader(const gk_sd_view *v);
+/* The leadership term (Leadership.term; 0 without an election): the term the
+ * components' reports must carry to be used. */
+uint64_t gk_sd_view_term(const gk_sd_view *v);
 void gk_sd_view_stats_get(const gk_sd_view *v, gk_sd_view_stats *out);
 
 #endif

@@ -163,6 +163,8 @@ static void publish_leadership(wr *w)
 	l.leader = w->ls.leader;
 	l.identity = w->identity;
 	l.holder = w->holder;
+	l.has_term = 1;
+	l.term = w->term;
 	Gpukmm__Event ev = GPUKMM__EVENT__INIT;
 	ev.has_type = 1;
 	ev.type = GPUKMM__EVENT_TYPE__MODIFIED;
@@ -562,10 +564,25 @@ static gk_kube_call_opts lease_call_opts(const wr *w)
 				   .unthrottled = true};
 }
 
+/* A new term each time we become the leader: the wall clock in µs, above every
+ * term before it (a report stamped with an earlier term is never taken for
+ * one of this term, also across a restart of the watcher). */
+static void new_term(wr *w)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t t = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+	w->term = w->last_term = t > w->last_term ? t : w->last_term + 1;
+}
+
 static void lease_changed(wr *w, bool changed)
 {
 	if (!changed)
 		return;
+	if (w->ls.leader && !w->term)
+		new_term(w);
+	else if (!w->ls.leader)
+		w->term = 0;
 	w->c_leader = w->ls.leader;
 	GK_INFO("leadership: %s (holder \"%s\")", w->ls.leader ? "leader" : "follower", w->holder);
 	publish_leadership(w);
@@ -777,6 +794,8 @@ void wr_snapshot_fill(wr *w, const Gpukmm__SnapshotRequest *req, Gpukmm__Snapsho
 	lead->leader = w->o.leader_elect ? w->ls.leader : true;
 	lead->identity = w->identity;
 	lead->holder = w->holder;
+	lead->has_term = 1;
+	lead->term = w->term;
 	rep->leadership = lead;
 	rep->has_synced = 1;
 	rep->synced = wr_synced(w);

@@ -81,6 +81,7 @@ struct wr {
 	uint64_t c_events, c_errors, c_convert_errors, c_published;
 	uint64_t c_size[WT_N];
 	uint64_t c_leader;
+	uint64_t term, last_term;    /* Leadership.term: 0 while not leading */
 };
 
 extern const char *const wr_topic_names[WT_N];

@@ -226,3 +226,17 @@ void gk_webhook_result_free(gk_webhook_result *r)
 	free(r->body);
 	r->body = NULL;
 }
+
+void gk_webhook_refuse(const char *uid, int code, const char *reason, const char *message, gk_webhook_result *out)
+{
+	memset(out, 0, sizeof(*out));
+	cJSON *resp, *r = review(uid, &resp), *st = NULL;
+	if (!r || !cJSON_AddBoolToObject(resp, "allowed", 0) || !(st = cJSON_AddObjectToObject(resp, "status")) ||
+	    !cJSON_AddNumberToObject(st, "code", code) ||
+	    !cJSON_AddStringToObject(st, "reason", reason) || !cJSON_AddStringToObject(st, "message", message)) {
+		cJSON_Delete(r);
+		internal(out);
+		return;
+	}
+	finish(out, r, GK_WEBHOOK_DENIED);
+}

@@ -31,6 +31,9 @@ typedef struct gk_webhook_result {
 void gk_webhook_review(enum gk_webhook_kind kind, const char *body, size_t len, const gk_policy_opts *o,
 		       gk_webhook_result *out);
 void gk_webhook_result_free(gk_webhook_result *r);
+/* A review refused without being parsed (too big to look at; see scan.h):
+ * an AdmissionReview denying request `uid` with status `code` and `message`. */
+void gk_webhook_refuse(const char *uid, int code, const char *reason, const char *message, gk_webhook_result *out);
 
 /* Content-Type acceptable for an AdmissionReview (application/json, any params). */
 int gk_webhook_json_content_type(const char *ct);

@@ -137,7 +137,12 @@ int main(int argc, char **argv)
 		{ "tls-cert", 1, "serving certificate (PEM), re-read when it changes", opt_str, &a.certs.cert_path },
 		{ "tls-key", 1, "private key of the serving certificate (PEM)", opt_str, &a.certs.key_path },
 		{ "insecure-http", 0, "plain HTTP instead of HTTPS: for tests only", opt_flag, &a.insecure_http },
-		{ "max-body-bytes", 1, "largest AdmissionReview accepted (default 3145728)", opt_size, &a.srv.max_body },
+		{ "max-body-bytes", 1, "largest AdmissionReview accepted (default 3145728, the API server's own request limit)",
+		  opt_size, &a.srv.max_body },
+		{ "max-buffered-bytes", 1,
+		  "request bodies held at once, all connections together; a review past it is refused with 429 "
+		  "(default 4 x --max-body-bytes)",
+		  opt_size, &a.srv.max_buffered },
 		{ "cert-check-ms", 1, "how often the certificate files are checked (default 2000)", opt_long, &a.reload_ms },
 		{ "port-file", 1, "write the listening port to this file (for --listen with port 0)", opt_str, &a.port_file },
 		{ "service-account", 1, "module-loader ServiceAccount (only used in messages; default module-loader)",
@@ -152,6 +157,10 @@ int main(int argc, char **argv)
 		listen = DEFAULT_LISTEN; /* the runtime-dir default is an RPC socket; we serve HTTPS */
 	gk_wh_setup(&a.srv);
 	a.srv.http.tls = !a.insecure_http;
+	if (!a.srv.max_buffered)
+		a.srv.max_buffered = 4 * a.srv.max_body;
+	if (a.srv.max_buffered < a.srv.max_body + 1)
+		a.srv.max_buffered = a.srv.max_body + 1; /* one review of the largest size always fits */
 	a.srv.popts.namespace_ = a.svc.ns;
 	a.srv.popts.service_account = a.service_account;
 	char *cert = NULL, *key = NULL;
@@ -177,6 +186,10 @@ int main(int argc, char **argv)
 			"use this only in tests. ***");
 	}
 	/* (admissions by webhook and result, with their latency: server.c) */
+	gk_metric_counter_var("gpukmm_webhook_refused_total",
+			      "Reviews refused unparsed: too many JSON values, nested too deep, or no room to buffer.",
+			      &a.srv.c.refused);
+	gk_metric_gauge_var("gpukmm_webhook_buffered_bytes", "Request body bytes held.", &a.srv.c.buffered);
 	if (a.srv.http.tls) {
 		gk_metric_counter_var("gpukmm_webhook_cert_reloads_total", "Serving certificate reloads.",
 				      &a.srv.http.reloads);

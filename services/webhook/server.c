@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "admission.h"
+#include "scan.h"
 #include "gpukmm/log.h"
 #include "gpukmm/metrics.h"
 
@@ -35,13 +36,56 @@ static void admitted(bool mutate, const char *result, uint64_t t0)
  * bigger one is cut off at once. */
 #define DRAIN_MAX (4u << 20)
 
+/* Why a body is read and dropped and the review refused unparsed. */
+enum refusal { REF_NONE, REF_VALUES, REF_DEPTH, REF_BUSY };
+
 typedef struct req {
 	uint64_t t0;
 	char *buf;
-	size_t len;
+	size_t len, cap;       /* cap is counted in the server's `buffered` */
+	size_t declared;       /* Content-Length, 0 when chunked */
 	size_t dropped;
 	bool too_large;
+	enum refusal refused;
+	gk_wh_scan scan;
 } req;
+
+/* Room for `need` bytes of body in q, within the budget of every body being
+ * received at once (s->max_buffered). */
+static bool room(gk_wh_server *s, req *q, size_t need)
+{
+	if (need <= q->cap)
+		return true;
+	size_t cap = q->cap ? q->cap * 2 : q->declared ? q->declared + 1 : 64u << 10;
+	while (cap < need)
+		cap *= 2;
+	if (cap > s->max_body + 1)
+		cap = s->max_body + 1;
+	size_t used = __atomic_load_n(&s->c.buffered, __ATOMIC_RELAXED);
+	if (used - q->cap + cap > s->max_buffered)
+		return false;
+	char *nb = realloc(q->buf, cap);
+	if (!nb)
+		return false;
+	q->buf = nb;
+	__atomic_store_n(&s->c.buffered, used - q->cap + cap, __ATOMIC_RELAXED);
+	q->cap = cap;
+	return true;
+}
+
+static void release(gk_wh_server *s, req *q)
+{
+	__atomic_sub_fetch(&s->c.buffered, q->cap, __ATOMIC_RELAXED);
+	free(q->buf);
+	q->buf = NULL;
+	q->len = q->cap = 0;
+}
+
+static void refuse(gk_wh_server *s, req *q, enum refusal why)
+{
+	q->refused = why;
+	release(s, q);
+}
 
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *ct, const char *body)
 {
@@ -51,6 +95,42 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ct);
 	enum MHD_Result ret = MHD_queue_response(c, status, r);
 	MHD_destroy_response(r);
+	return ret;
+}
+
+/* The answer to a review refused unparsed: an AdmissionReview denying it when
+ * its uid was seen (the API server shows the message), else a plain 413 / 429. */
+static enum MHD_Result refused(gk_wh_server *s, struct MHD_Connection *c, const req *q, bool mutate)
+{
+	char msg[256];
+	int code = q->refused == REF_BUSY ? 429 : 413;
+	const char *reason = q->refused == REF_BUSY ? "TooManyRequests" : "RequestEntityTooLarge";
+	if (q->refused == REF_VALUES)
+		snprintf(msg, sizeof(msg),
+			 "AdmissionReview too large to review: more than %zu JSON values (the largest ClusterPolicy the "
+			 "CRD admits has about 27000)", q->scan.max_values);
+	else if (q->refused == REF_DEPTH)
+		snprintf(msg, sizeof(msg), "AdmissionReview too large to review: nested deeper than %d levels",
+			 q->scan.max_depth);
+	else
+		snprintf(msg, sizeof(msg), "the webhook is receiving other reviews up to its budget (%zu bytes): retry later",
+			 s->max_buffered);
+	count(&s->c.refused);
+	GK_WARN("review %s refused unparsed: %s", q->scan.uid[0] ? q->scan.uid : "(no uid seen)", msg);
+	if (!q->scan.uid[0]) {
+		char body[300];
+		snprintf(body, sizeof(body), "%s\n", msg);
+		count(&s->c.errors);
+		admitted(mutate, "error", q->t0);
+		return reply(c, (unsigned)code, "text/plain", body);
+	}
+	gk_webhook_result res;
+	gk_webhook_refuse(q->scan.uid, code, reason, msg, &res);
+	count(&s->c.denied);
+	admitted(mutate, "denied", q->t0);
+	enum MHD_Result ret = res.body ? reply(c, (unsigned)res.http_status, res.content_type, res.body)
+				       : reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain", "internal error\n");
+	gk_webhook_result_free(&res);
 	return ret;
 }
 
@@ -101,32 +181,41 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			return MHD_NO;
 		q->t0 = gk_metric_now_us();
 		q->too_large = declared > s->max_body; /* read and dropped, then answered */
+		q->declared = q->too_large ? 0 : (size_t)declared;
+		gk_wh_scan_init(&q->scan, s->max_values ? s->max_values : GK_WH_SCAN_MAX_VALUES, GK_WH_SCAN_MAX_DEPTH);
 		*con_cls = q;
 		return MHD_YES;
 	}
 	if (*upload_size) {
-		if (!q->too_large && q->len + *upload_size <= s->max_body) {
-			char *nb = realloc(q->buf, q->len + *upload_size + 1);
-			if (!nb)
-				return MHD_NO;
-			q->buf = nb;
-			memcpy(q->buf + q->len, upload, *upload_size);
-			q->len += *upload_size;
-		} else {
-			/* keep reading (and dropping) so the answer can be sent, up to a bound */
-			q->too_large = true;
-			q->dropped += *upload_size;
-			if (q->dropped > DRAIN_MAX)
-				return MHD_NO;
-		}
+		size_t n = *upload_size;
 		*upload_size = 0;
-		return MHD_YES;
+		if (!q->too_large && !q->refused) {
+			/* looked at before it is kept: a review too big to parse is
+			 * refused while it arrives, not after its tree was built */
+			if (!gk_wh_scan_feed(&q->scan, upload, n)) {
+				refuse(s, q, q->scan.over == GK_WH_SCAN_TOO_DEEP ? REF_DEPTH : REF_VALUES);
+			} else if (q->len + n > s->max_body) {
+				q->too_large = true;
+				release(s, q);
+			} else if (!room(s, q, q->len + n + 1)) {
+				refuse(s, q, REF_BUSY);
+			} else {
+				memcpy(q->buf + q->len, upload, n);
+				q->len += n;
+				return MHD_YES;
+			}
+		}
+		/* keep reading (and dropping) so the answer can be sent, up to a bound */
+		q->dropped += n;
+		return q->dropped > DRAIN_MAX ? MHD_NO : MHD_YES;
 	}
 	if (q->too_large) {
 		count(&s->c.errors);
 		admitted(mutate, "error", q->t0);
 		return reply(c, MHD_HTTP_CONTENT_TOO_LARGE, "text/plain", "request body too large\n");
 	}
+	if (q->refused)
+		return refused(s, c, q, mutate);
 	gk_webhook_result res;
 	gk_webhook_review(mutate ? GK_WEBHOOK_MUTATE : GK_WEBHOOK_VALIDATE, q->buf ? q->buf : "", q->len, &s->popts,
 			  &res);
@@ -150,7 +239,7 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MH
 {
 	req *q = *con_cls;
 	if (q) {
-		free(q->buf);
+		release(cls, q);
 		free(q);
 		*con_cls = NULL;
 	}

@@ -21,11 +21,15 @@ typedef struct gk_wh_counters {
 	uint64_t cert_checks;  /* times the certificate files were looked at */
 	uint64_t cert_refused; /* certificate files refused (each version and reason counted once) */
 	uint64_t cert_stale;   /* gauge: 1 while the files on disk are refused and the old pair serves */
+	uint64_t refused;      /* reviews refused unparsed: too many values, too deep, no room to buffer */
+	uint64_t buffered;     /* gauge: bytes held for request bodies being received */
 } gk_wh_counters;
 
 typedef struct gk_wh_server {
 	gk_httpd http;         /* listen / start / swap / reap / stop: gpukmm/https.h */
 	size_t max_body;
+	size_t max_buffered;   /* every body being received at once, together */
+	size_t max_values;     /* JSON values in one review (0: GK_WH_SCAN_MAX_VALUES) */
 	gk_policy_opts popts;
 	gk_wh_counters c;      /* updated atomically from the server thread */
 	pthread_mutex_t note_mu;     /* note: written by the main loop, read by /readyz */

@@ -41,9 +41,9 @@ cleanup() {
 KUBESIM_NO_TRAP=1
 trap cleanup EXIT
 kubesim_start || exit 1
-k apply -f "$GPUKMM_SRC/deploy/namespace/namespace.yaml" -f "$GPUKMM_SRC/deploy/crd/intel.com_clusterpolicies.yaml" \
+k apply -f "$GPUKMM_SRC/deploy/namespace/namespace.yaml" -f "$GPUKMM_SRC/deploy/crd/intel.com_clusterpolicies.yaml" -f "$GPUKMM_SRC/deploy/crd/gpukmm.io_nodereportrequests.yaml" \
 	-f "$GPUKMM_SRC/tests/fixtures/kmm/modules.kmm.sigs.x-k8s.io.crd.yaml" >/dev/null || exit 1
-k wait --for condition=established --timeout=20s crd/clusterpolicies.intel.com crd/modules.kmm.sigs.x-k8s.io >/dev/null
+k wait --for condition=established --timeout=20s crd/clusterpolicies.intel.com crd/nodereportrequests.gpukmm.io crd/modules.kmm.sigs.x-k8s.io >/dev/null
 kraw POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"bench"}}' >/dev/null
 t0=$SECONDS
 "$GPUKMM_TBIN/watch_bench" gen "$KUBESIM_URL" "$NODES" 0 >/dev/null &

@@ -3,7 +3,7 @@
  *   {"component":"modmgr","policy":"gpu","kmmStatus":"1/1","errors":[...],
  *    "deleted":false,"conditions":[{"type":..,"status":..,"reason":..}]}
  * (gater reports add devicePluginStatus, draStatus, xpuManagerStatus,
- * gatedDaemonsets)
+ * gatedDaemonsets; leaderTerm, as a string, when the report carries one)
  * --fail-first N answers UNAVAILABLE to the first N reports (retry tests). */
 #include <cJSON.h>
 #include <stdio.h>
@@ -42,6 +42,11 @@ static void fs_report(Gpukmm__Status_Service *svc, const Gpukmm__StatusReport *i
 	for (size_t i = 0; i < in->n_errors; i++)
 		cJSON_AddItemToArray(errs, cJSON_CreateString(in->errors[i]));
 	cJSON_AddBoolToObject(o, "deleted", in->has_deleted && in->deleted);
+	if (in->has_leader_term) {
+		char t[24];
+		snprintf(t, sizeof(t), "%llu", (unsigned long long)in->leader_term);
+		cJSON_AddStringToObject(o, "leaderTerm", t);
+	}
 	/* gater's values */
 	if (in->device_plugin_status)
 		cJSON_AddStringToObject(o, "devicePluginStatus", in->device_plugin_status);

@@ -62,9 +62,9 @@ trap cleanup EXIT
 # kubesim's restarts: its signing key is in the state dir), fake-kmm as the admin
 KUBESIM_NO_TRAP=1 KUBESIM_RBAC=1 kubesim_start --state-dir "$D/state" || { nok "kubesim starts"; exit 1; }
 echo "# seed $SEED, ${DUR}s of chaos, converge within ${CONVERGE}s, gater: ${CHAOS_GATER:-not built}, up to $MAX_NODES GPU nodes"
-k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml \
+k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml -f deploy/crd/gpukmm.io_nodereportrequests.yaml \
 	-f tests/fixtures/kmm/modules.kmm.sigs.x-k8s.io.crd.yaml >"$D/setup.log" 2>&1
-k wait --for condition=established --timeout=10s crd/clusterpolicies.intel.com crd/modules.kmm.sigs.x-k8s.io >>"$D/setup.log" 2>&1
+k wait --for condition=established --timeout=10s crd/clusterpolicies.intel.com crd/nodereportrequests.gpukmm.io crd/modules.kmm.sigs.x-k8s.io >>"$D/setup.log" 2>&1
 kubesim_kubeconfigs "$D" "$NS" || { nok "the shipped RBAC and the ServiceAccounts' kubeconfigs"; exit 1; }
 kraw POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"user"}}' >/dev/null
 mknode() { # NAME KERNEL
@@ -72,7 +72,7 @@ mknode() { # NAME KERNEL
 	kraw PATCH "/api/v1/nodes/$1/status" "{\"status\":{\"nodeInfo\":{\"kernelVersion\":\"$2\"}}}" application/merge-patch+json >/dev/null
 }
 KERNELS=(6.8.0-45-generic 5.14.0-427.13.1.el9_4.x86_64 6.8.0-50-generic)
-np_init "$D" "$D/node-kubeconfig"
+np_init "$D" "$D/node-kubeconfig" "$NS"
 addnode() { # NAME KERNEL: the Node and its node profile
 	mknode "$1" "$2"
 	np_start "$1" "$2" || nok "node profile of $1 starts"

@@ -290,19 +290,42 @@ def pod_checks(variant, objs):
                 ran = sorted(x for c in spec["containers"] for x in services_of(c))
                 ok(ran == sorted(PROFILES["controller"]), f"{name}: every controller service runs once", ran)
         else:
-            c = spec["containers"][0]
-            env = {e["name"]: e for e in c.get("env", [])}
-            ok(env.get("NODE_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
-               == "spec.nodeName", f"{name}: NODE_NAME from the downward API")
-            ok("--profile=node" in c["args"], f"{name}: runs --profile node")
             ok(spec.get("serviceAccountName") == "gpukmm-node", f"{name}: its own ServiceAccount")
-            paths = {vols[m["name"]]["hostPath"]["path"] for m in c["volumeMounts"]
-                     if "hostPath" in vols.get(m["name"], {})}
-            ok(paths == {"/sys", "/lib/modules"}, f"{name}: hostPath /sys and /lib/modules only", paths)
             ok(bool(spec.get("tolerations")), f"{name}: tolerations for GPU nodes")
-            ok(any(a.startswith("--metrics-listen=") for a in c["args"]), f"{name}: serves /metrics")
-            ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
-            ok(ports.get("metrics") == 8443, f"{name}: port metrics 8443", ports)
+            ran = sorted(x for c in spec["containers"] for x in services_of(c))
+            ok(ran == sorted(PROFILES["node"]), f"{name}: every node service runs once", ran)
+            rt = vols.get("report-token", {}).get("projected", {}).get("sources", [{}])[0].get("serviceAccountToken", {})
+            ok(rt.get("audience") == "gpukmm.io/node-report",
+               f"{name}: the report token is for the audience gpukmm.io/node-report (no API credential)", rt)
+            for c in spec["containers"]:
+                cn = f"{name}/{c['name']}"
+                env = {e["name"]: e for e in c.get("env", [])}
+                ok(env.get("NODE_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+                   == "spec.nodeName", f"{cn}: NODE_NAME from the downward API")
+                ok("--profile=node" in c["args"], f"{cn}: runs --profile node")
+                svcs = services_of(c)
+                mounts = {m["name"] for m in c.get("volumeMounts", [])}
+                paths = {vols[m["name"]]["hostPath"]["path"] for m in c["volumeMounts"]
+                         if "hostPath" in vols.get(m["name"], {})}
+                if "prober" in svcs:
+                    ok(paths == {"/sys", "/lib/modules"}, f"{cn}: hostPath /sys and /lib/modules only", paths)
+                else:
+                    ok(not paths, f"{cn}: no host path where the prober does not run", paths)
+                ok(("report-token" in mounts) == ("statusd" in svcs), f"{cn}: the report token only where statusd runs")
+                ok(not ("prober" in svcs and mounts & {"api-token", "report-token"}),
+                   f"{cn}: the prober (the parser of host input) never shares a container with a token")
+                # /metrics of both, HTTPS, reviewed by the report container's statusd
+                ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+                want = ("metrics", 8443) if "statusd" in svcs else ("prober-metrics", 8444)
+                ok(any(a.startswith("--metrics-listen=") for a in c["args"]) and ports.get(want[0]) == want[1]
+                   and "--metrics-insecure" not in c["args"], f"{cn}: /metrics over HTTPS, port {want[0]} {want[1]}", ports)
+                if "statusd" not in svcs:
+                    sock = next((a.split("=", 1)[1] for a in c["args"] if a.startswith("--metrics-reviewer=")), "")
+                    env = {e["name"]: e.get("value") for e in c.get("env", [])}
+                    ok(sock.startswith("ipc://") and env.get("GPUKMM_STATUSD") == sock,
+                       f"{cn}: reports to and has tokens reviewed by the report container's statusd ({sock})")
+                    ro = {m["name"]: m.get("readOnly") for m in c.get("volumeMounts", [])}
+                    ok(ro.get("run") is True, f"{cn}: the report container's runtime directory mounted read-only")
 
 
 def monitoring_checks(objs):
@@ -386,10 +409,12 @@ def exercised(record, op_ns):
     for sa, path in rbac_files():
         rows = table(path, checks=False)
         user = f"system:serviceaccount:{op_ns}:{sa}"
-        # (the review APIs are everyone's, system:basic-user: not our calls)
+        # (the self reviews are everyone's, system:basic-user: not our calls; a
+        # TokenReview is: it needs its row)
         used = [r for r in rec.get("requests", []) if r["user"] == user and r["allowed"]
                 and not r["resource"].startswith("/")
-                and r["group"] not in ("authorization.k8s.io", "authentication.k8s.io")]
+                and not (r["group"] in ("authorization.k8s.io", "authentication.k8s.io")
+                         and r["resource"].startswith("selfsubject"))]
         ok(len(used) > 0, f"{sa}: its calls were seen (its token was used)")
         hit = set()
         for r in used:

@@ -57,10 +57,10 @@ export KUBECTL KUBESIM_URL KUBESIM_DIR D
 shipped_ca || { echo "not ok - openssl test CA"; exit 1; }
 
 # ---- the cluster: namespace, CRDs, RBAC, nodes, KMM -----------------------------------
-kc apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml \
+kc apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml -f deploy/crd/gpukmm.io_nodereportrequests.yaml \
 	-f tests/fixtures/kmm-crd/modules.kmm.sigs.x-k8s.io.crd.yaml >"$D/apply.log" 2>&1
 check "namespace and CRDs applied with kubectl" kc wait --for condition=established --timeout=20s \
-	crd/clusterpolicies.intel.com crd/modules.kmm.sigs.x-k8s.io
+	crd/clusterpolicies.intel.com crd/nodereportrequests.gpukmm.io crd/modules.kmm.sigs.x-k8s.io
 check "kubectl apply -k deploy/rbac" kc apply -k deploy/rbac
 check "the controller's kubeconfig: a token of ServiceAccount gpukmm-controller" \
 	kubesim_sa_kubeconfig "$D/kubeconfig" "$NS" gpukmm-controller

@@ -27,6 +27,9 @@ check "a follower sends no report" test "$(gt_report_count)" = 0
 kraw DELETE "/apis/coordination.k8s.io/v1/namespaces/$MM_NS/leases/gpukmm-controller" >/dev/null
 check "leader now: DaemonSet gated" wait_for "gated" 20 gated "$MM_NS" gpu-device-plugin
 check "leader now: report sent" wait_for report 10 gt_report_has '.gatedDaemonsets == ["'"$MM_NS"'/gpu-device-plugin"]'
+term=$("$GPUKMM_BIN/gpukmmctl" ipc call "ipc://$MM_DIR/watcher.sock" gpukmm.Watcher.Snapshot '{"topics":["leadership"]}' |
+	jq -r '.leadership.term')
+check "the report carries the watcher's leadership term ($term)" gt_report_has ".leaderTerm == \"$term\" and .leaderTerm != \"0\""
 gt_stop_gater TERM
 check "gater exits 0" test $? = 0
 exit $MM_FAILED

@@ -69,6 +69,34 @@ k -n team create rolebinding alice-binds --clusterrole=bind-admin --user=alice >
 check "with bind on cluster-admin (by name) she may" \
 	as al1ce-token -n team create rolebinding alice-admin --clusterrole=cluster-admin --user=alice
 
+# audiences and TokenReview: a pod-bound token for another audience names its node
+# to a TokenReview of that audience, and is no API credential
+kraw POST /api/v1/nodes '{"apiVersion":"v1","kind":"Node","metadata":{"name":"n1"}}' >/dev/null
+kraw POST /api/v1/namespaces/team/pods '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p1"},"spec":{"nodeName":"n1","serviceAccountName":"bot","containers":[{"name":"c","image":"i"}]}}' >/dev/null
+A=$(k -n team create token bot --audience gpukmm.io/node-report --bound-object-kind Pod --bound-object-name p1)
+check "kubectl create token --audience --bound-object-kind Pod" test -n "$A"
+check "a token for another audience is no API credential (Unauthorized)" said 'Unauthorized' as "$A" -n team get pods
+review() { # TOKEN [AUDIENCES-JSON]: the TokenReview's status, as the admin
+	kraw POST /apis/authentication.k8s.io/v1/tokenreviews \
+		"{\"apiVersion\":\"authentication.k8s.io/v1\",\"kind\":\"TokenReview\",\"spec\":{\"token\":\"$1\"${2:+,\"audiences\":$2}}}" |
+		jq -c .status
+}
+check "TokenReview for that audience: the ServiceAccount, and the pod's node as extra node-name" eval \
+	"review '$A' '[\"gpukmm.io/node-report\"]' | jq -e '.authenticated == true and .user.username == \"system:serviceaccount:team:bot\"
+		and .user.extra[\"authentication.kubernetes.io/node-name\"] == [\"n1\"] and .audiences == [\"gpukmm.io/node-report\"]'"
+check "TokenReview for the API server's audience: not authenticated, with an error" eval \
+	"review '$A' | jq -e '(.authenticated // false) == false and (.error | length > 0)'"
+check "TokenReview of an API token for the custom audience: not authenticated" eval \
+	"review '$T' '[\"gpukmm.io/node-report\"]' | jq -e '(.authenticated // false) == false'"
+check "TokenReview of an API token for the API server: authenticated, no node" eval \
+	"review '$T' | jq -e '.authenticated == true and (.user.extra // {} | has(\"authentication.kubernetes.io/node-name\") | not)'"
+out=$(KRAW_TOKEN=$T kraw POST /apis/authentication.k8s.io/v1/tokenreviews "{\"apiVersion\":\"authentication.k8s.io/v1\",\"kind\":\"TokenReview\",\"spec\":{\"token\":\"$A\"}}")
+check "TokenReview needs create on tokenreviews (403)" eval \
+	"[ \"\$(kraw_code)\" = 403 ] && jq -e '.message | contains(\"cannot create resource \\\"tokenreviews\\\" in API group \\\"authentication.k8s.io\\\" at the cluster scope\")' <<<'$out'"
+kraw DELETE /api/v1/namespaces/team/pods/p1 >/dev/null
+check "the pod deleted: its token no longer authenticates" eval \
+	"review '$A' '[\"gpukmm.io/node-report\"]' | jq -e '(.authenticated // false) == false'"
+
 # a deleted ServiceAccount's token is dead
 k -n team delete serviceaccount bot >/dev/null
 check "the deleted ServiceAccount's token is refused (Unauthorized)" said 'Unauthorized' as "$T" -n team get pods

@@ -70,7 +70,7 @@ check "the shipped Deployment serves /metrics with --metrics-listen (HTTPS, no -
 SUP_PID=$!
 "$GPUKMM_BIN/gpukmm" "${WARGS[@]}" --metrics-insecure --metrics-listen 127.0.0.1:0 >"$D/gpukmm-webhook.log" 2>&1 &
 WSUP_PID=$!
-np_init "$D" "$D/node-kubeconfig"
+np_init "$D" "$D/node-kubeconfig" "$NS"
 NP_LOG_LEVEL=info NP_SUP_ARGS="--metrics-listen 127.0.0.1:0" np_start gpu-1 6.8.0-45-generic
 NP_LOG_LEVEL=info NP_SUP_ARGS="--metrics-listen 127.0.0.1:0" np_start gpu-2 5.14.0-427.13.1.el9_4.x86_64
 np_follow_start

@@ -25,6 +25,9 @@ check "a follower sends no report" test "$(report_count)" = 0
 kraw DELETE "/apis/coordination.k8s.io/v1/namespaces/$MM_NS/leases/gpukmm-controller" >/dev/null
 check "leader now: Module created" wait_for "module" 20 module_exists
 check "leader now: report sent" wait_for report 10 report_has '.kmmStatus == "0/0"'
+term=$("$GPUKMM_BIN/gpukmmctl" ipc call "ipc://$MM_DIR/watcher.sock" gpukmm.Watcher.Snapshot '{"topics":["leadership"]}' |
+	jq -r '.leadership.term')
+check "the report carries the watcher's leadership term ($term)" report_has ".leaderTerm == \"$term\" and .leaderTerm != \"0\""
 mm_stop_modmgr TERM
 check "modmgr exits 0" test $? = 0
 exit $MM_FAILED

@@ -67,6 +67,26 @@ for f in norr enum nomaps; do
 	check "gpukmmctl validate rejects $f (exit 1)" test $? -eq 1
 done
 
+# the size limits (maxItems, maxLength): the API server and gpukmmctl say the same
+{
+	printf 'apiVersion: intel.com/v1alpha1\nkind: ClusterPolicy\nmetadata: {name: many}\nspec:\n  resourceRegistration: dp\n  kernelModule:\n    kernelMappings:\n'
+	for i in $(seq 0 128); do printf '    - {regexp: "^6\\\\.%d$", containerImage: "registry.example.com/xe:1.0"}\n' "$i"; done
+	printf '    - {regexp: "%s", containerImage: "registry.example.com/xe:1.0"}\n' "$(head -c 1025 /dev/zero | tr '\0' a)"
+} >"$T/many.yaml"
+want_many='spec.kernelModule.kernelMappings: Too many: 130: must have at most 128 items'
+api_says=$(KUBECONFIG=/dev/null kubectl --server "$KUBESIM_URL" --cache-dir "$T/kcache" apply -f "$T/many.yaml" 2>&1)
+echo "# API server: $api_says" | cut -c1-300
+check "the API server refuses 130 kernelMappings: $want_many" grep -qF "$want_many" <<<"$api_says"
+ctl_says=$("$GPUKMM_BIN/gpukmmctl" validate "$T/many.yaml" 2>&1)
+echo "# gpukmmctl: $ctl_says"
+check "gpukmmctl validate says the same" grep -qF "$want_many" <<<"$ctl_says"
+sed -i '/containerImage/{/regexp: "a/!d}' "$T/many.yaml" # only the 1025-byte regexp left
+printf '    - {regexp: "^.+$", containerImage: "registry.example.com/xe:1.0"}\n' >>"$T/many.yaml"
+want_long='spec.kernelModule.kernelMappings[0].regexp: Too long: may not be more than 1024 bytes'
+api_says=$(KUBECONFIG=/dev/null kubectl --server "$KUBESIM_URL" --cache-dir "$T/kcache" apply -f "$T/many.yaml" 2>&1)
+check "the API server refuses a 1025-byte regexp" grep -qF "Too long: may not be more than 1024 bytes" <<<"$api_says"
+check "gpukmmctl validate says: $want_long" bash -c "'$GPUKMM_BIN/gpukmmctl' validate '$T/many.yaml' 2>&1 | grep -qF '$want_long'"
+
 # status subresource with the gpukmm extensions
 kraw PATCH /apis/intel.com/v1alpha1/clusterpolicies/gpu-kmm/status \
 	'{"status":{"kmmStatus":"1/2","errors":["module loader not fully available (1/2) for modules.kmm.sigs.x-k8s.io/gpu-kmm-gpu"],"observedGeneration":1,"conditions":[{"type":"Ready","status":"False","reason":"ModuleNotLoaded","message":"1 of 2 nodes","lastTransitionTime":"2026-12-02T12:00:00Z"}],"nodes":{"gpuNodes":2,"ootLoaded":1,"notLoaded":1,"problems":[{"node":"n2","reason":"VFsActive","message":"VFs active"}]}}}' \

@@ -34,11 +34,12 @@ check "human: nothing on stderr" test ! -s "$tmp/h.err"
 "$CTL" probe --root "$root" --json --node-name n1 >"$tmp/j.json"
 check "json exits 0" test $? = 0
 check "json parses" /usr/bin/python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$tmp/j.json"
-check "json: node name" test "$(json_get "$tmp/j.json" 'r["node_name"]')" = n1
+check "json: node name" test "$(json_get "$tmp/j.json" 'r["nodeName"]')" = n1
 check "json: 5 devices" test "$(json_get "$tmp/j.json" 'len(r["gpus"])')" = 5
-check "json: module source" test "$(json_get "$tmp/j.json" 'r["module"]["source"]')" = SOURCE_OOT
-check "json: can_unload" test "$(json_get "$tmp/j.json" 'r["can_unload"]')" = TRI_NO
-check "json: VF physfn" test "$(json_get "$tmp/j.json" 'r["gpus"][1]["physfn"]')" = 0000:03:00.0
+check "json: module source" test "$(json_get "$tmp/j.json" 'r["module"]["source"]')" = oot
+check "json: canUnload" test "$(json_get "$tmp/j.json" 'r["canUnload"]')" = false
+check "json: VF physicalFunction" test "$(json_get "$tmp/j.json" 'r["gpus"][1]["physicalFunction"]')" = 0000:03:00.0
+check "json: device id in hex as lspci prints it" test "$(json_get "$tmp/j.json" 'r["gpus"][0]["device"]')" = e20b
 
 # --- fixture: corrupted inputs → problems, exit 0, no crash ---
 root=$(fx corrupt) || { nok "fixture corrupt"; exit 1; }
@@ -72,7 +73,7 @@ else
 fi
 "$CTL" probe --json >"$tmp/m.json"
 check "real root: json exits 0" test $? = 0
-check "real root: json module name" test "$(json_get "$tmp/m.json" 'r["module_name"]')" = xe
+check "real root: json module name" test "$(json_get "$tmp/m.json" 'r["moduleName"]')" = xe
 
 # --- usage errors ---
 "$CTL" probe --root "$tmp/nope" >/dev/null 2>"$tmp/u.err"

@@ -51,9 +51,9 @@ trap cleanup EXIT
 
 # ---- the cluster, the shipped RBAC, one kubeconfig per ServiceAccount ---------------------
 KUBESIM_NO_TRAP=1 KUBESIM_RBAC=1 kubesim_start || { nok "kubesim starts"; exit 1; }
-k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml \
+k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml -f deploy/crd/gpukmm.io_nodereportrequests.yaml \
 	-f tests/fixtures/kmm/modules.kmm.sigs.x-k8s.io.crd.yaml >"$D/kubectl.log" 2>&1
-k wait --for condition=established --timeout=20s crd/clusterpolicies.intel.com crd/modules.kmm.sigs.x-k8s.io \
+k wait --for condition=established --timeout=20s crd/clusterpolicies.intel.com crd/nodereportrequests.gpukmm.io crd/modules.kmm.sigs.x-k8s.io \
 	>>"$D/kubectl.log" 2>&1
 check "kubectl apply -k deploy/rbac" 1 eval 'k apply -k deploy/rbac >>"$D/kubectl.log" 2>&1'
 kubesim_kubeconfigs "$D" "$NS" || { nok "ServiceAccount tokens (TokenRequest)"; exit 1; }
@@ -79,7 +79,7 @@ ds "$NS" "$CP-device-plugin"
 ds apps opt-app "{\"gpukmm.io/gate\":\"$CP\"}"
 ds kube-system kube-app "{\"gpukmm.io/gate\":\"$CP\"}"
 
-np_init "$D" "$D/node-kubeconfig"
+np_init "$D" "$D/node-kubeconfig" "$NS"
 np_start gpu-1 6.8.0-45-generic || nok "node profile starts"
 np_follow_start
 "$GPUKMM_BIN/fake-kmm" --kubeconfig "$D/kmm-kubeconfig" --load-delay-ms 100 --unload-delay-ms 100 \
@@ -174,4 +174,33 @@ refused as_node "daemonsets.apps is forbidden: User \"system:serviceaccount:$NS:
 cant as_node list pods -A
 cant as_node patch clusterpolicies --subresource=status
 cant as_node create nodes
+# the node's credentials write no Node at all (issue #17): not another node's, not its own,
+# not a KMM ready label, not a taint; only the NodeReportRequest the controller checks
+NODE_SA="system:serviceaccount:$NS:gpukmm-node"
+node_patch() { # BODY: as the node profile, patch Node gpu-1; prints the HTTP code and message
+	local out
+	out=$(KRAW_TOKEN=$(kubesim_sa_token "$NS" gpukmm-node) kraw PATCH /api/v1/nodes/gpu-1 "$1" application/merge-patch+json)
+	echo "$(kraw_code) $(jq -r .message <<<"$out" 2>/dev/null)"
+}
+want403="403 nodes \"gpu-1\" is forbidden: User \"$NODE_SA\" cannot patch resource \"nodes\" in API group \"\" at the cluster scope"
+got=$(node_patch "{\"metadata\":{\"labels\":{\"$KEY\":\"\"}}}")
+[ "$got" = "$want403" ] && ok "refused: the node's credentials set a KMM ready label (403)" ||
+	nok "refused: the node's credentials set a KMM ready label: $got"
+got=$(node_patch '{"spec":{"taints":[{"key":"evil","effect":"NoSchedule"}]}}')
+[ "$got" = "$want403" ] && ok "refused: the node's credentials taint a Node (403)" || nok "refused: a taint: $got"
+got=$(node_patch '{"metadata":{"labels":{"gpukmm.io/gpu.present":"false"}}}')
+[ "$got" = "$want403" ] && ok "refused: the node's credentials write even a gpukmm.io label themselves (403)" ||
+	nok "refused: a gpukmm.io label: $got"
+check "... and gpu-1 kept its labels, untainted" 1 eval \
+	"kraw GET /api/v1/nodes/gpu-1 | jq -e '.metadata.labels[\"gpukmm.io/gpu.present\"] == \"true\" and (.spec.taints // [] | length) == 0'"
+cant as_node patch nodes
+cant as_node get nodes
+cant as_node update nodes/status
+cant as_node get nodereportrequests.gpukmm.io -n "$NS"
+cant as_node list nodereportrequests.gpukmm.io -n "$NS"
+cant as_node update nodereportrequests.gpukmm.io -n "$NS"
+cant as_node delete nodereportrequests.gpukmm.io -n "$NS"
+cant as_node create nodereportrequests.gpukmm.io -n default
+[ "$(as_node auth can-i create nodereportrequests.gpukmm.io -n "$NS" 2>/dev/null)" = yes ] &&
+	ok "as_node may create nodereportrequests in $NS (all it may do)" || nok "as_node may create nodereportrequests in $NS"
 exit $FAILED

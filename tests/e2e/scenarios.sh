@@ -27,12 +27,12 @@ ready_is() { # True|False [REASON]
 }
 
 # ---- the cluster without KMM; the controllers and the node profiles ---------------------
-k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml >>"$D/kubectl.log" 2>&1
-k wait --for condition=established --timeout=20s crd/clusterpolicies.intel.com >>"$D/kubectl.log" 2>&1
+k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml -f deploy/crd/gpukmm.io_nodereportrequests.yaml >>"$D/kubectl.log" 2>&1
+k wait --for condition=established --timeout=20s crd/clusterpolicies.intel.com crd/nodereportrequests.gpukmm.io >>"$D/kubectl.log" 2>&1
 kubesim_kubeconfigs "$D" "$NS" || nok "the shipped RBAC and the ServiceAccounts' kubeconfigs"
 node gpu-1 "$K_UBU"
 node gpu-2 "$K_RHEL"
-np_init "$D" "$D/node-kubeconfig"
+np_init "$D" "$D/node-kubeconfig" "$NS"
 np_start gpu-1 "$K_UBU" && np_start gpu-2 "$K_RHEL" || nok "node profiles start"
 np_follow_start
 ctrl_start A
@@ -85,7 +85,7 @@ reboot_into() { # NODE KERNEL: the node profile stops, the node boots KERNEL, th
 }
 reboot_into gpu-1 "$K_UBU2"
 check "kernel upgraded: gpu-1 reports the new kernel" 40 node_is gpu-1 \
-	"(.metadata.annotations[\"gpukmm.io/node-report\"] | fromjson | .kernel_version) == \"$K_UBU2\""
+	"(.metadata.annotations[\"gpukmm.io/node-report\"] | fromjson | .kernelVersion) == \"$K_UBU2\""
 check "kernel upgraded: KMM loads the module built for it (ready label, xe.source=oot)" 40 eval \
 	"loaded_on gpu-1 && node_is gpu-1 '.metadata.labels[\"gpukmm.io/xe.source\"] == \"oot\"'"
 check "kernel upgraded: KMM 3/3, Ready=True" 40 eval 'cp_is ".status.kmmStatus == \"3/3\" and .status.nodes.ootLoaded == 3" && ready_is True'

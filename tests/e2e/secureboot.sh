@@ -42,9 +42,9 @@ $1
 Y
 }
 
-k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml \
+k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml -f deploy/crd/gpukmm.io_nodereportrequests.yaml \
 	-f tests/fixtures/kmm/modules.kmm.sigs.x-k8s.io.crd.yaml >>"$D/kubectl.log" 2>&1
-k wait --for condition=established --timeout=20s crd/clusterpolicies.intel.com crd/modules.kmm.sigs.x-k8s.io >>"$D/kubectl.log" 2>&1
+k wait --for condition=established --timeout=20s crd/clusterpolicies.intel.com crd/nodereportrequests.gpukmm.io crd/modules.kmm.sigs.x-k8s.io >>"$D/kubectl.log" 2>k wait --for condition=established --timeout=20s crd/clusterpolicies.intel.com crd/modules.kmm.sigs.x-k8s.io >>"$D/kubectl.log" 2>&11
 kubesim_kubeconfigs "$D" "$NS" || nok "the shipped RBAC and the ServiceAccounts' kubeconfigs"
 "$GPUKMM_BIN/fake-kmm" --kubeconfig "$D/kmm-kubeconfig" --load-delay-ms 200 --unload-delay-ms 200 --sign-delay-ms 500 \
 	--log-level info 2>>"$D/fake-kmm.log" &
@@ -52,14 +52,14 @@ FK_PID=$!
 check "fake-kmm registers KMM's admission webhook" 20 k get validatingwebhookconfiguration fake-kmm-validating-webhook-configuration
 node gpu-plain "$KV"
 node gpu-sb "$KV"
-np_init "$D" "$D/node-kubeconfig"
+np_init "$D" "$D/node-kubeconfig" "$NS"
 np_flavor gpu-sb sb
 np_start gpu-plain "$KV" && np_start gpu-sb "$KV" || nok "node profiles start"
 np_follow_start
 ctrl_start A nolease
 check "the controller is ready" 60 ctrl_ready A
 check "the Secure Boot node's report says so" 40 node_is gpu-sb \
-	'(.metadata.annotations["gpukmm.io/node-report"] | fromjson | .secure_boot) == "TRI_YES"'
+	'(.metadata.annotations["gpukmm.io/node-report"] | fromjson | .secureBoot) == "true"'
 
 # ---- 1. unsigned: the Secure Boot node refuses the module ----------------------------------
 policy ""

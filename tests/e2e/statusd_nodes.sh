@@ -1,9 +1,11 @@
 #!/bin/bash
 # gpukmm-statusd controller mode with the watcher: status.nodes and the
-# conditions from the Nodes' gpukmm.io/node-report annotations (written by a
-# node-mode statusd, or by hand with kubectl annotate), leadership, restart,
-# 409 storms. kubesim + gpukmm-watcher + gpukmm-statusd (both modes); the
-# component reports are sent with gpukmmctl ipc call.
+# conditions from the Nodes' gpukmm.io/node-report annotations (written by this
+# statusd from a node-mode statusd's NodeReportRequest, or by hand with kubectl
+# annotate: the gpukmm.io/v1alpha1 report, summarized ones, and the format of the
+# release before, still read during an upgrade), leadership (a follower applies no
+# request), restart, 409 storms. kubesim + gpukmm-watcher + gpukmm-statusd (both
+# modes); the component reports are sent with gpukmmctl ipc call.
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
 . tests/lib/statusd.sh
@@ -14,15 +16,9 @@ sd_setup
 CTL="$GPUKMM_BIN/gpukmmctl"
 SD_SOCK="ipc://$MM_DIR/sd.sock"
 NSD_SOCK="ipc://$MM_DIR/nsd.sock"
-sd_start() {
-	"$GPUKMM_BIN/gpukmm-statusd" --mode controller --kubeconfig "$MM_DIR/kubeconfig" --listen "$SD_SOCK" \
-		--watcher "ipc://$MM_DIR/watcher.sock" --events "ipc://$MM_DIR/events.sock" \
-		--debounce-ms 200 --grace-ms "${SD_GRACE:-60000}" --control "$SD_CONTROL" --heartbeat-ms 200 \
-		--log-level debug >>"$MM_DIR/statusd-ctrl.log" 2>&1 &
-	SD_PID=$!
-}
-
-report() { "$CTL" ipc call "$SD_SOCK" gpukmm.Status.Report "$1" --timeout-ms 3000 >/dev/null 2>&1; }
+sd_start() { sd_start_watching --debounce-ms 200 --grace-ms "${SD_GRACE:-60000}"; }
+# a component report, made in the current term (what modmgr and gater stamp theirs with)
+report() { sd_report_in "$(sd_term)" "$1"; }
 st_has() { cp_json | jq -e ".status | $1" >/dev/null; }
 cond() { cp_json | jq -r ".status.conditions[] | select(.type==\"$1\") | .$2"; }
 status_writes() { kraw GET /kubesim/stats | jq -r '.writesByResource.clusterpolicies // 0'; }
@@ -41,16 +37,18 @@ KM='{"moduleName":"xe","kernelMappings":[{"regexp":"^6\\.8\\.","containerImage":
 for n in a b c; do mknode "$n" 6.8.0-45-generic; done
 mknode arm1 6.8.0-45-generic arm64
 apply_cp gpu dp "$KM"
-# a node-mode statusd writes node a's report
+# a node-mode statusd hands node a's report in (its pod's token for the audience gpukmm.io/node-report)
+kubesim_pod_token "$MM_NS" gpukmm-node a gpukmm-node-a gpukmm.io/node-report "$MM_DIR/tok-a" || notok "node a's pod token"
 NODE_NAME=a "$GPUKMM_BIN/gpukmm-statusd" --mode node --kubeconfig "$MM_DIR/node-kubeconfig" --listen "$NSD_SOCK" \
-	--debounce-ms 50 >>"$MM_DIR/statusd-node.log" 2>&1 &
+	--namespace "$MM_NS" --report-token-file "$MM_DIR/tok-a" --debounce-ms 50 >>"$MM_DIR/statusd-node.log" 2>&1 &
 NSD_PID=$!
 REP_A='{"node_name":"a","kernel_version":"6.8.0-45-generic","module_name":"xe","gpus":[{"address":"0000:03:00.0","sriov_numvfs":0}],"module":{"name":"xe","loaded":true,"source":"SOURCE_OOT"}}'
 check "node-mode statusd takes node a's report" wait_for "node statusd" 10 \
 	"$CTL" ipc call "$NSD_SOCK" gpukmm.Status.ReportNode "$REP_A" --timeout-ms 3000
 annotate b "$REP_OOT"
 node_has_report() { kraw GET "/api/v1/nodes/$1" | jq -e '.metadata.annotations["gpukmm.io/node-report"] != null' >/dev/null; }
-check "node a annotated by the node-mode statusd" wait_for "annotation a" 10 node_has_report a
+request_a() { kraw GET "/apis/gpukmm.io/v1alpha1/namespaces/$MM_NS/nodereportrequests/a" | jq -e '.kind == "NodeReportRequest"' >/dev/null; }
+check "node a's report handed in (NodeReportRequest a)" wait_for "request a" 10 request_a
 
 # ---- a follower writes nothing --------------------------------------------------------------
 now=$(date -u +%Y-%m-%dT%H:%M:%S.000000Z)
@@ -64,10 +62,19 @@ report '{"component":"gater","policy":"gpu","generation":1,"device_plugin_status
 follower_skipped() { [ "$(sd_counter "$SD_PID" statusd_not_leader)" -gt 0 ] && [ "$(sd_counter "$SD_PID" statusd_pending)" = 0 ]; }
 check "a follower evaluates and skips" wait_for "not leader" 20 follower_skipped
 check "a follower writes no status ($wf -> $(status_writes))" test "$(status_writes)" = "$wf"
+check "a follower applies no NodeReportRequest (a's waits, node a unwritten)" eval \
+	"request_a && ! node_has_report a && [ \"\$(sd_counter $SD_PID statusd_node_requests_applied)\" = 0 ]"
 kraw DELETE "/apis/coordination.k8s.io/v1/namespaces/$MM_NS/leases/gpukmm-controller" >/dev/null
+check "the leader applies it: node a annotated" wait_for "annotation a" 20 node_has_report a
 
 # ---- leader: status.nodes ------------------------------------------------------------------
-check "leader now: status.nodes appears" wait_for nodes 20 st_has '.nodes.gpuNodes == 2'
+leading() { [ "$(sd_term)" != 0 ]; }
+check "leader now" wait_for leader 20 leading
+# the reports above were made before this term: nothing is written from them
+# (statusd_failover.sh); the components report again in the new term
+report '{"component":"modmgr","policy":"gpu","generation":1,"kmm_status":"2/2"}'
+report '{"component":"gater","policy":"gpu","generation":1,"device_plugin_status":"2/2","dra_status":"N/A","xpu_manager_status":"N/A"}'
+check "status.nodes appears once the components reported in the leader's term" wait_for nodes 20 st_has '.nodes.gpuNodes == 2'
 check "counts: 2 OoT, 1 without report, arm64 node not selected" \
 	st_has '.nodes == {"gpuNodes":2,"ootLoaded":2,"inTreeLoaded":0,"notLoaded":0,"unknown":1,"problemNodes":1,"problems":[{"node":"c","reason":"NoReport","message":"no node report"}]}'
 check "Ready True (a node without report does not make it False)" st_has '(.conditions[] | select(.type=="Ready") | .status == "True")'
@@ -102,8 +109,14 @@ mknode d 6.8.0-45-generic
 annotate d "$REP_SB"
 check "d: Secure Boot on and module unsigned" wait_for sb 10 \
 	st_has '(.nodes.problems[] | select(.node=="d")) == {"node":"d","reason":"SecureBootUnsigned","message":"Secure Boot on and module unsigned: set spec.kernelModule.sign so that KMM signs it"}'
-annotate c "$(jq -c '.node_name="c"' <<<"$REP_OOT")"
+# c: a gpukmm.io/v1alpha1 report, summarized (too many GPUs for the annotation's budget)
+WHY="the full report is 90000 bytes, over the budget of 16384 even with the VFs summarized: only the counts (200 GPUs, 0 VFs), the module verdict and the node facts are kept"
+annotate c "$(jq -nc --arg why "$WHY" '{apiVersion:"gpukmm.io/v1alpha1",kind:"NodeReport",nodeName:"c",kernelVersion:"6.8.0-45-generic",
+	secureBoot:"false",canUnload:"true",summary:{physicalFunctions:200,virtualFunctions:0},
+	summarized:{form:"minimal",reason:$why,fullBytes:90000,budgetBytes:16384},
+	moduleName:"xe",module:{name:"xe",loaded:true,source:"oot",version:"1.2.3"}}')"
 check "c reports: no longer unknown" wait_for c 10 st_has '.nodes.unknown == 0 and ([.nodes.problems[].node] | index("c")) == null'
+check "status.nodes says c's report is summarized, and why" st_has "(.nodes.summarizedNodes == 1) and .nodes.summarized == [{\"node\":\"c\",\"message\":\"$WHY\"}]"
 check "Ready transition time did not move (still False)" test "$(cond Ready lastTransitionTime)" = "$t_ready"
 
 # ---- a Node change that changes nothing for the status: evaluated, not written --------------------

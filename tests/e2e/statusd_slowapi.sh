@@ -1,6 +1,6 @@
 #!/bin/bash
 # gpukmm-statusd while the API server is slow on writes (kubesim latency
-# injection of several seconds on status / Node patches): the service loop
+# injection of several seconds on status patches / NodeReportRequest creates): the service loop
 # never waits for the API — Report/ReportNode are answered at once, heartbeats
 # keep coming (their counters move while the write is in flight) — the final
 # state converges to the last report, 409s are re-read and retried, an equal
@@ -70,26 +70,36 @@ stops_at_once "with a $SLOW_MS ms status write in flight" sd_stop
 faults ""
 
 # ---- node mode ------------------------------------------------------------------------------
+# (the node hands its report in as a NodeReportRequest; a controller statusd applies it)
 kraw POST /api/v1/nodes '{"apiVersion":"v1","kind":"Node","metadata":{"name":"n1","labels":{"team":"a"}}}' >/dev/null
+kubesim_pod_token "$MM_NS" gpukmm-node n1 gpukmm-node-n1 gpukmm.io/node-report "$MM_DIR/tok1" || notok "n1's pod token"
+"$GPUKMM_BIN/gpukmm-statusd" --mode controller --kubeconfig "$MM_DIR/kubeconfig" --listen "ipc://$MM_DIR/sd.sock" \
+	--debounce-ms 100 >>"$MM_DIR/statusd-ctrl2.log" 2>&1 &
+SD_PID=$!
 NODE_NAME=n1 "$GPUKMM_BIN/gpukmm-statusd" --mode node --kubeconfig "$MM_DIR/node-kubeconfig" --listen "ipc://$MM_DIR/nsd.sock" \
+	--namespace "$MM_NS" --report-token-file "$MM_DIR/tok1" \
 	--debounce-ms 50 --control "$SD_CONTROL" --heartbeat-ms 200 >>"$MM_DIR/statusd-node-slow.log" 2>&1 &
 NSD_PID=$!
+slow_create() { faults "{\"verb\":\"create\",\"resource\":\"nodereportrequests\",\"rate\":1,\"latencyMs\":$SLOW_MS}"; }
 nrep() { printf '{"node_name":"n1","kernel_version":"%s","module_name":"xe","gpus":[{"address":"0000:03:00.0"}]}' "$1"; }
-node_kver() { kraw GET /api/v1/nodes/n1 | jq -e --arg v "$1" '(.metadata.annotations["gpukmm.io/node-report"] | fromjson | .kernel_version) == $v' >/dev/null; }
+node_kver() { kraw GET /api/v1/nodes/n1 | jq -e --arg v "$1" '(.metadata.annotations["gpukmm.io/node-report"] | fromjson | .kernelVersion) == $v' >/dev/null; }
 check "node statusd answers ReportNode" wait_for "node statusd up" 10 report_node "$(nrep 6.1)" 3000
 check "Node written (fast API)" wait_for nfirst 10 node_kver 6.1
 check "node statusd idle" sd_idle_after "$NSD_PID" statusd_writes 0
 w0=$(sd_counter "$NSD_PID" statusd_writes)
 r0=$(sd_counter "$NSD_PID" statusd_reports)
-slow_patch nodes
+slow_create
 slow=0
 for v in 6.2 6.3 6.4 6.8; do report_node "$(nrep "$v")" || slow=1; done
-check "ReportNode answered while a Node write hangs" test "$slow" = 0
-check "heartbeats while the Node write is in flight" wait_for nheartbeat 3 in_flight_hb "$NSD_PID" $((r0 + 4)) "$w0"
+check "ReportNode answered while a request create hangs" test "$slow" = 0
+check "heartbeats while the create is in flight" wait_for nheartbeat 3 in_flight_hb "$NSD_PID" $((r0 + 4)) "$w0"
 check "Node converges to the last report with the API still slow" wait_for nconverge 25 node_kver 6.8
 check "node statusd goes idle" sd_idle_after "$NSD_PID" statusd_writes "$w0" 15
 report_node "$(nrep 6.9)"
 wp=$(sd_counter "$NSD_PID" statusd_writes)
-check "a Node write in flight" wait_for ninflight 3 in_flight_hb "$NSD_PID" 0 "$wp"
-stops_at_once "(node mode) with a $SLOW_MS ms Node write in flight" nsd_stop
+check "a create in flight" wait_for ninflight 3 in_flight_hb "$NSD_PID" 0 "$wp"
+stops_at_once "(node mode) with a $SLOW_MS ms request create in flight" nsd_stop
+faults ""
+sd_stop TERM
+check "the controller statusd exits 0" test $? = 0
 exit ${MM_FAILED:-0}

@@ -19,7 +19,8 @@
 #     problemNodes and the nodes listed in problems (the first 10 by name); Ready=False while a selected GPU node lacks the OoT module
 #     the policy wants; and every GPU Node's own report tells the truth: its
 #     label gpukmm.io/xe.source is "oot" iff KMM put a ready label on it (the
-#     test's stand-in for KMM's worker pod flips the node's root then)
+#     test's stand-in for KMM's worker pod flips the node's root then); no
+#     NodeReportRequest is left waiting (the controller applied them all)
 #   - no policy stuck deleting (the caller frees every claim first)
 # Usage: chaos_check.sh API_URL NAMESPACE      exit 0 = no divergence
 set -u
@@ -48,6 +49,10 @@ if [ "${CHAOS_NODES:-}" = 1 ]; then
 		| (.metadata.labels["gpukmm.io/xe.source"] // "no label") as $src
 		| select($src != (if $kmm then "oot" else "none" end))
 		| "node \(.metadata.name): gpukmm.io/xe.source=\($src) but KMM ready label \(if $kmm then "present" else "absent" end)"' <<<"$nodes")
+	# and the controller applied every report the nodes handed in
+	nrrs=$(get "/apis/gpukmm.io/v1alpha1/namespaces/$NS/nodereportrequests") || exit 1
+	jq -e '.items | length == 0' <<<"$nrrs" >/dev/null 2>&1 ||
+		diverge "NodeReportRequests not applied: $(jq -c '[.items[]?.metadata.name]' <<<"$nrrs" 2>/dev/null | head -c 200)"
 fi
 # The node summary a calm statusd computes for policy $1 (JSON on stdin: {cp, nodes})
 # as {want: {gpuNodes...problemNodes}, blocking: N}. Per selected node: no readable
@@ -67,22 +72,21 @@ nodes_want='
 	   | .metadata.name as $nn | (.status.nodeInfo.kernelVersion // "") as $kv
 	   | ((.metadata.annotations // {})["gpukmm.io/node-report"] // null | try fromjson catch null) as $r
 	   | if $r == null then {unknown: 1}
-	     else ([$r.gpus[]? | select(.is_vf != true)] | length) as $pf
+	     else ($r.summary.physicalFunctions // 0) as $pf
 	     | if $pf == 0 then empty else
-	       ([$r.gpus[]? | select(.is_vf == true)] | length) as $vfseen
-	       | ([$r.gpus[]? | select(.is_vf != true) | .sriov_numvfs // 0] | add // 0) as $numvfs
-	       | ([if $r.module then ($r.module | .name //= $r.module_name) else empty end, $r.related[]?]
+	       ($r.summary.virtualFunctions // 0) as $vfs
+	       | ([if $r.module then ($r.module | .name //= $r.moduleName) else empty end, $r.related[]?]
 	          | map(select(.name == $mod)) | .[0]) as $m
 	       | if $m == null then {unknown: 1}
-	         else (($m.source // "SOURCE_UNKNOWN") | tostring) as $src
-	         | ($m.loaded == true and ($src == "SOURCE_OOT" or $src == "1")) as $oot
-	         | ($src == "SOURCE_BUILTIN" or ($m.loaded == true and $src == "SOURCE_IN_TREE")) as $intree
+	         else ($m.source // "unknown") as $src
+	         | ($m.loaded == true and $src == "oot") as $oot
+	         | ($src == "builtin" or ($m.loaded == true and $src == "in-tree")) as $intree
 	         | if $m.loaded == true and ($oot or $intree | not) then {unknown: 1}
 	           else ($km != null and $kv != "" and ([$km.kernelMappings[]? | (.literal != null and .literal == $kv)
 	                  or (.regexp != null and (.regexp as $re | $kv | test($re)))] | any | not)) as $nomap
 	           | {gpu: 1, oot: (if $oot then 1 else 0 end), intree: (if $oot | not and $intree then 1 else 0 end),
 	              notloaded: (if $oot or $intree then 0 else 1 end),
-	              problem: (if $km != null then $nomap or ($oot | not) or ($oot and ([$vfseen, $numvfs] | max) > 0)
+	              problem: (if $km != null then $nomap or ($oot | not) or ($oot and $vfs > 0)
 	                        else ($intree | not) end),
 	              blocking: ($km != null and ($oot | not))}
 	           end

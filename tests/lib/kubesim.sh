@@ -147,6 +147,22 @@ kubesim_sa_token() { # NS NAME: a day-long token of that ServiceAccount
 		"$KUBESIM_URL/api/v1/namespaces/$1/serviceaccounts/$2/token" | jq -re '.status.token'
 }
 
+# What the kubelet gives a DaemonSet pod on NODE: a Pod object bound to the node
+# (NAME, ServiceAccount SA, both created when missing) and a token of it for the
+# audience AUD in FILE (the node profile's report token: kubesim names the node in
+# it as authentication.kubernetes.io/node-name).
+kubesim_pod_token() { # NS SA NODE NAME AUD FILE
+	kraw POST "/api/v1/namespaces/$1/serviceaccounts" \
+		"{\"apiVersion\":\"v1\",\"kind\":\"ServiceAccount\",\"metadata\":{\"name\":\"$2\"}}" >/dev/null
+	kraw POST "/api/v1/namespaces/$1/pods" "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"$4\"},
+		\"spec\":{\"nodeName\":\"$3\",\"serviceAccountName\":\"$2\",\"containers\":[{\"name\":\"c\",\"image\":\"gpukmm\"}]}}" >/dev/null
+	kcurl -sS -X POST -H 'Content-Type: application/json' --data "{\"apiVersion\":\"authentication.k8s.io/v1\",
+		\"kind\":\"TokenRequest\",\"spec\":{\"audiences\":[\"$5\"],\"expirationSeconds\":86400,
+		\"boundObjectRef\":{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"name\":\"$4\"}}}" \
+		"$KUBESIM_URL/api/v1/namespaces/$1/serviceaccounts/$2/token" | jq -re '.status.token' >"$6.new" &&
+		mv "$6.new" "$6"
+}
+
 kubesim_rbac_apply() { # [NS]: deploy/rbac as shipped, the operator namespace renamed to NS
 	local ns=${1:-intel-gpu-base-operator}
 	k get ns "$ns" >/dev/null 2>&1 || k create ns "$ns" >/dev/null || return 1

@@ -120,7 +120,7 @@ mm_setup() {
 	chmod 700 "$MM_DIR"
 	KUBESIM_NO_TRAP=1 KUBESIM_RBAC=${MM_RBAC:-1} kubesim_start "$@" || { echo "not ok - kubesim starts"; exit 1; }
 	trap mm_teardown EXIT
-	k apply -f "$GPUKMM_SRC/deploy/crd/intel.com_clusterpolicies.yaml" >/dev/null || return 1
+	k apply -f "$GPUKMM_SRC/deploy/crd/intel.com_clusterpolicies.yaml" -f "$GPUKMM_SRC/deploy/crd/gpukmm.io_nodereportrequests.yaml" >/dev/null || return 1
 	[ -n "${MM_NO_KMM:-}" ] || mm_install_kmm || return 1
 	mk_namespace "$MM_NS" || return 1
 	mm_kubeconfig || return 1

@@ -1,10 +1,16 @@
 # The node side of a simulated cluster: one `gpukmm --profile node` (gpukmm-prober
 # on a fake node root + gpukmm-statusd --mode node) per GPU node, as the demo, the
 # chaos test and the node scenario tests run it. Sources tests/lib/kubesim.sh.
+# The node statusd hands its reports to the controller as NodeReportRequests: each
+# node gets what the kubelet gives the DaemonSet's pod, a Pod object on the node
+# (gpukmm-node-NODE, ServiceAccount gpukmm-node) and a token of it for the audience
+# gpukmm.io/node-report (np_report_token); the controller's statusd applies them.
 #
-#   np_init DIR KUBECONFIG      where everything goes (DIR/np), the kubeconfig the
+#   np_init DIR KUBECONFIG [NS] where everything goes (DIR/np), the kubeconfig the
 #                               node statusd writes with (under RBAC: ServiceAccount
-#                               gpukmm-node's, kubesim_sa_kubeconfig)
+#                               gpukmm-node's, kubesim_sa_kubeconfig), the operator
+#                               namespace (default intel-gpu-base-operator)
+#   np_report_token NODE FILE   the node pod (created once) and its report token in FILE
 #   np_start NODE KERNEL        builds the fake roots for KERNEL (once per kernel:
 #                               "oot-avail" = GPU, OoT xe installed, not loaded;
 #                               "oot-idle" = OoT xe loaded; tests/fixtures/mk-probe-fixture.sh)
@@ -27,12 +33,16 @@
 . "${GPUKMM_SRC:-.}/tests/lib/kubesim.sh"
 . "$GPUKMM_SRC/tests/lib/proc.sh"
 declare -A NP_PID=()
-NP_DIR= NP_KUBECONFIG= NP_FOLLOW_PID= NP_RC=0
+NP_DIR= NP_KUBECONFIG= NP_FOLLOW_PID= NP_RC=0 NP_NS=
 
-np_init() { # DIR KUBECONFIG
-	NP_DIR=$1/np NP_KUBECONFIG=$2
+np_init() { # DIR KUBECONFIG [NS]
+	NP_DIR=$1/np NP_KUBECONFIG=$2 NP_NS=${3:-intel-gpu-base-operator}
 	mkdir -p "$NP_DIR/fx"
 }
+
+# As the kubelet does for the DaemonSet's pod: a pod bound to the node, and a token
+# of it (ServiceAccount gpukmm-node) for the audience gpukmm.io/node-report.
+np_report_token() { kubesim_pod_token "$NP_NS" gpukmm-node "$1" "gpukmm-node-$1" gpukmm.io/node-report "$2"; }
 
 np_flavor() { # NODE FLAVOR (oot | sb)
 	mkdir -p "$NP_DIR/$1"
@@ -61,10 +71,12 @@ np_start() { # NODE [KERNEL]: KERNEL defaults to the node's last one
 	local n=$1 kv=${2:-$(cat "$NP_DIR/$1/kernel" 2>/dev/null)}
 	[ -n "$kv" ] || return 1
 	np_kernel "$n" "$kv" || return 1
+	[ -s "$NP_DIR/$n/report-token" ] || np_report_token "$n" "$NP_DIR/$n/report-token" || return 1
 	cat >"$NP_DIR/$n/node.json" <<J
 {"services": [
   {"name": "prober", "args": ["--root", "$NP_DIR/$n/root", "--interval-ms", "${NP_INTERVAL_MS:-1000}", "--debounce-ms", "100"]},
-  {"name": "statusd", "credentials": true, "args": ["--mode", "node", "--debounce-ms", "100"]}
+  {"name": "statusd", "credentials": true, "args": ["--mode", "node", "--debounce-ms", "100",
+   "--namespace", "$NP_NS", "--report-token-file", "$NP_DIR/$n/report-token"]}
 ]}
 J
 	# shellcheck disable=SC2086

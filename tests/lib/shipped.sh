@@ -42,9 +42,9 @@ PY
 }
 
 shipped_cluster() {
-	k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml \
+	k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml -f deploy/crd/gpukmm.io_nodereportrequests.yaml \
 		-f tests/fixtures/kmm-crd/modules.kmm.sigs.x-k8s.io.crd.yaml >"$D/apply.log" 2>&1
-	k wait --for condition=established --timeout=20s crd/clusterpolicies.intel.com \
+	k wait --for condition=established --timeout=20s crd/clusterpolicies.intel.com crd/nodereportrequests.gpukmm.io \
 		crd/modules.kmm.sigs.x-k8s.io >>"$D/apply.log" 2>&1 || return 1
 	kubesim_kubeconfigs "$D" "$NS" || return 1
 	local n

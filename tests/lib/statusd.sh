@@ -14,6 +14,11 @@
 #                                 process has nothing pending (statusd_pending 0), both seen in
 #                                 the same heartbeat: what NAME counts has been fully processed
 # The fake is stopped by sd_control_stop (call it from the EXIT trap).
+# With the watcher (MM_WATCHER_FLAGS="--leader-elect ..."):
+#   sd_start_watching FLAGS...   a controller-mode statusd on $SD_SOCK following the watcher
+#                                (its control: $SD_CONTROL; log statusd-ctrl.log); SD_PID
+#   sd_term                      the watcher's leadership term (0: not leading)
+#   sd_report_in TERM JSON [SOCK]   a component report made in TERM (default socket $SD_SOCK)
 # For the slow-API tests:
 #   faults 'RULE-JSON,...'       kubesim fault rules ("" = none)
 #   ms_since T0                  ms since T0 (date +%s%N)
@@ -44,6 +49,21 @@ sd_teardown() {
 }
 sd_counters() { ctl_metrics "$SD_CONTROL" "$1"; } # PID -> {"name":value,...} of its latest heartbeat (tests/lib/metrics.sh)
 sd_counter() { sd_counters "$1" | jq -r --arg n "$2" '.[$n] // 0'; }
+sd_start_watching() {
+	SD_SOCK=${SD_SOCK:-ipc://$MM_DIR/sd.sock}
+	"$GPUKMM_BIN/gpukmm-statusd" --mode controller --kubeconfig "$MM_DIR/kubeconfig" --listen "$SD_SOCK" \
+		--watcher "ipc://$MM_DIR/watcher.sock" --events "ipc://$MM_DIR/events.sock" \
+		--control "$SD_CONTROL" --heartbeat-ms 200 --log-level debug "$@" >>"$MM_DIR/statusd-ctrl.log" 2>&1 &
+	SD_PID=$!
+}
+sd_term() {
+	"$GPUKMM_BIN/gpukmmctl" ipc call "ipc://$MM_DIR/watcher.sock" gpukmm.Watcher.Snapshot '{"topics":["leadership"]}' \
+		--timeout-ms 3000 2>/dev/null | jq -r '.leadership.term // "0"'
+}
+sd_report_in() {
+	"$GPUKMM_BIN/gpukmmctl" ipc call "${3:-$SD_SOCK}" gpukmm.Status.Report \
+		"$(jq -c --arg t "${1:-0}" '. + {leader_term: $t}' <<<"$2")" --timeout-ms 3000 >/dev/null 2>&1
+}
 _sd_idle_check() { sd_counters "$1" | jq -e --arg n "$2" --argjson v "$3" '(.[$n] // 0) > $v and .statusd_pending == 0' >/dev/null; }
 sd_idle_after() { wait_for "statusd $2 > $3 and idle" "${4:-10}" _sd_idle_check "$1" "$2" "$3"; }
 

@@ -7,18 +7,12 @@
 
 #include "gpukmm/kobj.h"
 #include "gpukmm/policy.h"
+#include "gpukmm/yamljson.h"
 
-/* Validates {"resourceRegistration":"dp", <spec_extra>} for ClusterPolicy `name`;
- * returns the joined violations ("" when valid), malloc'd. */
-static char *validate_named(const char *name, const char *spec_extra, gk_policy_report *keep)
+/* Validates j (deleted); returns the joined violations ("" when valid),
+ * malloc'd, and the report in *keep when asked. */
+static char *validate_obj(cJSON *j, gk_policy_report *keep)
 {
-	char *src = NULL;
-	cr_assert(asprintf(&src,
-			   "{\"apiVersion\":\"intel.com/v1alpha1\",\"kind\":\"ClusterPolicy\",\"metadata\":{\"name\":\"%s\"},"
-			   "\"spec\":{\"resourceRegistration\":\"dp\"%s%s}}",
-			   name, *spec_extra ? "," : "", spec_extra) > 0);
-	cJSON *j = cJSON_Parse(src);
-	cr_assert_not_null(j, "bad test JSON: %s", src);
 	gk_policy_report r;
 	gk_policy_report_init(&r);
 	gk_policy_validate_json(j, true, NULL, &r, NULL);
@@ -29,8 +23,21 @@ static char *validate_named(const char *name, const char *spec_extra, gk_policy_
 	else
 		gk_policy_report_free(&r);
 	cJSON_Delete(j);
-	free(src);
 	return out;
+}
+
+/* Validates {"resourceRegistration":"dp", <spec_extra>} for ClusterPolicy `name`. */
+static char *validate_named(const char *name, const char *spec_extra, gk_policy_report *keep)
+{
+	char *src = NULL;
+	cr_assert(asprintf(&src,
+			   "{\"apiVersion\":\"intel.com/v1alpha1\",\"kind\":\"ClusterPolicy\",\"metadata\":{\"name\":\"%s\"},"
+			   "\"spec\":{\"resourceRegistration\":\"dp\"%s%s}}",
+			   name, *spec_extra ? "," : "", spec_extra) > 0);
+	cJSON *j = cJSON_Parse(src);
+	cr_assert_not_null(j, "bad test JSON: %s", src);
+	free(src);
+	return validate_obj(j, keep);
 }
 
 static char *validate(const char *spec_extra)
@@ -444,6 +451,145 @@ Test(pieces, default_patch)
 		cJSON_Delete(p);
 		cJSON_Delete(j);
 	}
+}
+
+/* ---- size limits: the CRD's maxItems / maxLength, said the same way ---- */
+
+/* a policy with `maps` kernelMappings (regexp `rx` each), validated; joined report */
+static char *with_mappings(size_t maps, const char *rx, gk_policy_report *keep)
+{
+	cJSON *j = cJSON_Parse("{\"apiVersion\":\"intel.com/v1alpha1\",\"kind\":\"ClusterPolicy\",\"metadata\":{\"name\":\"gpu\"},"
+			       "\"spec\":{\"resourceRegistration\":\"dp\",\"kernelModule\":{\"kernelMappings\":[]}}}");
+	cJSON *arr = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "spec"), "kernelModule"), "kernelMappings");
+	for (size_t i = 0; i < maps; i++) {
+		cJSON *m = cJSON_CreateObject();
+		cJSON_AddStringToObject(m, "regexp", rx);
+		cJSON_AddStringToObject(m, "containerImage", "registry.example.com/xe-driver:1.0");
+		cJSON_AddItemToArray(arr, m);
+	}
+	return validate_obj(j, keep);
+}
+
+Test(limits, at_each_limit_is_valid)
+{
+	char *m = with_mappings(GK_POLICY_MAX_KERNEL_MAPPINGS, "^6\\.8\\..*$", NULL);
+	cr_expect_str_empty(m);
+	free(m);
+	char rx[GK_POLICY_MAX_REGEXP_LEN + 1];
+	memset(rx, 'a', GK_POLICY_MAX_REGEXP_LEN);
+	rx[GK_POLICY_MAX_REGEXP_LEN] = 0;
+	m = with_mappings(1, rx, NULL);
+	cr_expect_str_empty(m);
+	free(m);
+	/* 16 modules in the loading order, 64 tolerations */
+	char order[512] = "\"xe\"";
+	for (int i = 1; i < GK_POLICY_MAX_LOADING_ORDER; i++)
+		snprintf(order + strlen(order), sizeof(order) - strlen(order), ",\"m%d\"", i);
+	char *spec = NULL;
+	cr_assert(asprintf(&spec, "\"kernelModule\":{\"modulesLoadingOrder\":[%s],\"kernelMappings\":[" GOOD "]}", order) > 0);
+	accept(spec);
+	free(spec);
+}
+
+Test(limits, one_past_each_limit_is_reported_like_the_api_server)
+{
+	char *m = with_mappings(GK_POLICY_MAX_KERNEL_MAPPINGS + 1, "^.+$", NULL);
+	cr_expect_str_eq(m, "spec.kernelModule.kernelMappings: Too many: 129: must have at most 128 items");
+	free(m);
+	char rx[GK_POLICY_MAX_REGEXP_LEN + 2];
+	memset(rx, '(', GK_POLICY_MAX_REGEXP_LEN + 1); /* not compiled: no "missing closing )" */
+	rx[GK_POLICY_MAX_REGEXP_LEN + 1] = 0;
+	m = with_mappings(1, rx, NULL);
+	cr_expect_str_eq(m, "spec.kernelModule.kernelMappings[0].regexp: Too long: may not be more than 1024 bytes");
+	free(m);
+	char img[GK_POLICY_MAX_IMAGE_LEN + 40];
+	snprintf(img, sizeof(img), "registry.example.com/%0*d:1", GK_POLICY_MAX_IMAGE_LEN, 0);
+	char *spec = NULL;
+	cr_assert(asprintf(&spec, "\"dra\":{\"image\":\"%s\"}", img) > 0);
+	reject_exact(spec, "spec.dra.image: Too long: may not be more than 1024 bytes");
+	free(spec);
+	char ids[4096] = "";
+	for (int i = 0; i <= GK_POLICY_MAX_PCI_IDS; i++)
+		snprintf(ids + strlen(ids), sizeof(ids) - strlen(ids), "%s\"0x%04x\"", i ? "," : "", i);
+	cr_assert(asprintf(&spec, "\"dp\":{\"allowIDs\":[%s]}", ids) > 0);
+	reject_exact(spec, "spec.dp.allowIDs: Too many: 257: must have at most 256 items");
+	free(spec);
+	char tol[8192] = "";
+	for (int i = 0; i <= GK_POLICY_MAX_TOLERATIONS; i++)
+		snprintf(tol + strlen(tol), sizeof(tol) - strlen(tol), "%s{\"operator\":\"Exists\"}", i ? "," : "");
+	cr_assert(asprintf(&spec, "\"tolerations\":[%s]", tol) > 0);
+	reject_exact(spec, "spec.tolerations: Too many: 65: must have at most 64 items");
+	free(spec);
+	char sel[4096] = "";
+	for (int i = 0; i <= GK_POLICY_MAX_NODE_SELECTOR; i++)
+		snprintf(sel + strlen(sel), sizeof(sel) - strlen(sel), "%s\"k%d\":\"v\"", i ? "," : "", i);
+	cr_assert(asprintf(&spec, "\"nodeSelector\":{%s}", sel) > 0);
+	reject_exact(spec, "spec.nodeSelector: Too many: 65: must have at most 64 items");
+	free(spec);
+}
+
+/* 40,000 mappings, each with a bad regexp: the limit is reported and only
+ * the first 128 are checked (the work of one review is bounded) */
+Test(limits, items_past_the_limit_are_not_checked)
+{
+	gk_policy_report r;
+	char *m = with_mappings(40000, "[bad", &r);
+	cr_expect_eq(r.n, 1 + GK_POLICY_MAX_KERNEL_MAPPINGS, "%zu violations", r.n);
+	cr_expect(strstr(m, "spec.kernelModule.kernelMappings: Too many: 40000: must have at most 128 items"));
+	cr_expect(strstr(m, "kernelModule.kernelMappings[127].regexp: invalid regular expression"));
+	cr_expect(!strstr(m, "kernelModule.kernelMappings[128].regexp"));
+	free(m);
+	gk_policy_report_free(&r);
+}
+
+/* the CRD carries the same limits (one source of truth each side, checked here) */
+static const cJSON *at(const cJSON *o, const char *path)
+{
+	char buf[256];
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *save = NULL, *k = strtok_r(buf, ".", &save); k && o; k = strtok_r(NULL, ".", &save))
+		o = cJSON_IsArray(o) ? cJSON_GetArrayItem(o, atoi(k)) : cJSON_GetObjectItemCaseSensitive(o, k);
+	cr_assert(o, "CRD has no %s", path);
+	return o;
+}
+
+Test(limits, the_crd_says_the_same)
+{
+	FILE *f = fopen("deploy/crd/intel.com_clusterpolicies.yaml", "rb");
+	cr_assert(f, "run from the source tree");
+	static char buf[1 << 16];
+	size_t n = fread(buf, 1, sizeof(buf), f);
+	fclose(f);
+	gk_yamljson_docs d;
+	gk_err e;
+	cr_assert_eq(gk_yamljson_parse(buf, n, &d, &e), 0, "%s", e.msg);
+	const cJSON *sp = at(d.doc[0], "spec.versions.0.schema.openAPIV3Schema.properties.spec.properties");
+	const cJSON *km = at(sp, "kernelModule.properties"), *mp = at(km, "kernelMappings.items.properties");
+	struct { const cJSON *o; const char *key; int want; } lim[] = {
+		{ at(km, "kernelMappings"), "maxItems", GK_POLICY_MAX_KERNEL_MAPPINGS },
+		{ at(km, "modulesLoadingOrder"), "maxItems", GK_POLICY_MAX_LOADING_ORDER },
+		{ at(mp, "build.properties.buildArgs"), "maxItems", GK_POLICY_MAX_BUILD_ARGS },
+		{ at(mp, "build.properties.secrets"), "maxItems", GK_POLICY_MAX_BUILD_SECRETS },
+		{ at(mp, "inTreeModulesToRemove"), "maxItems", GK_POLICY_MAX_IN_TREE_REMOVE },
+		{ at(mp, "regexp"), "maxLength", GK_POLICY_MAX_REGEXP_LEN },
+		{ at(mp, "containerImage"), "maxLength", GK_POLICY_MAX_IMAGE_LEN },
+		{ at(sp, "dp.properties.allowIDs"), "maxItems", GK_POLICY_MAX_PCI_IDS },
+		{ at(sp, "dp.properties.denyIDs"), "maxItems", GK_POLICY_MAX_PCI_IDS },
+		{ at(sp, "dp.properties.plugin"), "maxLength", GK_POLICY_MAX_IMAGE_LEN },
+		{ at(sp, "dp.properties.levelzero"), "maxLength", GK_POLICY_MAX_IMAGE_LEN },
+		{ at(sp, "dra.properties.image"), "maxLength", GK_POLICY_MAX_IMAGE_LEN },
+		{ at(sp, "xpu.properties.image"), "maxLength", GK_POLICY_MAX_IMAGE_LEN },
+		{ at(sp, "tolerations"), "maxItems", GK_POLICY_MAX_TOLERATIONS },
+		{ at(sp, "nodeSelector"), "maxProperties", GK_POLICY_MAX_NODE_SELECTOR },
+		{ at(sp, "kueue.properties.equalResources"), "maxItems", GK_POLICY_MAX_CLUSTER_QUEUES },
+		{ at(sp, "kueue.properties.equalResources.items.properties.localQueues"), "maxItems", GK_POLICY_MAX_LOCAL_QUEUES },
+	};
+	for (size_t i = 0; i < sizeof(lim) / sizeof(lim[0]); i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(lim[i].o, lim[i].key);
+		cr_expect(cJSON_IsNumber(v) && v->valueint == lim[i].want, "limit %zu (%s): CRD %d, lib/policy %d", i,
+			  lim[i].key, cJSON_IsNumber(v) ? v->valueint : -1, lim[i].want);
+	}
+	gk_yamljson_free(&d);
 }
 
 /* upstream §2.2: images and monitoringResource when empty, whatever the mode */

@@ -35,7 +35,7 @@ Test(statusd_node, labels_and_annotation_appear_then_nothing_to_write)
 				  "\"labels\":{\"kubernetes.io/arch\":\"amd64\",\"gpukmm.io/i915.source\":\"in-tree\"},"
 				  "\"annotations\":{\"x\":\"y\"}}}");
 	bool oom;
-	cJSON *p = gk_sd_node_patch(node, &r, "{\"a\":1}", &oom);
+	cJSON *p = gk_sd_node_patch(node, &r, NULL, "{\"a\":1}", &oom);
 	cr_assert_not_null(p);
 	cr_assert_str_eq(lab(p, "gpukmm.io/gpu.present"), "true");
 	cr_assert_str_eq(lab(p, "gpukmm.io/gpu.count"), "2");
@@ -58,11 +58,11 @@ Test(statusd_node, labels_and_annotation_appear_then_nothing_to_write)
 	cJSON_AddStringToObject(cJSON_GetObjectItem(cJSON_GetObjectItem(node, "metadata"), "annotations"),
 				"gpukmm.io/node-report", "{\"a\":1}");
 	cJSON_Delete(p);
-	cr_assert_null(gk_sd_node_patch(node, &r, "{\"a\":1}", &oom));
+	cr_assert_null(gk_sd_node_patch(node, &r, NULL, "{\"a\":1}", &oom));
 	cr_assert_not(oom);
 	/* VFs appear: only that label changes */
 	g1.sriov_numvfs = 4;
-	p = gk_sd_node_patch(node, &r, "{\"a\":1}", &oom);
+	p = gk_sd_node_patch(node, &r, NULL, "{\"a\":1}", &oom);
 	cr_assert_str_eq(lab(p, "gpukmm.io/sriov.vfs-active"), "true");
 	cr_assert_null(lab(p, "gpukmm.io/gpu.count"));
 	cr_assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(p, "metadata"), "annotations"));
@@ -78,21 +78,42 @@ Test(statusd_node, no_gpu_unknown_source_and_unsafe_module_name)
 	m.source = GPUKMM__MODULE_SOURCE__SOURCE_IN_TREE;
 	Gpukmm__NodeReport r = GPUKMM__NODE_REPORT__INIT;
 	r.module = &m;
-	cJSON *l = gk_sd_node_labels(&r);
+	cJSON *l = gk_sd_node_labels(&r, NULL);
 	cr_assert_str_eq(cJSON_GetObjectItem(l, "gpukmm.io/gpu.present")->valuestring, "false");
 	cr_assert_str_eq(cJSON_GetObjectItem(l, "gpukmm.io/gpu.count")->valuestring, "0");
 	cr_assert_eq(cJSON_GetArraySize(l), 3, "no .source label for an unsafe module name");
 	cJSON_Delete(l);
 	m.name = "xe";
 	m.source = GPUKMM__MODULE_SOURCE__SOURCE_UNKNOWN;
-	l = gk_sd_node_labels(&r);
+	l = gk_sd_node_labels(&r, NULL);
 	cr_assert_eq(cJSON_GetArraySize(l), 3, "no .source label when unknown");
 	cJSON_Delete(l);
 	cJSON *garbage = cJSON_Parse("\"x\"");
 	bool oom;
-	cJSON *p = gk_sd_node_patch(garbage, &r, NULL, &oom);
+	cJSON *p = gk_sd_node_patch(garbage, &r, NULL, NULL, &oom);
 	cr_assert_not_null(p);
 	cr_assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(p, "metadata"), "resourceVersion"));
 	cJSON_Delete(p);
 	cJSON_Delete(garbage);
+}
+
+Test(statusd_node, a_report_differing_only_in_probed_at_and_generation_writes_nothing)
+{
+	Gpukmm__NodeReport r = GPUKMM__NODE_REPORT__INIT;
+	const char *cur = "{\"apiVersion\":\"gpukmm.io/v1alpha1\",\"kind\":\"NodeReport\",\"nodeName\":\"n1\","
+			  "\"probedAt\":\"2025-01-02T03:04:05.000Z\",\"generation\":3,\"kernelVersion\":\"6.8\"}";
+	const char *same = "{\"apiVersion\":\"gpukmm.io/v1alpha1\",\"kind\":\"NodeReport\",\"nodeName\":\"n1\","
+			   "\"probedAt\":\"2025-06-01T00:00:00.000Z\",\"generation\":1,\"kernelVersion\":\"6.8\"}";
+	const char *other = "{\"apiVersion\":\"gpukmm.io/v1alpha1\",\"kind\":\"NodeReport\",\"nodeName\":\"n1\","
+			    "\"probedAt\":\"2025-06-01T00:00:00.000Z\",\"generation\":1,\"kernelVersion\":\"6.9\"}";
+	cJSON *node = cJSON_CreateObject(), *m = cJSON_AddObjectToObject(node, "metadata");
+	cJSON *labels = gk_sd_node_labels(&r, NULL);
+	cJSON_AddItemToObject(m, "labels", labels);
+	cJSON_AddStringToObject(cJSON_AddObjectToObject(m, "annotations"), "gpukmm.io/node-report", cur);
+	bool oom;
+	cr_expect_null(gk_sd_node_patch(node, &r, NULL, same, &oom), "a prober restart re-probes: no write");
+	cJSON *p = gk_sd_node_patch(node, &r, NULL, other, &oom);
+	cr_expect_not_null(p, "the kernel changed: written");
+	cJSON_Delete(p);
+	cJSON_Delete(node);
 }

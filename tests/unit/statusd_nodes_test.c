@@ -8,6 +8,7 @@
 #include "../../services/statusd/merge.h"
 #include "../../services/statusd/nodes.h"
 #include "gpukmm/ipc.h"
+#include "gpukmm/probe.h"
 
 /* ---- builders --------------------------------------------------------------------- */
 
@@ -180,11 +181,32 @@ static const row ROWS[] = {
 	{ "in-tree policy, no report", INTREE_POLICY, "6.9.9", NULL, NULL, C_UNKNOWN, "NoReport", "no node report", 0, 0 },
 };
 
-Test(statusd_nodes, table)
+/* The report of a row in the gpukmm.io/v1alpha1 format (lib/probe rjson), as the
+ * controller now writes it; NULL when the row's report is not one (garbage). */
+static char *new_format(const char *legacy)
+{
+	ProtobufCMessage *m = NULL;
+	gk_err e;
+	if (!legacy || gk_pb_from_json(&gpukmm__node_report__descriptor, legacy, &m, &e) != GK_OK)
+		return NULL;
+	char *s = gk_probe_report_json((Gpukmm__NodeReport *)m, GK_PROBE_JSON_BUDGET, false, NULL);
+	gk_ipc_free(m);
+	cr_assert_not_null(s);
+	return s;
+}
+
+/* every row, its report in the format of the release before (read for one
+ * release: nodes not yet upgraded) and in the gpukmm.io/v1alpha1 one: the
+ * same verdict */
+static void table(bool v1alpha1)
 {
 	for (size_t i = 0; i < sizeof(ROWS) / sizeof(ROWS[0]); i++) {
 		const row *r = &ROWS[i];
-		gk_sd_node *v[1] = { mk("node-a", r->kernel, r->labels, r->report) };
+		char *conv = v1alpha1 ? new_format(r->report) : NULL;
+		if (v1alpha1 && r->report && !conv)
+			continue; /* garbage either way */
+		gk_sd_node *v[1] = { mk("node-a", r->kernel, r->labels, conv ? conv : r->report) };
+		free(conv);
 		gk_sd_nodes s = summarize(r->policy, v, 1);
 		cr_expect_eq(s.oot_loaded, r->cat == C_OOT, "%s: ootLoaded %u", r->what, s.oot_loaded);
 		cr_expect_eq(s.in_tree_loaded, r->cat == C_INTREE, "%s: inTreeLoaded %u", r->what, s.in_tree_loaded);
@@ -200,8 +222,76 @@ Test(statusd_nodes, table)
 		}
 		cr_expect_eq(s.blocking, r->blocking, "%s: blocking %u", r->what, s.blocking);
 		cr_expect_eq(s.attention, r->attention, "%s: attention %u", r->what, s.attention);
+		cr_expect_eq(s.summarized_nodes, 0, "%s", r->what);
 		freenodes(v, 1);
 	}
+}
+
+Test(statusd_nodes, table)
+{
+	table(false);
+}
+
+Test(statusd_nodes, table_gpukmm_io_v1alpha1)
+{
+	table(true);
+}
+
+Test(statusd_nodes, summarized_report_is_listed_with_its_reason_not_a_problem)
+{
+	/* 8 PFs with 63 VFs each, OoT xe loaded: over the budget, the VFs summarized */
+	Gpukmm__NodeReport r = GPUKMM__NODE_REPORT__INIT;
+	Gpukmm__KernelModuleInfo m = GPUKMM__KERNEL_MODULE_INFO__INIT;
+	m.name = "xe";
+	m.has_loaded = m.loaded = 1;
+	m.has_source = 1;
+	m.source = GPUKMM__MODULE_SOURCE__SOURCE_OOT;
+	r.module = &m;
+	r.node_name = "n";
+	r.kernel_version = "6.8.0";
+	Gpukmm__PciGpu g[512], *gp[512];
+	char addr[512][16], pf[8][16];
+	for (int i = 0; i < 512; i++) {
+		gpukmm__pci_gpu__init(&g[i]);
+		gp[i] = &g[i];
+		int p = i / 64, v = i % 64;
+		snprintf(addr[i], sizeof addr[i], "0000:%02x:%02x.%d", 3 + p * 16, v / 8, v % 8);
+		g[i].address = addr[i];
+		if (v == 0) {
+			snprintf(pf[p], sizeof pf[p], "%s", addr[i]);
+			g[i].has_sriov_numvfs = 1;
+			g[i].sriov_numvfs = 0; /* the 63 VFs seen count */
+		} else {
+			g[i].has_is_vf = g[i].is_vf = 1;
+			g[i].physfn = pf[p];
+		}
+	}
+	r.gpus = gp;
+	r.n_gpus = 512;
+	gk_probe_json_info info;
+	char *json = gk_probe_report_json(&r, GK_PROBE_JSON_BUDGET, false, &info);
+	cr_assert_not_null(json);
+	cr_assert_eq(info.form, GK_PROBE_JSON_VFS_SUMMARIZED);
+	gk_sd_node *v[2] = { mk("a-big", "6.8.0", NULL, json), mk("b-small", "6.8.0", NULL, REP(GPU1 "," XE("true", "SOURCE_OOT"))) };
+	free(json);
+	cr_expect_eq(v[0]->gpus, 8, "the counts of the summary");
+	cr_expect_eq(v[0]->vfs, 504);
+	gk_sd_nodes s = summarize(INTREE_POLICY, v, 2);
+	cr_expect_eq(s.summarized_nodes, 1);
+	cr_assert_eq(s.n_summarized, 1);
+	cr_expect_str_eq(s.summarized[0].node, "a-big");
+	cr_expect_str_eq(s.summarized[0].message, info.reason);
+	cr_expect_eq(s.gpu_nodes, 2);
+	cr_expect_eq(s.oot_loaded, 2);
+	cJSON *j = gk_sd_nodes_json(&s);
+	char *out = cJSON_PrintUnformatted(j);
+	char want[512];
+	snprintf(want, sizeof want, "\"summarizedNodes\":1,\"summarized\":[{\"node\":\"a-big\",\"message\":\"%s\"}]",
+		 info.reason);
+	cr_expect(strstr(out, want), "%s", out);
+	free(out);
+	cJSON_Delete(j);
+	freenodes(v, 2);
 }
 
 Test(statusd_nodes, first_ten_problems_in_node_order_and_counts)

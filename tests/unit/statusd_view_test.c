@@ -40,6 +40,16 @@ static int apply(gk_sd_view *v, const char *topic, const char *json)
 	return rc;
 }
 
+/* load a snapshot given as JSON */
+static void load(gk_sd_view *v, const char *json)
+{
+	ProtobufCMessage *m = NULL;
+	gk_err e;
+	cr_assert_eq(gk_pb_from_json(&gpukmm__snapshot_reply__descriptor, json, &m, &e), GK_OK, "%s", e.msg);
+	cr_assert_eq(gk_sd_view_load_snapshot(v, (Gpukmm__SnapshotReply *)m, &e), GK_OK);
+	gk_ipc_free(m);
+}
+
 #define NODE(name, kernel, extra)                                                                                  \
 	"{\"type\":\"MODIFIED\",\"node\":{\"metadata\":{\"name\":\"" name "\",\"labels\":[{\"key\":\"kubernetes.io/" \
 	"arch\",\"value\":\"amd64\"}" extra "]},\"kernel_version\":\"" kernel "\"}}"
@@ -50,15 +60,8 @@ Test(statusd_view, snapshot_events_and_dirty_marks)
 	gk_sd_view *v;
 	gk_err e;
 	cr_assert_eq(gk_sd_view_new(&v, on_dirty, &r, &e), GK_OK);
-	ProtobufCMessage *m = NULL;
-	cr_assert_eq(gk_pb_from_json(&gpukmm__snapshot_reply__descriptor,
-				     "{\"synced\":true,\"leadership\":{\"leader\":false},\"cluster_policies\":[{\"metadata\":"
-				     "{\"name\":\"gpu\"}}],\"nodes\":[{\"metadata\":{\"name\":\"b\"}},{\"metadata\":{\"name\":"
-				     "\"a\"}}]}",
-				     &m, &e),
-		     GK_OK, "%s", e.msg);
-	cr_assert_eq(gk_sd_view_load_snapshot(v, (Gpukmm__SnapshotReply *)m, &e), GK_OK);
-	gk_ipc_free(m);
+	load(v, "{\"synced\":true,\"leadership\":{\"leader\":false},\"cluster_policies\":[{\"metadata\":"
+		"{\"name\":\"gpu\"}}],\"nodes\":[{\"metadata\":{\"name\":\"b\"}},{\"metadata\":{\"name\":\"a\"}}]}");
 	cr_assert_eq(r.all, 1);
 	cr_assert(gk_sd_view_synced(v));
 	cr_assert_not(gk_sd_view_leader(v));
@@ -130,6 +133,33 @@ Test(statusd_view, no_leadership_information_means_we_lead)
 	s.has_synced = 1;
 	s.synced = 1;
 	cr_assert_eq(gk_sd_view_load_snapshot(v, &s, &e), GK_OK);
+	cr_assert(gk_sd_view_leader(v));
+	gk_sd_view_free(v);
+}
+
+/* the leadership term: kept from snapshots and events; a new term while
+ * leading (a leadership lost and won again between two events, a watcher
+ * restart) marks every policy like a gained leadership */
+Test(statusd_view, leadership_term)
+{
+	rec r = { 0 };
+	gk_sd_view *v;
+	gk_err e;
+	cr_assert_eq(gk_sd_view_new(&v, on_dirty, &r, &e), GK_OK);
+	load(v, "{\"synced\":true,\"leadership\":{\"leader\":true,\"term\":\"41\"}}");
+	cr_assert_eq(gk_sd_view_term(v), 41);
+	cr_assert_eq(r.all, 1);
+	cr_assert_eq(apply(v, "leadership", "{\"leadership\":{\"leader\":true,\"term\":\"41\"}}"), GK_OK);
+	cr_assert_eq(r.all, 1, "the same term: nothing");
+	cr_assert_eq(apply(v, "leadership", "{\"leadership\":{\"leader\":true,\"term\":\"57\"}}"), GK_OK);
+	cr_assert_eq(gk_sd_view_term(v), 57);
+	cr_assert_eq(r.all, 2, "a new term while leading: every policy");
+	cr_assert_eq(apply(v, "leadership", "{\"leadership\":{\"leader\":false,\"term\":\"0\"}}"), GK_OK);
+	cr_assert_eq(gk_sd_view_term(v), 0);
+	cr_assert_eq(r.all, 3, "lost: every policy too (its metrics go)");
+	/* a watcher without this field (or without an election): term 0 */
+	cr_assert_eq(apply(v, "leadership", "{\"leadership\":{\"leader\":true}}"), GK_OK);
+	cr_assert_eq(gk_sd_view_term(v), 0);
 	cr_assert(gk_sd_view_leader(v));
 	gk_sd_view_free(v);
 }

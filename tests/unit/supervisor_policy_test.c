@@ -1,5 +1,6 @@
 /* Supervisor pure parts: the state × event table, backoff, exit decisions, intensity. */
 #include <criterion/criterion.h>
+#include <signal.h>
 
 #include "../../supervisor/sup.h"
 
@@ -91,6 +92,19 @@ Test(sup_policy, restart_types)
 	cr_assert_eq(gk_sup_exit_decide(GK_SUP_TRANSIENT, false), GK_SUP_RESTART);
 	cr_assert_eq(gk_sup_exit_decide(GK_SUP_TEMPORARY, true), GK_SUP_DONE);
 	cr_assert_eq(gk_sup_exit_decide(GK_SUP_TEMPORARY, false), GK_SUP_GIVE_UP);
+}
+
+/* SIGCONT before the stop signal, nothing after it: a SIGCONT that reaches a
+ * service already exiting discards LeakSanitizer's SIGSTOP (PTRACE_ATTACH) and
+ * its exit-time check then hangs until the stop timeout's SIGKILL */
+Test(sup_policy, stop_signals_sigcont_first_and_nothing_after_the_stop_signal)
+{
+	int sig[2];
+	cr_assert_eq(gk_sup_stop_signals(SIGTERM, sig), 2);
+	cr_assert_eq(sig[0], SIGCONT);
+	cr_assert_eq(sig[1], SIGTERM);
+	cr_assert_eq(gk_sup_stop_signals(SIGINT, sig), 2);
+	cr_assert_eq(sig[1], SIGINT, "the configured stop signal, last");
 }
 
 Test(sup_intensity, window_slides)

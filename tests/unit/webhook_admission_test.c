@@ -190,3 +190,15 @@ Test(validate, sign_and_parameters_refused_with_their_fields)
 			 "image's tree KMM signs and loads from), e.g. \"/opt/lib/modules/${KERNEL_FULL_VERSION}/xe.ko\"");
 	cJSON_Delete(j);
 }
+
+Test(refuse, a_review_refused_unparsed_is_a_denial_with_its_code)
+{
+	gk_webhook_result r;
+	gk_webhook_refuse("u-1", 413, "RequestEntityTooLarge", "too \"big\"", &r);
+	cr_assert_eq(r.http_status, 200);
+	cr_assert_eq(r.outcome, GK_WEBHOOK_DENIED);
+	cr_assert_str_eq(r.body, "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"response\":{\"uid\":\"u-1\","
+				 "\"allowed\":false,\"status\":{\"code\":413,\"reason\":\"RequestEntityTooLarge\","
+				 "\"message\":\"too \\\"big\\\"\"}}}");
+	gk_webhook_result_free(&r);
+}

@@ -130,13 +130,16 @@ int fk_node_parse(const cJSON *obj, fk_node *n, gk_err *err)
 
 int fk_report_secure(const char *report_json)
 {
-	/* every pass looks at every node: parse only a report that can say so */
-	if (!report_json || (!strstr(report_json, "TRI_YES") && !strstr(report_json, "integrity") &&
-			     !strstr(report_json, "confidentiality")))
+	/* every pass looks at every node: parse only a report that can say so (the
+	 * gpukmm.io/v1alpha1 report, or the release before's: "secure_boot":"TRI_YES") */
+	if (!report_json || (!strstr(report_json, "secureBoot") && !strstr(report_json, "TRI_YES") &&
+			     !strstr(report_json, "integrity") && !strstr(report_json, "confidentiality")))
 		return 0;
 	cJSON *r = cJSON_Parse(report_json);
-	const char *sb = fk_obj_str(r, "secure_boot"), *ld = fk_obj_str(r, "lockdown");
-	int secure = (sb && !strcmp(sb, "TRI_YES")) || (ld && (!strcmp(ld, "integrity") || !strcmp(ld, "confidentiality")));
+	const char *sb = fk_obj_str(r, "secureBoot"), *old = fk_obj_str(r, "secure_boot");
+	const char *ld = fk_obj_str(r, "lockdown");
+	int secure = (sb && !strcmp(sb, "true")) || (old && !strcmp(old, "TRI_YES")) ||
+		     (ld && (!strcmp(ld, "integrity") || !strcmp(ld, "confidentiality")));
 	cJSON_Delete(r);
 	return secure;
 }

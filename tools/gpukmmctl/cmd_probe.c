@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "ctl.h"
-#include "gpukmm/ipc.h"
 #include "gpukmm/probe.h"
 
 int gkctl_probe(int argc, char **argv);
@@ -14,13 +13,16 @@ int gkctl_probe(int argc, char **argv);
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: gpukmmctl probe [--root DIR] [--module NAME] [--pci-dump FILE] [--kver VER]\n"
-		   "                       [--node-name NAME] [--json]\n"
+		   "                       [--node-name NAME] [--json [--annotation]]\n"
 		   "  --root DIR       read sysfs/procfs/lib/modules below DIR (default /)\n"
 		   "  --module NAME    the GPU kernel module to report on (default xe)\n"
 		   "  --pci-dump FILE  read PCI devices from an `lspci -x` dump instead of sysfs\n"
 		   "  --kver VER       kernel version to look up in lib/modules (default: the running one)\n"
 		   "  --node-name NAME put NAME into the report (default $NODE_NAME)\n"
-		   "  --json           print the gpukmm.NodeReport as JSON\n"
+		   "  --json           print the report as JSON (apiVersion gpukmm.io/v1alpha1, kind\n"
+		   "                   NodeReport; schema/node-report.v1alpha1.json in the source tree)\n"
+		   "  --annotation     with --json: as the Node annotation gpukmm.io/node-report holds it\n"
+		   "                   (one line, summarized to fit its 16 KiB budget; why on stderr)\n"
 		   "Exit: 0 report printed (problems are part of it), 2 usage error or unusable root.\n");
 }
 
@@ -153,12 +155,13 @@ int gkctl_probe(int argc, char **argv)
 		{ "root", required_argument, NULL, 'r' },   { "module", required_argument, NULL, 'm' },
 		{ "pci-dump", required_argument, NULL, 'd' }, { "kver", required_argument, NULL, 'k' },
 		{ "node-name", required_argument, NULL, 'n' }, { "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 },
+		{ "annotation", no_argument, NULL, 'a' },   { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
 	gk_probe_opts o = { .node_name = getenv("NODE_NAME") };
-	int json = 0, c;
+	int json = 0, annotation = 0, c;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "hr:m:d:k:n:j", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "hr:m:d:k:n:ja", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'r': o.root = optarg; break;
 		case 'm': o.module = optarg; break;
@@ -166,12 +169,18 @@ int gkctl_probe(int argc, char **argv)
 		case 'k': o.kver = optarg; break;
 		case 'n': o.node_name = optarg; break;
 		case 'j': json = 1; break;
+		case 'a': annotation = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
 	if (optind < argc) {
 		fprintf(stderr, "gpukmmctl probe: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	if (annotation && !json) {
+		fprintf(stderr, "gpukmmctl probe: --annotation goes with --json\n");
 		usage(stderr);
 		return 2;
 	}
@@ -183,7 +192,8 @@ int gkctl_probe(int argc, char **argv)
 		return rc == GK_INVALID_ARGUMENT ? 2 : 1;
 	}
 	if (json) {
-		char *s = gk_pb_to_json(&r->base);
+		gk_probe_json_info info;
+		char *s = gk_probe_report_json(r, annotation ? GK_PROBE_JSON_BUDGET : 0, !annotation, &info);
 		if (!s) {
 			fprintf(stderr, "gpukmmctl probe: out of memory\n");
 			gk_probe_report_free(r);
@@ -191,6 +201,8 @@ int gkctl_probe(int argc, char **argv)
 		}
 		printf("%s\n", s);
 		free(s);
+		if (info.form != GK_PROBE_JSON_FULL)
+			fprintf(stderr, "gpukmmctl probe: summarized: %s\n", info.reason);
 	} else {
 		print_human(stdout, r);
 	}

@@ -43,6 +43,10 @@ int ks_users_load(ks_server *s, const char *path, gk_err *err);
  * verify: 0 and *u when tok is one whose ServiceAccount (and bound pod or node)
  * still exists and that has not expired, else -1. Takes mu. */
 int ks_satoken_verify(ks_server *s, const char *tok, ks_user *u);
+/* The same for the audiences `want` (an array of strings; NULL: the API server's):
+ * the token's aud claim must share one; the shared ones are added to `matched`
+ * (an array, may be NULL). */
+int ks_satoken_verify_for(ks_server *s, const char *tok, const cJSON *want, ks_user *u, cJSON *matched);
 int ks_satoken_key_init(ks_server *s, const char *state_dir, gk_err *err);
 /* POST .../serviceaccounts/NAME/token (TokenRequest). */
 void ks_token_request(ks_server *s, const ks_req *r, const char *ns, const char *name, ks_resp *out);
@@ -70,6 +74,9 @@ cJSON *ks_auth_body(const ks_req *r, ks_resp *out);
 /* A 403 decided outside the authorizer (admission): kept with the others. Takes mu. */
 void ks_authz_note_denial(ks_server *s, const char *denial);
 
+/* authzapi.c: a user as the review APIs' userInfo / user (username, uid, groups,
+ * extra); a new object, NULL on OOM. */
+cJSON *ks_user_info_json(const ks_user *u);
 /* authzapi.c: the review APIs ks_auth_serve answers. */
 void ks_authz_review(ks_server *s, const ks_req *r, const char *kind, const char *ns, const ks_user *u,
 		     ks_resp *out);

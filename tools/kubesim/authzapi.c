@@ -43,7 +43,7 @@ static cJSON *answer(cJSON *body, const char *group, const char *kind)
 	return cJSON_AddObjectToObject(body, "status");
 }
 
-static cJSON *user_info(const ks_user *u)
+cJSON *ks_user_info_json(const ks_user *u)
 {
 	cJSON *ui = cJSON_CreateObject(), *g;
 	if (!ui)
@@ -209,7 +209,7 @@ void ks_authz_review(ks_server *s, const ks_req *r, const char *kind, const char
 	if (strcmp(kind, "SelfSubjectReview") == 0) {
 		cJSON *st = answer(body, "authentication.k8s.io", kind);
 		if (st)
-			cJSON_AddItemToObject(st, "userInfo", user_info(u));
+			cJSON_AddItemToObject(st, "userInfo", ks_user_info_json(u));
 		ks_resp_json(out, 201, cJSON_Duplicate(body, 1));
 	} else if (strcmp(kind, "SelfSubjectRulesReview") == 0) {
 		rules_review(s, body, u, out);

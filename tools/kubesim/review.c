@@ -1,10 +1,17 @@
 /* kubesim — authentication.k8s.io/v1 TokenReview: what a delegating
  * authenticator (a controller's /metrics behind TokenReview +
- * SubjectAccessReview, like controller-runtime's) asks the API server. The
- * token is authenticated as a request bearing it would be (ks_authenticate:
- * the admin's --token, --token-auth-file users, ServiceAccount tokens); the
- * SubjectAccessReview that follows is the RBAC authorizer's (authzapi.c).
- * --faults apply (verb create, resource tokenreviews). */
+ * SubjectAccessReview, like controller-runtime's) asks the API server, and
+ * what the controller asks of a NodeReportRequest's token. Without
+ * spec.audiences (or with the API server's among them) the token is
+ * authenticated as a request bearing it would be (ks_authenticate: the
+ * admin's --token, --token-auth-file users, ServiceAccount tokens for the API
+ * server's audience); with other audiences only a ServiceAccount token minted
+ * for one of them authenticates (satoken.c; the other authenticators are
+ * audience-agnostic, as the API server's). The answer carries the user with
+ * its extra (authentication.kubernetes.io/node-name of a pod- or node-bound
+ * token) and the audiences met. The SubjectAccessReview that follows a
+ * /metrics review is the RBAC authorizer's (authzapi.c). --faults apply (verb
+ * create, resource tokenreviews). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +21,8 @@
 #include "auth.h"
 #include "kubesim.h"
 #include "route.h"
+
+#define ISSUER "https://kubernetes.default.svc.cluster.local" /* the API server's audience (satoken.c) */
 
 static void token_review(ks_server *s, const ks_req *r, ks_resp *out)
 {
@@ -28,35 +37,49 @@ static void token_review(ks_server *s, const ks_req *r, ks_resp *out)
 		return;
 	}
 	const cJSON *t = cJSON_GetObjectItemCaseSensitive(spec, "token");
+	const cJSON *want = cJSON_GetObjectItemCaseSensitive(spec, "audiences"), *w;
+	if (!cJSON_IsArray(want))
+		want = NULL;
 	const char *tok = cJSON_IsString(t) ? t->valuestring : "";
-	size_t al = strlen(tok) + 8;
-	char *bearer = malloc(al);
+	bool api = !cJSON_GetArraySize(want); /* the API server's audience asked for */
+	cJSON_ArrayForEach(w, want) {
+		api |= cJSON_IsString(w) && !strcmp(w->valuestring, ISSUER);
+	}
+	cJSON *matched = cJSON_CreateArray();
 	ks_user u;
 	int rc = -1;
-	if (bearer && *tok) {
-		snprintf(bearer, al, "Bearer %s", tok);
-		rc = ks_authenticate(s, bearer, &u);
-		OPENSSL_cleanse(bearer, al);
+	if (*tok && cJSON_GetArraySize(want))
+		rc = ks_satoken_verify_for(s, tok, want, &u, matched);
+	if (rc != 0 && api && *tok) {
+		size_t al = strlen(tok) + 8;
+		char *bearer = malloc(al);
+		if (bearer) {
+			snprintf(bearer, al, "Bearer %s", tok);
+			rc = ks_authenticate(s, bearer, &u);
+			OPENSSL_cleanse(bearer, al);
+		}
+		free(bearer);
+		cJSON_Delete(matched);
+		matched = cJSON_CreateArray();
+		cJSON_AddItemToArray(matched, cJSON_CreateString(ISSUER));
 	}
-	free(bearer);
 	cJSON *st = cJSON_CreateObject();
 	if (rc == 0 && strcmp(u.name, "system:anonymous") != 0) {
-		cJSON_AddBoolToObject(st, "authenticated", true);
-		cJSON *ju = cJSON_AddObjectToObject(st, "user");
-		cJSON_AddStringToObject(ju, "username", u.name);
-		cJSON_AddStringToObject(ju, "uid", u.uid);
-		cJSON *g = cJSON_AddArrayToObject(ju, "groups");
 		bool authed = false;
-		for (int i = 0; i < u.ngroups; i++) {
-			cJSON_AddItemToArray(g, cJSON_CreateString(u.groups[i]));
+		for (int i = 0; i < u.ngroups; i++)
 			authed |= strcmp(u.groups[i], "system:authenticated") == 0;
-		}
-		if (!authed)
-			cJSON_AddItemToArray(g, cJSON_CreateString("system:authenticated"));
+		if (!authed && u.ngroups < KS_USER_MAX_GROUPS)
+			snprintf(u.groups[u.ngroups++], sizeof(u.groups[0]), "system:authenticated");
+		cJSON_AddBoolToObject(st, "authenticated", true);
+		cJSON_AddItemToObject(st, "user", ks_user_info_json(&u));
+		cJSON_AddItemToObject(st, "audiences", matched);
+		matched = NULL;
 	} else {
 		cJSON_AddBoolToObject(st, "authenticated", false);
-		cJSON_AddStringToObject(st, "error", "invalid bearer token");
+		cJSON_AddStringToObject(st, "error", api ? "invalid bearer token"
+							 : "invalid bearer token, or not for the audiences asked");
 	}
+	cJSON_Delete(matched);
 	/* the answer echoes the spec (the token included, as the API server does) */
 	cJSON_DeleteItemFromObjectCaseSensitive(j, "status");
 	cJSON_AddItemToObject(j, "status", st);

@@ -9,7 +9,10 @@
  * when bound, its pod (same uid) or node exists: deleting the ServiceAccount
  * revokes it, as in a real cluster. The user it names has the groups
  * system:serviceaccounts, system:serviceaccounts:NS and system:authenticated, and
- * the node name of a bound token as its authentication.kubernetes.io/node-name. */
+ * the node name of a bound token as its authentication.kubernetes.io/node-name.
+ * A token authenticates API requests only when its audiences include the API
+ * server's (the issuer URL, what a TokenRequest without audiences gets); a token
+ * for another audience is for TokenReview with that audience (tokenreview.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/crypto.h>
@@ -328,7 +331,34 @@ static int exists(ks_server *s, const char *resource, const char *ns, const cJSO
 	return it && (!u || !*u || strcmp(u, uid_of(it->obj)) == 0);
 }
 
+/* Does the token's aud claim (a string or an array) meet `want` (an array of strings;
+ * NULL: the API server's audience)? The common audiences go into `matched`. */
+static int audience_ok(const cJSON *aud, const cJSON *want, cJSON *matched)
+{
+	static const char *const api[] = { ISSUER };
+	cJSON *dflt = want ? NULL : cJSON_CreateStringArray(api, 1);
+	const cJSON *w, *a, *ws = want ? want : dflt, *as = cJSON_IsArray(aud) ? aud : NULL;
+	int ok = 0;
+	cJSON_ArrayForEach(w, ws) {
+		if (!cJSON_IsString(w))
+			continue;
+		int hit = cJSON_IsString(aud) && strcmp(aud->valuestring, w->valuestring) == 0;
+		cJSON_ArrayForEach(a, as)
+			hit |= cJSON_IsString(a) && strcmp(a->valuestring, w->valuestring) == 0;
+		if (hit && matched)
+			cJSON_AddItemToArray(matched, cJSON_CreateString(w->valuestring));
+		ok |= hit;
+	}
+	cJSON_Delete(dflt);
+	return ok;
+}
+
 int ks_satoken_verify(ks_server *s, const char *tok, ks_user *u)
+{
+	return ks_satoken_verify_for(s, tok, NULL, u, NULL);
+}
+
+int ks_satoken_verify_for(ks_server *s, const char *tok, const cJSON *want, ks_user *u, cJSON *matched)
 {
 	if (!s->auth)
 		return -1;
@@ -351,7 +381,8 @@ int ks_satoken_verify(ks_server *s, const char *tok, ks_user *u)
 	const cJSON *exp = cJSON_GetObjectItemCaseSensitive(c, "exp");
 	const char *ns = str(k8s, "namespace"), *name = str(sa, "name");
 	int rc = -1;
-	if (ns && name && cJSON_IsNumber(exp) && exp->valuedouble > (double)time(NULL)) {
+	if (ns && name && cJSON_IsNumber(exp) && exp->valuedouble > (double)time(NULL) &&
+	    audience_ok(cJSON_GetObjectItemCaseSensitive(c, "aud"), want, matched)) {
 		pthread_mutex_lock(&s->mu);
 		int alive = exists(s, "serviceaccounts", ns, sa) && (!pod || exists(s, "pods", ns, pod)) &&
 			    (pod || !node || exists(s, "nodes", "", node));
