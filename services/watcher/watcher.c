@@ -390,9 +390,13 @@ static void kueue_dra_one(void *user, ws_ent *e)
 		protobuf_c_message_free_unpacked(&cp->base, NULL);
 }
 
-/* A ClusterPolicy changed: does some policy want Kueue in dra mode now? */
-static void kueue_dra_update(wr *w)
+/* A ClusterPolicy changed: does some policy want Kueue in dra mode now? Decided
+ * from the loop, not in the watch callback: a watch is not started or stopped
+ * while curl delivers another one's data. */
+static void kueue_dra_cb(gk_loop *l, gk_timer_id id, void *user)
 {
+	wr *w = user;
+	w->kslice_timer = 0;
 	kw_ctx c = {&w->store[WT_CP], false};
 	ws_each(&w->store[WT_CP], kueue_dra_one, &c);
 	if (c.any == w->kueue_dra_wanted)
@@ -402,6 +406,14 @@ static void kueue_dra_update(wr *w)
 		apply_gates(w);
 		publish_discovery(w); /* resource_slices: off, or on once listed */
 	}
+}
+
+static void kueue_dra_update(wr *w)
+{
+	if (!w->loop)
+		kueue_dra_cb(NULL, 0, w); /* no loop (tests of the logic): now */
+	else if (!w->kslice_timer)
+		w->kslice_timer = gk_loop_timer(w->loop, 0, kueue_dra_cb, w);
 }
 
 /* ---- discovery (async: the loop never waits for the API) ------------------------ */
@@ -949,8 +961,8 @@ void wr_fini(wr *w)
 		w->src[i].kw = NULL;
 	}
 	if (w->loop) {
-		gk_timer_id *ts[] = {&w->disc_timer, &w->tick_timer, &w->lease_timer};
-		for (size_t i = 0; i < 3; i++)
+		gk_timer_id *ts[] = {&w->disc_timer, &w->tick_timer, &w->lease_timer, &w->kslice_timer};
+		for (size_t i = 0; i < 4; i++)
 			if (*ts[i])
 				gk_loop_cancel(w->loop, *ts[i]);
 	}

@@ -68,6 +68,7 @@ struct wr {
 	void (*on_ready)(void *user);
 	void *on_ready_user;
 	gk_timer_id disc_timer, tick_timer, lease_timer;
+	gk_timer_id kslice_timer;    /* kueue_dra_wanted decided again (a ClusterPolicy moved) */
 	/* async API calls on the mux: never block the loop */
 	gk_kube_call *disc_calls[WR_NDISC];
 	struct wr_disc_slot { wr *w; int i; } disc_slot[WR_NDISC];
