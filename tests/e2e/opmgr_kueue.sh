@@ -111,14 +111,7 @@ check "enableKueue on again: the queue is back" wait_for "kueue on" 20 obj_jq $K
 # ---- the policy deleted: the Kueue objects go in the teardown ------------------------------------
 k delete clusterpolicy gpu --wait=false >/dev/null 2>&1
 check "deleted policy: finalizer released, the policy is gone" wait_for "cp gone" 30 obj_gone $CPP
-kueue_left() {
-	local r n
-	for r in $KQ/resourceflavors $KQ/clusterqueues $KQ/localqueues; do
-		n=$(kraw GET "$r" | jq '.items | length')
-		[ "$n" = 0 ] || { echo "# $r: $n left" >&2; return 1; }
-	done
-}
-check "no Kueue object left" kueue_left
+check "no Kueue object left" op_none_left "" $KQ/resourceflavors $KQ/clusterqueues $KQ/localqueues
 op_stop TERM
 check "opmgr exits 0 on SIGTERM" test $? = 0
 exit $MM_FAILED

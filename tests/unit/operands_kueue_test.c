@@ -14,17 +14,7 @@
 #include "gpukmm/policy.h"
 #include "gpukmm/quantity.h"
 #include "gpukmm/yamljson.h"
-
-static cJSON *yaml(const char *text)
-{
-	gk_yamljson_docs d = { 0 };
-	gk_err e = { 0 };
-	cr_assert_eq(gk_yamljson_parse(text, strlen(text), &d, &e), 0, "%s", e.msg);
-	cJSON *j = d.doc[0];
-	d.doc[0] = NULL;
-	gk_yamljson_free(&d);
-	return j;
-}
+#include "yaml_expect.h"
 
 /* ---- quantities ------------------------------------------------------------------------ */
 
@@ -191,17 +181,6 @@ static gk_op_obj *find(const char *kind, const char *name)
 		if (strcmp(S.v[i].kind, kind) == 0 && strcmp(S.v[i].name, name) == 0)
 			return &S.v[i];
 	return NULL;
-}
-
-static void expect_json(const cJSON *got, const char *want_yaml, const char *what)
-{
-	cJSON *want = yaml(want_yaml);
-	char *g = got ? cJSON_PrintUnformatted(got) : strdup("(absent)");
-	char *w = cJSON_PrintUnformatted(want);
-	cr_expect(got && cJSON_Compare(got, want, 1), "%s:\n got  %s\n want %s", what, g, w);
-	free(g);
-	free(w);
-	cJSON_Delete(want);
 }
 
 #define META(name) "  name: " name "\n  labels: {app.kubernetes.io/managed-by: gpukmm, app: gpu.intel.com-kueue-queue, owner: gpu}\n" \

@@ -12,17 +12,7 @@
 #include "gpukmm/operands.h"
 #include "gpukmm/policy.h"
 #include "gpukmm/yamljson.h"
-
-static cJSON *yaml(const char *text)
-{
-	gk_yamljson_docs d = { 0 };
-	gk_err e = { 0 };
-	cr_assert_eq(gk_yamljson_parse(text, strlen(text), &d, &e), 0, "%s", e.msg);
-	cJSON *j = d.doc[0];
-	d.doc[0] = NULL;
-	gk_yamljson_free(&d);
-	return j;
-}
+#include "yaml_expect.h"
 
 static Gpukmm__ClusterPolicy *policy(const char *spec_yaml)
 {
@@ -79,17 +69,6 @@ static cJSON *at(const char *kind, const char *name, const char *jq_path)
 			n = cJSON_GetObjectItemCaseSensitive(n, tok);
 	}
 	return n;
-}
-
-static void expect_json(const cJSON *got, const char *want_yaml, const char *what)
-{
-	cJSON *want = yaml(want_yaml);
-	char *g = got ? cJSON_PrintUnformatted(got) : strdup("(absent)");
-	char *w = cJSON_PrintUnformatted(want);
-	cr_expect(got && cJSON_Compare(got, want, 1), "%s:\n got  %s\n want %s", what, g, w);
-	free(g);
-	free(w);
-	cJSON_Delete(want);
 }
 
 #define OWNER "ownerReferences: [{apiVersion: intel.com/v1alpha1, kind: ClusterPolicy, name: gpu, uid: u-1," \
