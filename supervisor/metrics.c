@@ -9,14 +9,9 @@
 #include <unistd.h>
 
 #include "gpukmm/metrics.h"
+#include "gpukmm/version.h"
 #include "sup.h"
 
-/* The version of build_info. A placeholder until --version lands (the Makefile
- * generates gk_version from `git describe`, gpukmm/version.h): then this is
- * gk_version, and the define goes. */
-#ifndef GPUKMM_VERSION
-#define GPUKMM_VERSION "unknown"
-#endif
 
 static uint64_t statm_rss(const char *path)
 {
@@ -102,7 +97,7 @@ int gk_sup_metrics_init(gk_sup *s)
 		if (!(s->fam[i] = gk_metrics_family(s->reg, &d)))
 			return -1;
 	}
-	gk_metric_set(s->fam[F_BUILD], 1, GK_LV(GPUKMM_VERSION));
+	gk_metric_set(s->fam[F_BUILD], 1, GK_LV(gk_version));
 	return 0;
 }
 

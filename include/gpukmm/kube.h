@@ -115,6 +115,10 @@ int gk_kube_config_files(gk_kube_config *c, const char *list, const char *contex
 /* The usual chain: explicit path (one file, like kubectl --kubeconfig), else
  * $KUBECONFIG (the merged list), else in-cluster, else $HOME/.kube/config. */
 int gk_kube_config_load(gk_kube_config *c, const char *kubeconfig, gk_err *err);
+/* The process's API token file (a service's --token-file / $GPUKMM_TOKEN_FILE,
+ * set once by gk_svc_init): every later gk_kube_config_load of this process
+ * reads its token from there, whatever the configuration names. NULL: none. */
+void gk_kube_config_token_override(const char *path);
 void gk_kube_config_free(gk_kube_config *c);
 
 /* ---- paths ------------------------------------------------------------- */

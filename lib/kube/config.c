@@ -677,7 +677,14 @@ int gk_kube_config_files(gk_kube_config *c, const char *list, const char *contex
 	return rc;
 }
 
-int gk_kube_config_load(gk_kube_config *c, const char *kubeconfig, gk_err *err)
+static const char *token_override;
+
+void gk_kube_config_token_override(const char *path)
+{
+	token_override = path && *path ? path : NULL;
+}
+
+static int config_chain(gk_kube_config *c, const char *kubeconfig, gk_err *err)
 {
 	if (kubeconfig && *kubeconfig)
 		return gk_kube_config_file(c, kubeconfig, NULL, err);
@@ -695,4 +702,19 @@ int gk_kube_config_load(gk_kube_config *c, const char *kubeconfig, gk_err *err)
 	return gk_err_set(err, GK_FAILED_PRECONDITION,
 			  "no Kubernetes configuration: give --kubeconfig, set $KUBECONFIG, or run "
 			  "in a pod (KUBERNETES_SERVICE_HOST)");
+}
+
+int gk_kube_config_load(gk_kube_config *c, const char *kubeconfig, gk_err *err)
+{
+	int rc = config_chain(c, kubeconfig, err);
+	if (rc || !token_override)
+		return rc;
+	char *t = strdup(token_override);
+	if (!t) {
+		gk_kube_config_free(c);
+		return oom(err);
+	}
+	free(c->token_file);
+	c->token_file = t;
+	return GK_OK;
 }

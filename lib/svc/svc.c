@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "control.pb-c.h"
+#include "gpukmm/kube.h"
 #include "gpukmm/log.h"
 #include "gpukmm/metrics.h"
 #include "gpukmm/svc.h"
@@ -310,6 +311,7 @@ int gk_svc_init(gk_svc *svc, const char *name, int argc, char **argv, const gk_s
 	/* only the flag: $KUBECONFIG is a list, merged by gk_kube_config_load */
 	svc->kubeconfig = f_kc;
 	svc->token_file = dflt(svc, f_tok, "GPUKMM_TOKEN_FILE", NULL);
+	gk_kube_config_token_override(svc->token_file); /* every API client of this service */
 	svc->ns = dflt(svc, f_ns, "OPERATOR_NAMESPACE", NULL);
 	if (!svc->ns)
 		svc->ns = "intel-gpu-base-operator";

@@ -141,10 +141,6 @@ int main(int argc, char **argv)
 		gk_svc_fini(&a.svc);
 		return 1;
 	}
-	if (a.svc.token_file) {
-		free(cfg.token_file);
-		cfg.token_file = strdup(a.svc.token_file);
-	}
 	gk_kube_opts ko = {.qps = a.qps, .burst = a.burst, .user_agent = "gpukmm-watcher"};
 	gk_kube_opts lo = {.qps = -1, .timeout_ms = 5000, .connect_timeout_ms = 2000,
 			   .user_agent = "gpukmm-watcher/leader-election"};

@@ -34,8 +34,21 @@ check "unsigned: the Secure Boot node stays without the ready label" not_ready s
 check "unsigned: no sign job, no image state" no_image_state plain-mod
 
 # --- signed module: NeedsSigning, the sign job, Exists, both nodes load ------------------------
+# NeedsSigning lasts only the sign job (300 ms): read it from a watch of the
+# Modules opened before the Module exists, not from a poll that can miss it
+curl -sN --max-time 120 "$KUBESIM_URL/apis/kmm.sigs.x-k8s.io/v1beta1/namespaces/kmm/modules?watch=1&timeoutSeconds=100" \
+	>"$KUBESIM_DIR/modules.watch" 2>/dev/null &
+WATCH_PID=$!
+# open: a watch without resourceVersion starts with the Modules that exist (plain-mod)
+wait_for 10 grep -q '"plain-mod"' "$KUBESIM_DIR/modules.watch" >/dev/null
+seen_state() { # MODULE STATE: some version of the Module on the watch had it
+	jq -e --arg m "$1" --arg s "$2" --arg a "fake-kmm.gpukmm.io/image.$K" \
+		'select(.object.metadata.name == $m and .object.metadata.annotations[$a] == $s)' \
+		"$KUBESIM_DIR/modules.watch" 2>/dev/null | grep -q .
+}
 module signed-mod '' "$SIGN"
-check "signed: the image for the kernel NeedsSigning" wait_for 10 image_is signed-mod "NeedsSigning img:$K"
+check "signed: the image for the kernel NeedsSigning" wait_for 10 seen_state signed-mod "NeedsSigning img:$K"
+kill "$WATCH_PID" 2>/dev/null; wait "$WATCH_PID" 2>/dev/null
 check "signed: KMM's SignimageCreated event for the kernel" wait_for 10 \
 	event_is signed-mod SignimageCreated 'Normal|Signimage created for kernel 6-8-0-31-generic|ModuleBuildSignConfig'
 check "signed: the image Exists after the sign job" wait_for 10 image_is signed-mod "Exists img:$K"

@@ -94,7 +94,8 @@ out=$(KRAW_TOKEN=$T kraw POST /apis/authentication.k8s.io/v1/tokenreviews "{\"ap
 check "TokenReview needs create on tokenreviews (403)" eval \
 	"[ \"\$(kraw_code)\" = 403 ] && jq -e '.message | contains(\"cannot create resource \\\"tokenreviews\\\" in API group \\\"authentication.k8s.io\\\" at the cluster scope\")' <<<'$out'"
 kraw DELETE /api/v1/namespaces/team/pods/p1 >/dev/null
-check "the pod deleted: its token no longer authenticates" eval \
+# (a graceful deletion: the pod is gone once kubesim's kubelet has stopped it)
+check "the pod deleted: its token no longer authenticates" wait_for 10 eval \
 	"review '$A' '[\"gpukmm.io/node-report\"]' | jq -e '(.authenticated // false) == false'"
 
 # a deleted ServiceAccount's token is dead

@@ -179,7 +179,8 @@ check "admissions by result: the too-long name denied, the policy allowed" bash 
 check "admission latency observed" gt "$D/webhook.prom" 'gpukmm_webhook_admission_duration_seconds_count{service="webhook",webhook="validating"}' 0
 check "webhook certificate expiry in the future" gt "$D/webhook.prom" 'gpukmm_webhook_cert_expiry_timestamp_seconds{service="webhook"}' "$(date +%s)"
 check "token reviews counted: allowed, denied, unauthenticated, error" bash -c "$(declare -f val gt); for r in allowed denied unauthenticated error; do gt $C \"gpukmm_metrics_reviews_total{result=\\\"\$r\\\"}\" 0 || exit 1; done"
-check "build_info" grep -q '^gpukmm_build_info{version="[^"]*"} 1$' "$C"
+V=$("$GPUKMM_BIN/gpukmm" --version | awk '{print $2}')
+check "build_info carries the version --version prints ($V)" grep -qxF "gpukmm_build_info{version=\"$V\"} 1" "$C"
 check "node: 1 GPU (physical function), no VF" bash -c "$(declare -f val eq); eq $D/node.prom 'gpukmm_node_gpus{service=\"prober\",function=\"pf\"}' 1 && eq $D/node.prom 'gpukmm_node_gpus{service=\"prober\",function=\"vf\"}' 0"
 
 # ---- the alerts -------------------------------------------------------------------------------

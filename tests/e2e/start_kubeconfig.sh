@@ -158,4 +158,32 @@ stop_pid "$SUP_PID" 10
 rc=$STOP_RC
 SUP_PID=
 check "gpukmm exits 0 on SIGTERM (rc $rc)" test "$rc" = 0
+
+# ---- --token-file: a kubeconfig without a user, the token from a file (systemd units) ----
+# every API service reads its token from --token-file (before, only the watcher
+# did: modmgr, gater, opmgr and statusd got 401s and the Module never followed)
+cat >"$D/nouser.yaml" <<EOF
+apiVersion: v1
+kind: Config
+current-context: sim
+clusters: [{name: sim, cluster: {server: "$KUBESIM_URL", certificate-authority: pki/ca.crt, tls-server-name: $SNI}}]
+users: [{name: nobody, user: {}}]
+contexts: [{name: sim, context: {cluster: sim, user: nobody}}]
+EOF
+cp "$D/server-token" "$D/api-token"
+GPUKMM_LOG_LEVEL=info "$GPUKMM_BIN/gpukmm" --profile controller --runtime-dir "$D/run2" \
+	--kubeconfig "$D/nouser.yaml" --token-file "$D/api-token" >"$D/gpukmm-tokenfile.log" 2>&1 &
+SUP_PID=$!
+check "--token-file: controller ready" wait_until 60 grep -q 'ready: 5/5 required services ready' "$D/gpukmm-tokenfile.log"
+k patch clusterpolicy "$CP" --type merge -p '{"spec":{"kernelModule":{"firmwarePath":"/opt/lib/firmware/xe3"}}}' >/dev/null
+fw3() { k -n "$NS" get module "$CP-gpu" -o json | jq -e '.spec.moduleLoader.container.modprobe.firmwarePath == "/opt/lib/firmware/xe3"'; }
+check "--token-file: modmgr authenticates (the Module follows the policy)" wait_until 30 fw3
+gen() { k get clusterpolicy "$CP" -o json | jq -e '.status.observedGeneration == .metadata.generation'; }
+check "--token-file: statusd authenticates (status of the new generation written)" wait_until 30 gen
+n401=$(grep -c ' 401' "$D/gpukmm-tokenfile.log")
+check "--token-file: no 401 in the log ($n401)" test "$n401" = 0
+stop_pid "$SUP_PID" 10
+rc=$STOP_RC
+SUP_PID=
+check "gpukmm (--token-file) exits 0 on SIGTERM (rc $rc)" test "$rc" = 0
 exit $FAILED

@@ -87,7 +87,7 @@ Test(listener, a_peer_hanging_up_mid_handshake_does_not_stop_the_server)
 		gk_ipc_client *fresh = client();
 		int code = echo_call(fresh, "Echo", 0, 15000, &e);
 		cr_assert_eq(code, 0, "round %d: a new client is not served: %s", round, e.msg);
-		gk_ipc_client_close(fresh);
+		th_bounded((void (*)(void *))gk_ipc_client_close, fresh, "client close");
 		cr_assert_eq(echo_call(old, "Echo", 0, 15000, &e), 0, "round %d: old client: %s", round, e.msg);
 	}
 	pthread_join(th, NULL);
@@ -95,8 +95,8 @@ Test(listener, a_peer_hanging_up_mid_handshake_does_not_stop_the_server)
 	/* (whether a given hang-up breaks nng's listener depends on timing, so
 	 * the number of re-creations is not asserted; being served is) */
 	cr_assert_eq(access(srv.url + strlen("ipc://"), F_OK), 0, "the socket file is back");
-	gk_ipc_client_close(old);
-	th_server_stop(&srv);
+	if (th_bounded((void (*)(void *))gk_ipc_client_close, old, "client close"))
+		th_bounded((void (*)(void *))th_server_stop, &srv, "server close");
 }
 
 /* The probe only speaks a complete handshake: a healthy server is never
@@ -177,7 +177,9 @@ Test(listener, bus_publisher_recovers_from_a_hang_up_mid_handshake)
 			gk_ipc_sub_dispatch(s);
 	}
 	cr_assert_gt(got_events, 0, "the subscriber never got an event");
-	gk_ipc_sub_close(s);
-	gk_ipc_pub_close(p);
+	/* what is checked is the recovery; the closes after a listener
+	 * re-creation can hang in nng 1.5.2 itself (th_bounded) */
+	if (th_bounded((void (*)(void *))gk_ipc_sub_close, s, "subscriber close"))
+		th_bounded((void (*)(void *))gk_ipc_pub_close, p, "publisher close");
 	th_rmdir(dir);
 }
