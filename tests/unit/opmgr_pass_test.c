@@ -1,7 +1,9 @@
 /* gpukmm-opmgr: one pass on a view built from a snapshot, with fake writes —
  * protection first, create / nothing / patch, the ordered teardown with the DRA
  * claim guard, finalizers released (ours and upstream's), nothing deleted on an
- * absence or when the object is not ours, foreign controllers left alone. */
+ * absence or when the object is not ours, foreign controllers left alone; Kueue
+ * (quotas from the view, not installed, unlisted kinds delete nothing); what
+ * gpu-base-operator left read before it is deleted. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +52,15 @@ static int f_fin(void *u, const char *p, const char *rv, char *const *f, size_t 
 	}
 	return GK_OPP_WR_STARTED;
 }
+static int PROBE = -1; /* what the fake probe answers (-1: no probe in the ops) */
+static int f_probe(void *u, const gk_opp_ref *r, const char **l)
+{
+	*l = NULL;
+	rec("probe", r);
+	return PROBE;
+}
 static const gk_opp_ops OPS = { NULL, f_create, f_patch, f_del, NULL, f_fin };
+static const gk_opp_ops OPS_PROBE = { NULL, f_create, f_patch, f_del, f_probe, f_fin };
 
 static bool logged(const char *s)
 {
@@ -87,6 +97,7 @@ static void reset(void)
 	gpukmm__snapshot_reply__init(&SNAP);
 	SNAP.nodes = NODES;
 	CREATED_QA[0] = 0;
+	PROBE = -1;
 	SNAP.cluster_policies = CPS;
 	SNAP.operands = OBJS;
 	SNAP.daemon_sets = DSS;
@@ -163,7 +174,7 @@ static gk_opp_result R;
 static void pass(void)
 {
 	gk_opp_result_free(&R);
-	cr_assert_eq(gk_opp_pass(V, "gpu", NULL, &OPS, &R, NULL), 0);
+	cr_assert_eq(gk_opp_pass(V, "gpu", NULL, PROBE < 0 ? &OPS : &OPS_PROBE, &R, NULL), 0);
 }
 
 #define CP_DP(fins, extra) "{\"apiVersion\":\"intel.com/v1alpha1\",\"kind\":\"ClusterPolicy\",\"metadata\":{\"name\":\"gpu\"," \
@@ -523,4 +534,59 @@ Test(opmgr_pass, kueue_teardown_fails_closed)
 	load();
 	pass();
 	cr_assert(logged("finalizers"));
+}
+
+/* ---- what gpu-base-operator left --------------------------------------------------------- */
+
+/* A NodeFeatureRule the watcher cannot show (no label of ours): read once before anything is
+ * decided; deleted only when the read shows upstream's markers for this policy. */
+Test(opmgr_pass, upstream_leftover_read_before_any_delete)
+{
+	DISC.has_nfd = DISC.nfd = 1;
+	add_policy(CP_DP(OURS, ""));
+	PROBE = GK_OPP_WR_STARTED;
+	load();
+	pass();
+	cr_assert(logged("probe NodeFeatureRule intel-gpu-devices"));
+	cr_assert_not(logged("delete NodeFeatureRule intel-gpu-devices"));
+	cr_assert_gt(R.pending, 0, "being read: decided on the next pass");
+	/* the read said 404 (remembered by the writer): nothing to do */
+	PROBE = GK_OPP_WR_ABSENT;
+	load();
+	pass();
+	cr_assert_not(logged("delete NodeFeatureRule intel-gpu-devices"));
+	/* the read found upstream's rule (its labels, no managed-by): deleted by uid */
+	add_obj(cJSON_Parse("{\"apiVersion\":\"nfd.k8s-sigs.io/v1alpha1\",\"kind\":\"NodeFeatureRule\",\"metadata\":{"
+			    "\"name\":\"intel-gpu-devices\",\"uid\":\"r1\",\"resourceVersion\":\"3\",\"labels\":{\"app\":"
+			    "\"nfd-gpu\",\"owner\":\"gpu\"}}}"));
+	load();
+	pass();
+	cr_assert(logged("delete NodeFeatureRule intel-gpu-devices"));
+	/* another policy's rule of that name is left alone */
+	gk_kobj_free(OBJS[--SNAP.n_operands]);
+	add_obj(cJSON_Parse("{\"apiVersion\":\"nfd.k8s-sigs.io/v1alpha1\",\"kind\":\"NodeFeatureRule\",\"metadata\":{"
+			    "\"name\":\"intel-gpu-devices\",\"uid\":\"r1\",\"resourceVersion\":\"3\",\"labels\":{\"app\":"
+			    "\"nfd-gpu\",\"owner\":\"other\"}}}"));
+	load();
+	pass();
+	cr_assert_not(logged("delete NodeFeatureRule intel-gpu-devices"));
+}
+
+/* the teardown keeps the finalizer while such a read is in flight or failed */
+Test(opmgr_pass, upstream_leftover_unread_keeps_the_finalizer)
+{
+	DISC.has_nfd = DISC.nfd = 1;
+	add_policy(CP_DP(OURS, DELETING));
+	PROBE = GK_OPP_WR_FAILED;
+	load();
+	pass();
+	cr_assert(logged("probe ResourceClaimTemplate gpu-monitor-claim"), "the first stage's leftover is read first");
+	cr_assert_not(logged("probe NodeFeatureRule intel-gpu-devices"), "the next stages wait");
+	cr_assert_not(logged("finalizers"), "a failed read is not an absence");
+	cr_assert(R.failed);
+	PROBE = GK_OPP_WR_ABSENT;
+	load();
+	pass();
+	cr_assert(logged("probe NodeFeatureRule intel-gpu-devices"));
+	cr_assert(logged("finalizers"), "every read said 404: the finalizers go");
 }
