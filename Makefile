@@ -76,7 +76,7 @@ TBINS      := $(TBIN_SRCS:tests/bin/%.c=$(BUILD)/tests/bin/%)
 BENCH_SRCS := $(sort $(wildcard tests/bench/*.c))
 BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all check check-run test bench fuzz demo chaos install deps clean tests proto
+.PHONY: all check check-run test bench fuzz demo chaos install deps clean tests proto image deploy-image
 .DEFAULT_GOAL := all
 .SECONDARY:
 
@@ -183,6 +183,17 @@ install: all
 	install -m 0755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
 	$(if $(wildcard systemd/*.service),install -d $(DESTDIR)$(PREFIX)/lib/systemd/system && \
 	  install -m 0644 $(wildcard systemd/*.service) $(DESTDIR)$(PREFIX)/lib/systemd/system/)
+
+# The container image, tagged with the version every binary's --version prints
+# (the same VERSION_STR, passed into the build: a context without .git says it too).
+# `make deploy-image IMAGE=registry.example.com/gpukmm` then points deploy/ at it
+# (deploy/version: the image name and tag, the app.kubernetes.io/version labels).
+IMAGE ?= gpukmm
+CONTAINER_ENGINE ?= $(shell command -v podman 2>/dev/null || command -v docker 2>/dev/null || echo podman)
+image:
+	$(CONTAINER_ENGINE) build -f Containerfile --build-arg VERSION=$(VERSION_STR) -t $(IMAGE):$(VERSION_STR) .
+deploy-image:
+	tools/set-image.sh $(IMAGE) $(VERSION_STR)
 
 deps:
 	@tools/deps.sh

@@ -173,6 +173,7 @@ static int profile_fill(gk_sup_conf *c, const char *profile, gk_err *err)
 		    (rc = add_default(c, "gater", "gpukmm-gater", true, NULL, err)) ||
 		    (rc = add_default(c, "opmgr", "gpukmm-opmgr", true, NULL, err)) ||
 		    (rc = add_default(c, "statusd", "gpukmm-statusd", true, NULL, err)) ||
+		    (rc = add_default(c, "certd", "gpukmm-certd", true, NULL, err)) ||
 		    (rc = add_default(c, "webhook", "gpukmm-webhook", false, NULL, err)))
 			return rc;
 	}

@@ -105,6 +105,11 @@ int gk_sup_check_files(const gk_sup_pflags *f, const char *token_file, const cha
 		return rc;
 	if (token_file && *token_file && (rc = readable("--token-file", token_file, err)))
 		return rc;
+	/* the pair is made later (certd): only the directory must be there */
+	struct stat st;
+	if (f && f->webhook_cert_dir && *f->webhook_cert_dir &&
+	    (stat(f->webhook_cert_dir, &st) != 0 || !S_ISDIR(st.st_mode)))
+		return gk_err_set(err, GK_INVALID_ARGUMENT, "--webhook-cert-dir %s: not a directory", f->webhook_cert_dir);
 	if (kubeconfig && *kubeconfig && (rc = check_kubeconfig(kubeconfig, path_env, err)))
 		return rc;
 	return 0;

@@ -22,7 +22,8 @@ static const char usage_text[] =
 "them in reverse order on SIGTERM/SIGINT.\n"
 "\n"
 "Profiles (service binaries are looked up next to gpukmm, then in $PATH):\n"
-"  controller  watcher, modmgr, gater, opmgr, statusd, webhook\n"
+"  controller  watcher, modmgr, gater, opmgr, statusd, certd (with --webhook-cert-dir),\n"
+"              webhook\n"
 "  node        prober, statusd --mode node\n"
 "  all         both (the node statusd runs as 'node-statusd' on its own socket)\n"
 "  webhook     the webhook alone (a container of its own, without API credentials,\n"
@@ -71,6 +72,12 @@ static const char usage_text[] =
 "  --webhook-tls-key F   its private key (PEM); both or neither $GPUKMM_WEBHOOK_TLS_KEY\n"
 "                        (neither: the webhook is not started; said once and in /readyz)\n"
 "  --webhook-listen A:P  webhook HTTPS address (default :9443)  $GPUKMM_WEBHOOK_LISTEN\n"
+"  --webhook-cert-dir D  the webhook's certificate is kept by gpukmm-certd in D:\n"
+"                        certd (only started with it) makes and rotates it in the\n"
+"                        Secret gpukmm-webhook-cert, keeps the webhook configurations'\n"
+"                        caBundle current and writes D/tls.crt, D/tls.key; the webhook\n"
+"                        serves them, waiting until they exist (not ready until then).\n"
+"                        Not with --webhook-tls-cert      $GPUKMM_WEBHOOK_CERT_DIR\n"
 "  --leader-elect        watcher elects a leader through a Lease $GPUKMM_LEADER_ELECT=1\n"
 "                        in the operator namespace ($OPERATOR_NAMESPACE)\n"
 "  --lease-name N        that Lease (default gpukmm-controller) $GPUKMM_LEASE_NAME\n"
@@ -115,7 +122,7 @@ static const char usage_text[] =
 enum { OPT_PROFILE = 1, OPT_CONFIG, OPT_RUNDIR, OPT_HTTP, OPT_TOKEN, OPT_KUBECONFIG, OPT_LOGFMT,
        OPT_LOGLVL, OPT_CHECK, OPT_WH_CERT, OPT_WH_KEY, OPT_WH_LISTEN, OPT_LEADER, OPT_LEASE, OPT_WITHOUT, OPT_M_LISTEN,
        OPT_M_INSECURE, OPT_M_CERT, OPT_M_KEY, OPT_M_REVIEWER,
-       OPT_VERSION };
+       OPT_VERSION, OPT_WH_DIR };
 
 #define METRICS_INSECURE_DEFAULT "127.0.0.1:8080"
 
@@ -205,6 +212,7 @@ int main(int argc, char **argv)
 		{ "metrics-tls-key", required_argument, NULL, OPT_M_KEY },
 		{ "metrics-reviewer", required_argument, NULL, OPT_M_REVIEWER },
 		{ "without", required_argument, NULL, OPT_WITHOUT },
+		{ "webhook-cert-dir", required_argument, NULL, OPT_WH_DIR },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -243,6 +251,7 @@ int main(int argc, char **argv)
 		case OPT_M_KEY: mo.metrics_key = optarg; break;
 		case OPT_M_REVIEWER: mo.metrics_reviewer = optarg; break;
 		case OPT_WITHOUT: pf.without = optarg; break;
+		case OPT_WH_DIR: pf.webhook_cert_dir = optarg; break;
 		case 'h': fputs(usage_text, stdout); return 0;
 		case OPT_VERSION: printf("gpukmm %s\n", gk_version); return 0;
 		default: {
@@ -282,6 +291,8 @@ int main(int argc, char **argv)
 		pf.lease_name = getenv("GPUKMM_LEASE_NAME");
 	if (!pf.without)
 		pf.without = getenv("GPUKMM_WITHOUT");
+	if (!pf.webhook_cert_dir)
+		pf.webhook_cert_dir = getenv("GPUKMM_WEBHOOK_CERT_DIR");
 	if (leader < 0) {
 		const char *e = getenv("GPUKMM_LEADER_ELECT");
 		if (e && *e && strcmp(e, "0") && strcmp(e, "1") && strcmp(e, "true") && strcmp(e, "false")) {

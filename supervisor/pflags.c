@@ -69,8 +69,8 @@ static int webhook_without_tls(gk_sup_conf *c, const gk_sup_pflags *f, gk_err *e
 					  "--webhook-listen: the webhook has no serving certificate (give "
 					  "--webhook-tls-cert and --webhook-tls-key)");
 		snprintf(c->note, sizeof(c->note),
-			 "%s: off: no serving certificate (--webhook-tls-cert/--webhook-tls-key or "
-			 "$GPUKMM_WEBHOOK_TLS_CERT/_KEY); ClusterPolicies are not defaulted or validated "
+			 "%s: off: no serving certificate (--webhook-cert-dir, --webhook-tls-cert/--webhook-tls-key "
+			 "or $GPUKMM_WEBHOOK_TLS_CERT/_KEY); ClusterPolicies are not defaulted or validated "
 			 "by gpukmm", s->name);
 		gk_sup_conf_remove(c, s->name);
 		i--;
@@ -99,6 +99,40 @@ static int without(gk_sup_conf *c, const char *list, gk_err *err)
 	return 0;
 }
 
+/* --webhook-cert-dir: certd writes the pair there, the webhook waits for it and
+ * serves it. Without it, certd has nowhere to write: the profile's certd (not
+ * one a config file gave a --dir) is left out. */
+static int cert_dir(gk_sup_conf *c, const gk_sup_pflags *f, gk_err *err)
+{
+	gk_sup_svc_conf *cd = find(c, "certd");
+	if (!set(f->webhook_cert_dir)) {
+		if (cd && !has_arg(cd, "--dir"))
+			gk_sup_conf_remove(c, "certd");
+		return 0;
+	}
+	if (set(f->webhook_tls_cert) || set(f->webhook_tls_key))
+		return gk_err_set(err, GK_INVALID_ARGUMENT,
+				  "--webhook-cert-dir and --webhook-tls-cert/--webhook-tls-key exclude each other");
+	gk_sup_svc_conf *w = find(c, "webhook");
+	if (!cd && !w)
+		return gk_err_set(err, GK_INVALID_ARGUMENT,
+				  "--webhook-cert-dir: no service named 'certd' or 'webhook' in this profile/config");
+	char crt[4096], key[4096];
+	if ((size_t)snprintf(crt, sizeof(crt), "%s/tls.crt", f->webhook_cert_dir) >= sizeof(crt) ||
+	    (size_t)snprintf(key, sizeof(key), "%s/tls.key", f->webhook_cert_dir) >= sizeof(key))
+		return gk_err_set(err, GK_INVALID_ARGUMENT, "--webhook-cert-dir: too long");
+	int rc = 0;
+	if (cd) {
+		const char *kv[] = { "--dir", f->webhook_cert_dir };
+		rc = append(cd, kv, 1, err);
+	}
+	if (!rc && w) {
+		const char *kv[] = { "--tls-cert", crt, "--tls-key", key, "--tls-wait", NULL };
+		rc = append(w, kv, 3, err);
+	}
+	return rc;
+}
+
 int gk_sup_conf_apply_pflags(gk_sup_conf *c, const gk_sup_pflags *f, gk_err *err)
 {
 	if (set(f->without)) {
@@ -106,6 +140,9 @@ int gk_sup_conf_apply_pflags(gk_sup_conf *c, const gk_sup_pflags *f, gk_err *err
 		if (rc)
 			return rc;
 	}
+	int rc0 = cert_dir(c, f, err);
+	if (rc0)
+		return rc0;
 	bool wh = set(f->webhook_tls_cert) || set(f->webhook_tls_key) || set(f->webhook_listen);
 	bool le = f->leader_elect || set(f->lease_name);
 	if (set(f->webhook_tls_cert) != set(f->webhook_tls_key))

@@ -85,7 +85,7 @@ int gk_sup_conf_remove(gk_sup_conf *c, const char *name);
 
 /* Profile options (pflags.c): flags/env of the supervisor appended to the args of
  * the service of that name ("webhook": --tls-cert, --tls-key, --listen; "watcher":
- * --leader-elect, --lease-name). NULL/"" = not given. --without removes services
+ * --leader-elect, --lease-name; "certd" and "webhook": the certificate directory). NULL/"" = not given. --without removes services
  * from the table first. A flag whose service is not in the table, a cert without a
  * key (or the reverse), or --lease-name without --leader-elect is
  * GK_INVALID_ARGUMENT. */
@@ -95,10 +95,15 @@ typedef struct gk_sup_pflags {
 	const char *lease_name;
 	const char *without; /* "webhook" or "a,b": services left out (before the others apply) */
 	const char *metrics_tls_cert, *metrics_tls_key; /* only checked (gk_sup_check_files) */
+	/* the webhook's certificate kept by certd in this directory: certd gets --dir,
+	 * the webhook --tls-cert/--tls-key there and --tls-wait; without it the
+	 * profile's certd (one without --dir of its own) is left out */
+	const char *webhook_cert_dir;
 } gk_sup_pflags;
 int gk_sup_conf_apply_pflags(gk_sup_conf *c, const gk_sup_pflags *f, gk_err *err);
 /* Every file the options name, checked before anything starts (files.c): the
- * webhook's and /metrics' certificate and key (readable PEM, the key matches), the token
+ * webhook's and /metrics' certificate and key (readable PEM, the key matches), the
+ * webhook's certificate directory (a directory: certd fills it later), the token
  * file (readable), the kubeconfig or $KUBECONFIG list (parses, merged like
  * kubectl; the files it names are readable; an exec plugin's command is
  * there). The error names the option and the file. NULL = not given. */

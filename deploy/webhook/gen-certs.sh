@@ -1,9 +1,12 @@
 #!/bin/bash
-# Serving certificate for gpukmm-webhook without cert-manager: makes a private CA
-# and a certificate for the webhook Service with openssl, stores it as the TLS
-# Secret the controller pod mounts, and patches the CA into both webhook
-# configurations. Re-run it to rotate (gpukmm-webhook picks up the new files
-# without a restart once the kubelet refreshes the Secret volume).
+# A serving certificate of your own for gpukmm-webhook (neither gpukmm-certd's,
+# the default, nor cert-manager's): makes a private CA and a certificate for the
+# webhook Service with openssl, replaces the Secret gpukmm-webhook-cert with a TLS
+# Secret holding it (without certd's gpukmm.io/managed-by annotation: certd then
+# serves it on every replica but never rotates it, nor touches the caBundle) and
+# patches the CA into both webhook configurations. Re-run it to rotate (the webhook
+# picks the new pair up without a restart). To hand the certificate back to certd:
+# kubectl apply -k deploy/default after deleting the Secret.
 #
 # usage: deploy/webhook/gen-certs.sh [--namespace NS] [--service NAME] [--secret NAME]
 #                                    [--days N] [--out-dir DIR]
@@ -48,6 +51,10 @@ if [ -n "$OUT" ]; then
 	exit 0
 fi
 command -v kubectl >/dev/null || { echo "gen-certs.sh: kubectl is required (or use --out-dir)" >&2; exit 2; }
+# a Secret's type cannot change: certd's shipped one (Opaque) goes first
+if [ "$(kubectl -n "$NS" get secret "$SECRET" -o jsonpath='{.type}' 2>/dev/null)" = Opaque ]; then
+	kubectl -n "$NS" delete secret "$SECRET"
+fi
 kubectl -n "$NS" create secret tls "$SECRET" --cert="$DIR/tls.crt" --key="$DIR/tls.key" \
 	--dry-run=client -o yaml | kubectl apply -f -
 CA=$(base64 -w0 <"$DIR/ca.crt")

@@ -74,6 +74,42 @@ bool gk_tls_files_refuse(gk_tls_files *f, const char *msg);
 int gk_tls_self_signed(const char *cn, const char *const *sans, size_t n_sans, int days, char **cert, char **key,
 		       gk_err *err);
 
+/* A certificate and its new key (ECDSA P-256, SHA-256, a random positive
+ * 128-bit serial, subject/authority key identifiers). ca: a CA (CA:TRUE,
+ * pathlen 0, keyCertSign + cRLSign; sans ignored); else a serving certificate
+ * (CA:FALSE, digitalSignature, serverAuth, the subjectAltNames as in
+ * gk_tls_self_signed). Signed by issuer_cert/issuer_key (PEM, both or
+ * neither; neither = self-signed). PEM texts malloc'd (the key: free with
+ * gk_tls_free_secret). */
+typedef struct gk_tls_issue {
+	const char *cn;
+	const char *const *sans;
+	size_t n_sans;
+	bool ca;
+	int64_t not_before, not_after;      /* unix seconds */
+	const char *issuer_cert, *issuer_key;
+} gk_tls_issue;
+int gk_tls_issue_cert(const gk_tls_issue *o, char **cert, char **key, gk_err *err);
+
+/* What the first certificate of a PEM text says: 0, or -1 when there is none. */
+typedef struct gk_tls_info {
+	int64_t not_before, not_after;      /* unix seconds */
+	bool ca;
+	char cn[128];
+	char sha256[65];                    /* fingerprint, lower-case hex */
+} gk_tls_info;
+int gk_tls_cert_info(const char *pem, gk_tls_info *info);
+/* The certificate is valid for that DNS name (subjectAltName; no wildcards). */
+bool gk_tls_cert_has_dns(const char *pem, const char *dns);
+/* leaf's issuer is ca's subject and ca's key signed it. */
+bool gk_tls_cert_issued_by(const char *leaf_pem, const char *ca_pem);
+/* The key belongs to the (first) certificate: 0; -1 no certificate, -2 no
+ * key, -3 they do not match (msg says which, never key material). */
+int gk_tls_pair_check(const char *cert_pem, const char *key_pem, char *msg, size_t cap);
+/* The certificates of a PEM bundle, each a malloc'd PEM text in out[] (at
+ * most max); returns how many. */
+size_t gk_tls_pem_split(const char *bundle, char **out, size_t max);
+
 /* ---- the server ---------------------------------------------------------------- */
 
 typedef struct gk_httpd_opts {

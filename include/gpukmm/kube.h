@@ -163,6 +163,9 @@ int gk_kube_parse_retry_after(const char *v, int64_t now_s);
  * cap is too small (buf is then ""). */
 #define GK_KUBE_TIME_LEN 32
 size_t gk_kube_time(char *buf, size_t cap, int64_t unix_s);
+/* The other way: "2015-10-21T07:28:00Z" (a fraction of a second is dropped)
+ * → unix seconds; -1 when it is not that form (UTC only). */
+int64_t gk_kube_time_parse(const char *s);
 /* The verb of a request as the API server counts it: GET, LIST (a GET of a
  * collection), WATCH (?watch=true or a /watch/ path), POST, PUT, PATCH,
  * DELETE, HEAD, else OTHER. path: the URL path with its query. */

@@ -75,23 +75,14 @@ int gk_tls_load_pair(const char *cert_path, const char *key_path, char **cert, c
 		free(c);
 		return -1;
 	}
-	int rc = -1;
-	BIO *cb = BIO_new_mem_buf(c, -1), *kb = BIO_new_mem_buf(k, -1);
-	X509 *x = cb ? PEM_read_bio_X509(cb, NULL, NULL, NULL) : NULL;
-	EVP_PKEY *pk = kb ? PEM_read_bio_PrivateKey(kb, NULL, NULL, NULL) : NULL;
-	if (!x)
+	char why[128];
+	int rc = gk_tls_pair_check(c, k, why, sizeof(why));
+	if (rc == -1)
 		snprintf(msg, cap, "%s: no PEM certificate", cert_path);
-	else if (!pk)
+	else if (rc == -2)
 		snprintf(msg, cap, "%s: no PEM private key (or it is encrypted)", key_path);
-	else if (X509_check_private_key(x, pk) != 1)
+	else if (rc)
 		snprintf(msg, cap, "%s does not match the certificate in %s", key_path, cert_path);
-	else
-		rc = 0;
-	ERR_clear_error();
-	X509_free(x);
-	EVP_PKEY_free(pk);
-	BIO_free(cb);
-	BIO_free(kb);
 	if (rc) {
 		free(c);
 		gk_tls_free_secret(k);

@@ -96,6 +96,20 @@ size_t gk_kube_time(char *buf, size_t cap, int64_t unix_s)
 	return n;
 }
 
+int64_t gk_kube_time_parse(const char *s)
+{
+	struct tm tm = { 0 };
+	const char *e = s ? strptime(s, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
+	if (!e)
+		return -1;
+	if (*e == '.') /* MicroTime: the fraction is dropped */
+		for (e++; *e >= '0' && *e <= '9'; e++)
+			;
+	if (strcmp(e, "Z") != 0)
+		return -1;
+	return (int64_t)timegm(&tm);
+}
+
 int gk_kube_parse_retry_after(const char *v, int64_t now_s)
 {
 	if (!v)

@@ -26,6 +26,8 @@ struct app {
 	gk_tls_files certs;                /* the files served, and the last refused (gpukmm/https.h) */
 	const char *port_file, *service_account;
 	int insecure_http;
+	int tls_wait;                      /* --tls-wait: no files yet, not ready until they come */
+	bool serving;
 	long reload_ms;
 	uint64_t cert_not_after;           /* of the certificate served, unix seconds */
 };
@@ -88,10 +90,35 @@ static void note_expiry(struct app *a, const char *cert)
 	a->cert_not_after = t > 0 ? (uint64_t)t : 0;
 }
 
+static int start_serving(struct app *a, const char *cert, const char *key, gk_err *err);
+
+/* --tls-wait: the files are made by someone else after we start
+ * (gpukmm-certd): look for them at every check, serve once they load. */
+static void wait_certs(struct app *a)
+{
+	char *cert = NULL, *key = NULL, msg[512];
+	if (gk_tls_files_load(&a->certs, &cert, &key, msg, sizeof(msg)) != 0) {
+		if (gk_tls_files_refuse(&a->certs, msg))
+			GK_INFO("waiting for the serving certificate: %s", msg);
+		return;
+	}
+	gk_err err;
+	note_expiry(a, cert);
+	if (start_serving(a, cert, key, &err) != 0)
+		GK_WARN("%s", err.msg);
+	free(cert);
+	gk_tls_free_secret(key);
+}
+
 static void check_certs(gk_loop *l, gk_timer_id id, void *user)
 {
 	struct app *a = user;
 	__atomic_fetch_add(&a->srv.c.cert_checks, 1, __ATOMIC_RELAXED);
+	if (!a->serving) {
+		wait_certs(a);
+		gk_loop_timer(l, a->reload_ms, check_certs, a);
+		return;
+	}
 	char *cert = NULL, *key = NULL, msg[512] = "";
 	int r = gk_tls_files_check(&a->certs, &cert, &key, msg, sizeof(msg));
 	if (r > 0) {
@@ -128,6 +155,18 @@ static int write_port_file(const char *path, int port)
 	return rename(tmp, path);
 }
 
+static int start_serving(struct app *a, const char *cert, const char *key, gk_err *err)
+{
+	if (gk_httpd_start(&a->srv.http, cert, key, err) != 0)
+		return -1;
+	a->serving = true;
+	if (a->port_file && write_port_file(a->port_file, a->srv.http.port) != 0)
+		GK_WARN("cannot write --port-file %s", a->port_file);
+	GK_INFO("serving admission reviews on port %d (%s)", a->srv.http.port, a->srv.http.tls ? "https" : "http");
+	gk_svc_ready(&a->svc);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct app a = { .reload_ms = 2000,
@@ -137,6 +176,8 @@ int main(int argc, char **argv)
 		{ "tls-cert", 1, "serving certificate (PEM), re-read when it changes", opt_str, &a.certs.cert_path },
 		{ "tls-key", 1, "private key of the serving certificate (PEM)", opt_str, &a.certs.key_path },
 		{ "insecure-http", 0, "plain HTTP instead of HTTPS: for tests only", opt_flag, &a.insecure_http },
+		{ "tls-wait", 0, "the certificate files may not exist yet (gpukmm-certd writes them): wait for them, "
+				 "not ready until they serve", opt_flag, &a.tls_wait },
 		{ "max-body-bytes", 1, "largest AdmissionReview accepted (default 3145728, the API server's own request limit)",
 		  opt_size, &a.srv.max_body },
 		{ "max-buffered-bytes", 1,
@@ -172,15 +213,20 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		if (gk_tls_files_load(&a.certs, &cert, &key, msg, sizeof(msg)) != 0) {
-			GK_ERROR("%s", msg);
-			gk_svc_fini(&a.svc);
-			return 1;
+			if (!a.tls_wait) {
+				GK_ERROR("%s", msg);
+				gk_svc_fini(&a.svc);
+				return 1;
+			}
+			gk_tls_files_refuse(&a.certs, msg);
+			GK_INFO("waiting for the serving certificate: %s", msg);
+		} else {
+			note_expiry(&a, cert);
+			/* served all the same: nothing better is at hand, and a good one is
+			 * picked up when it comes */
+			if (gk_tls_cert_current(cert, a.certs.cert_path, time(NULL), msg, sizeof(msg)) != 0)
+				GK_WARN("%s: the API server will refuse it", msg);
 		}
-		note_expiry(&a, cert);
-		/* served all the same: nothing better is at hand, and a good one is
-		 * picked up when it comes */
-		if (gk_tls_cert_current(cert, a.certs.cert_path, time(NULL), msg, sizeof(msg)) != 0)
-			GK_WARN("%s: the API server will refuse it", msg);
 	} else {
 		GK_WARN("*** --insecure-http: serving AdmissionReviews WITHOUT TLS. The API server requires HTTPS; "
 			"use this only in tests. ***");
@@ -205,8 +251,9 @@ int main(int argc, char **argv)
 		gk_metric_gauge_var("gpukmm_webhook_cert_expiry_timestamp_seconds",
 				    "notAfter of the serving certificate, unix seconds.", &a.cert_not_after);
 	}
+	/* the port is bound at once; served when a certificate is at hand */
 	if (gk_httpd_listen(&a.srv.http, listen, "--listen", &err) != 0 ||
-	    gk_httpd_start(&a.srv.http, cert, key, &err) != 0) {
+	    ((cert || !a.srv.http.tls) && start_serving(&a, cert, key, &err) != 0)) {
 		GK_ERROR("%s", err.msg);
 		free(cert);
 		gk_tls_free_secret(key);
@@ -216,13 +263,8 @@ int main(int argc, char **argv)
 	}
 	free(cert);
 	gk_tls_free_secret(key);
-	if (a.port_file && write_port_file(a.port_file, a.srv.http.port) != 0)
-		GK_WARN("cannot write --port-file %s", a.port_file);
-	GK_INFO("serving admission reviews on %s (port %d, %s)", listen, a.srv.http.port,
-		a.srv.http.tls ? "https" : "http");
 	if (a.srv.http.tls)
 		gk_loop_timer(a.svc.loop, a.reload_ms, check_certs, &a);
-	gk_svc_ready(&a.svc);
 	rc = gk_loop_run(a.svc.loop);
 	GK_INFO("stopping: %llu requests, %llu allowed, %llu denied, %llu errors",
 		(unsigned long long)a.srv.c.requests, (unsigned long long)a.srv.c.allowed,

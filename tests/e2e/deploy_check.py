@@ -211,13 +211,14 @@ def rbac_checks(objs):
         ok(not wild, f"{sa}: no wildcard rules", wild)
 
 
-PROFILES = {"controller": {"watcher", "modmgr", "gater", "opmgr", "statusd", "webhook"}, "node": {"prober", "statusd"},
-            "webhook": {"webhook"}}
-CREDENTIALED = {"watcher", "modmgr", "gater", "opmgr", "statusd"}  # supervisor/conf.c: "credentials": true
+PROFILES = {"controller": {"watcher", "modmgr", "gater", "opmgr", "statusd", "certd", "webhook"},
+            "node": {"prober", "statusd"}, "webhook": {"webhook"}}
+CREDENTIALED = {"watcher", "modmgr", "gater", "opmgr", "statusd", "certd"}  # supervisor/conf.c: "credentials": true
 
 
 def services_of(c):
-    """The services a container runs: its gpukmm-NAME command, or its supervisor's profile minus --without."""
+    """The services a container runs: its gpukmm-NAME command, or its supervisor's profile minus --without
+    (certd only with --webhook-cert-dir: supervisor/pflags.c)."""
     if c.get("command"):
         return {os.path.basename(c["command"][0]).removeprefix("gpukmm-")}
     args = c.get("args", [])
@@ -226,6 +227,8 @@ def services_of(c):
     for a in args:
         if a.startswith("--without="):
             svcs -= set(a.split("=", 1)[1].split(","))
+    if not any(a.startswith("--webhook-cert-dir=") for a in args):
+        svcs.discard("certd")
     return svcs
 
 
@@ -264,7 +267,12 @@ def pod_checks(variant, objs):
             need = bool(svcs & CREDENTIALED)
             ok(token == need, f"{cn} ({','.join(sorted(svcs))}): API token mounted {'here' if need else 'not here'}")
             ok(not ("webhook" in svcs and token), f"{cn}: the webhook never shares a container with the API token")
-            ok(("webhook-certs" in mounts) == ("webhook" in svcs), f"{cn}: the webhook key only where the webhook runs")
+            # the serving pair: written by certd, read by the webhook, nowhere else
+            cm = next((m for m in c.get("volumeMounts", []) if m["name"] == "webhook-certs"), None)
+            ok((cm is not None) == bool(svcs & {"webhook", "certd"}),
+               f"{cn}: the webhook's serving key only where the webhook or certd runs")
+            ok(cm is None or (cm.get("readOnly") is True) == ("certd" not in svcs),
+               f"{cn}: the serving key writable only where certd writes it")
         if o["kind"] == "Deployment":
             ok(o["spec"].get("replicas") == 2, f"{name}: 2 replicas")
             if variant == "sidecars":
@@ -368,9 +376,11 @@ def config_checks():
     ok("--profile=controller" in args and "--without=webhook" in args and not any(a.startswith("--config") for a in args),
        "controller: --profile controller --without webhook, no config file", args)
     ok("--leader-elect" in args, "controller: the watcher elects a leader", args)
-    ok("--profile=webhook" in wargs and any(a.startswith("--webhook-tls-cert=") for a in wargs)
-       and any(a.startswith("--webhook-tls-key=") for a in wargs), "controller: the webhook container, with its TLS files",
-       wargs)
+    cdir = [a for a in args if a.startswith("--webhook-cert-dir=")]
+    ok("--profile=webhook" in wargs and cdir and cdir[0] in wargs,
+       "controller: the webhook container serves the pair certd writes (the same --webhook-cert-dir)", wargs)
+    ok(not any(a.startswith("--webhook-tls-") for a in args + wargs), "controller: no certificate files of its own",
+       args + wargs)
     ok(not os.path.exists("deploy/controller/config.json"), "controller: no stale config.json")
 
 
@@ -432,6 +442,86 @@ def exercised(record, op_ns):
     return 0
 
 
+LABELS = ("name", "instance", "version", "component", "part-of", "managed-by")
+
+
+def release():
+    """deploy/version: the image (name:tag) and the labels every object carries."""
+    c = yaml.safe_load(open("deploy/version/kustomization.yaml"))
+    img = next(i for i in c["images"] if i["name"] == "gpukmm")
+    return f"{img['newName']}:{img['newTag']}", img["newTag"], c["labels"][0]["pairs"]
+
+
+def selects(sel, labels):
+    return bool(sel) and all(labels.get(k) == v for k, v in sel.items())
+
+
+def release_checks(variant, objs):
+    """Issue #17: labels, images, availability and the webhook certificate of a rendered variant."""
+    image, tag, pairs = release()
+    ok(tag and tag != "latest" and pairs.get("app.kubernetes.io/version") == tag,
+       f"{variant}: one release: the image tag is the version label, never latest", (tag, pairs))
+    bad = []
+    for o in objs:
+        lab = o["metadata"].get("labels", {})
+        miss = [k for k in LABELS if not lab.get(f"app.kubernetes.io/{k}")]
+        if miss or lab.get("app.kubernetes.io/version") != tag or lab.get("app.kubernetes.io/part-of") != "gpukmm":
+            bad.append(f"{o['kind']}/{o['metadata']['name']}: {miss or lab}")
+        if o["kind"] in ("Deployment", "DaemonSet"):
+            tl = o["spec"]["template"]["metadata"].get("labels", {})
+            if [k for k in LABELS if not tl.get(f"app.kubernetes.io/{k}")]:
+                bad.append(f"{o['kind']}/{o['metadata']['name']} pod template: {tl}")
+    ok(not bad, f"{variant}: every object (and pod template) carries app.kubernetes.io/{{{','.join(LABELS)}}}", bad[:6])
+    kinds = {}
+    for o in objs:
+        kinds.setdefault(o["kind"], []).append(o)
+    for o in kinds.get("Deployment", []) + kinds.get("DaemonSet", []):
+        spec = o["spec"]["template"]["spec"]
+        ctrs = spec.get("initContainers", []) + spec["containers"]
+        wrong = [(c["name"], c["image"], c.get("imagePullPolicy")) for c in ctrs
+                 if c["image"] != image or c.get("imagePullPolicy") != "IfNotPresent"]
+        ok(not wrong, f"{variant}: {o['kind']} {o['metadata']['name']}: every container runs {image}, IfNotPresent", wrong)
+    dep = next((o for o in kinds.get("Deployment", []) if o["metadata"]["name"] == "gpukmm-controller"), None)
+    if dep:
+        spec = dep["spec"]["template"]["spec"]
+        tl = dep["spec"]["template"]["metadata"]["labels"]
+        ok(spec.get("priorityClassName") == "system-cluster-critical", f"{variant}: controller at priority system-cluster-critical")
+        ru = dep["spec"].get("strategy", {}).get("rollingUpdate", {})
+        ok(ru.get("maxUnavailable") == 0 and ru.get("maxSurge") == 1,
+           f"{variant}: a rolling update starts the new controller before stopping an old one", ru)
+        terms = spec.get("affinity", {}).get("podAntiAffinity", {}).get("preferredDuringSchedulingIgnoredDuringExecution", [])
+        ok(any(t["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+               and selects(t["podAffinityTerm"]["labelSelector"]["matchLabels"], tl) for t in terms),
+           f"{variant}: the controller replicas prefer different nodes (anti-affinity)")
+        ok(any(t["topologyKey"] == "topology.kubernetes.io/zone" and selects(t["labelSelector"]["matchLabels"], tl)
+               for t in spec.get("topologySpreadConstraints", [])), f"{variant}: and different zones")
+        pdbs = [p for p in kinds.get("PodDisruptionBudget", []) if selects(p["spec"]["selector"]["matchLabels"], tl)]
+        ok(len(pdbs) == 1 and (pdbs[0]["spec"].get("maxUnavailable") == 1 or pdbs[0]["spec"].get("minAvailable") == 1),
+           f"{variant}: a PodDisruptionBudget keeps one controller replica (the webhook) up", pdbs)
+    for o in kinds.get("DaemonSet", []):
+        ok(o["spec"]["template"]["spec"].get("priorityClassName") == "system-node-critical",
+           f"{variant}: DaemonSet {o['metadata']['name']} at priority system-node-critical")
+    q = [x for x in kinds.get("ResourceQuota", []) for e in x["spec"].get("scopeSelector", {}).get("matchExpressions", [])
+         if e["scopeName"] == "PriorityClass" and {"system-cluster-critical", "system-node-critical"} <= set(e["values"])]
+    ok(len(q) == 1, f"{variant}: a ResourceQuota admits the critical priority classes in the operator namespace")
+    # the webhook's certificate: certd's Secret, or cert-manager's
+    sec = [o for o in kinds.get("Secret", []) if o["metadata"]["name"] == "gpukmm-webhook-cert"]
+    confs = kinds.get("MutatingWebhookConfiguration", []) + kinds.get("ValidatingWebhookConfiguration", [])
+    inj = [o["metadata"].get("annotations", {}).get("cert-manager.io/inject-ca-from") for o in confs]
+    if variant == "cert-manager":
+        cert = [o for o in kinds.get("Certificate", []) if o["spec"]["secretName"] == "gpukmm-webhook-cert"]
+        ok(not sec and len(cert) == 1, f"{variant}: the Secret comes from cert-manager's Certificate, none shipped")
+        ok(len(confs) == 2 and inj == ["intel-gpu-base-operator/gpukmm-webhook-cert"] * 2,
+           f"{variant}: both webhook configurations' caBundle injected by cert-manager", inj)
+    else:
+        ok(len(sec) == 1 and sec[0]["metadata"].get("annotations", {}).get("gpukmm.io/managed-by") == "gpukmm-certd"
+           and not sec[0].get("data") and not sec[0].get("stringData"),
+           f"{variant}: the certificate Secret shipped empty, owned by gpukmm-certd (no create right needed)")
+        ok(len(confs) == 2 and inj == [None, None] and not any(w["clientConfig"].get("caBundle") for o in confs
+                                                               for w in o["webhooks"]),
+           f"{variant}: the webhook configurations ship without caBundle or injector (certd keeps it)", inj)
+
+
 def main():
     if sys.argv[1] == "--exercised":
         exercised(sys.argv[2], sys.argv[3])
@@ -445,6 +535,7 @@ def main():
             continue
         ok(any(o["kind"] == "CustomResourceDefinition" for o in objs), f"{v}: has the ClusterPolicy CRD")
         pod_checks(v, objs)
+        release_checks(v, objs)
         if v == "default":
             rbac_checks(objs)
         if v == "monitored":

@@ -26,7 +26,7 @@ KUBESIM_NO_TRAP=1 kubesim_start \
 trap cleanup EXIT
 T=$KUBESIM_DIR
 
-VARIANTS="default sidecars openshift monitored"
+VARIANTS="default sidecars openshift monitored cert-manager"
 for v in $VARIANTS; do
 	if kubectl kustomize "deploy/$v" >"$T/$v.yaml" 2>"$T/$v.err"; then
 		echo "ok - kustomize renders deploy/$v"

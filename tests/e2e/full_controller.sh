@@ -99,8 +99,8 @@ SUP_PID=$!
 # the webhook's container: no kubeconfig, no token (none is mounted there)
 "$GPUKMM_BIN/gpukmm" "${WARGS[@]}" >"$D/gpukmm-webhook.log" 2>&1 &
 WSUP_PID=$!
-check "controller ready: every service of the API container reported Ready" wait_for "5/5 ready" 60 \
-	grep -q 'ready: 5/5 required services ready' "$D/gpukmm.log"
+check "controller ready: every service of the API container reported Ready" wait_for "6/6 ready" 60 \
+	grep -q 'ready: 6/6 required services ready' "$D/gpukmm.log"
 check "webhook container ready" wait_for "1/1 ready" 60 grep -q 'ready: 1/1 required services ready' "$D/gpukmm-webhook.log"
 wpid() { pgrep -P "$WSUP_PID" -x gpukmm-webhook; }
 no_credential() { # PID: no kubeconfig or token in its environment or arguments

@@ -42,7 +42,8 @@ check "webhook server ready" test -n "$WPORT"
 # --- kubesim over HTTPS with a token and a state dir
 echo "t0ken-$$" >"$WORK/token"
 kubesim_start --tls-cert "$WORK/srv.crt" --tls-key "$WORK/srv.key" --token-file "$WORK/token" \
-	--state-dir "$WORK/state" --service-url "default/policy-webhook=https://127.0.0.1:$WPORT" ||
+	--state-dir "$WORK/state" --service-url "default/policy-webhook=https://127.0.0.1:$WPORT" \
+	--service-addr "default/named-webhook=127.0.0.1:$WPORT" ||
 	{ echo "not ok - kubesim starts with TLS"; exit 1; }
 check "ready line says https" bash -c "[[ $KUBESIM_URL == https://127.0.0.1:* ]]"
 KUBECTL_FLAGS="--certificate-authority $WORK/ca.crt --token t0ken-$$"
@@ -114,6 +115,27 @@ out=$(cm ca2 'a: b' | k apply -f - 2>&1)
 check "failurePolicy Ignore lets it through" grep -q created <<<"$out"
 k delete mutatingwebhookconfiguration mutate >/dev/null
 k delete validatingwebhookconfiguration validate >/dev/null
+
+# --service-addr: called as the API server calls a Service, https://NAME.NS.svc:PORT/path,
+# the name verified: the test certificate names only 127.0.0.1, so the call fails
+k apply -f - >/dev/null <<Y
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: named}
+webhooks:
+- name: named.test.gpukmm.io
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  clientConfig:
+    service: {namespace: default, name: named-webhook, path: /validate, port: 8443}
+    caBundle: "$CA64"
+  rules: [{apiGroups: [""], apiVersions: [v1], resources: [configmaps], operations: [CREATE]}]
+Y
+out=$(cm named1 'a: b' | k apply -f - 2>&1)
+check "--service-addr: the Service's DNS name is called and verified (a certificate for 127.0.0.1 only fails)" \
+	grep -q 'failed calling webhook "named.test.gpukmm.io": failed to call webhook: Post "https://named-webhook.default.svc:8443/validate"' <<<"$out"
+echo "#   $out"
+k delete validatingwebhookconfiguration named >/dev/null
 
 # --- faults at runtime, counted in stats
 kr() { curl -s --cacert "$WORK/ca.crt" -H "Authorization: Bearer t0ken-$$" "$@"; }

@@ -74,7 +74,7 @@ np_init "$D" "$D/node-kubeconfig" "$NS"
 NP_LOG_LEVEL=info NP_SUP_ARGS="--metrics-listen 127.0.0.1:0" np_start gpu-1 6.8.0-45-generic
 NP_LOG_LEVEL=info NP_SUP_ARGS="--metrics-listen 127.0.0.1:0" np_start gpu-2 5.14.0-427.13.1.el9_4.x86_64
 np_follow_start
-check "controller ready" wait_until 60 grep -q 'ready: 5/5 required services ready' "$D/gpukmm.log"
+check "controller ready" wait_until 60 grep -q 'ready: 6/6 required services ready' "$D/gpukmm.log"
 check "webhook container ready" wait_until 60 grep -q 'ready: 1/1 required services ready' "$D/gpukmm-webhook.log"
 check "webhook configurations applied" wait_until 10 shipped_webhooks "$WSUP_PID"
 listen_port() { grep -o 'metrics: listening on 127.0.0.1:[0-9]*' "$1" 2>/dev/null | head -1 | grep -o '[0-9]*$'; }

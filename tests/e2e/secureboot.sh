@@ -44,7 +44,7 @@ Y
 
 k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml -f deploy/crd/gpukmm.io_nodereportrequests.yaml \
 	-f tests/fixtures/kmm/modules.kmm.sigs.x-k8s.io.crd.yaml >>"$D/kubectl.log" 2>&1
-k wait --for condition=established --timeout=20s crd/clusterpolicies.intel.com crd/nodereportrequests.gpukmm.io crd/modules.kmm.sigs.x-k8s.io >>"$D/kubectl.log" 2>k wait --for condition=established --timeout=20s crd/clusterpolicies.intel.com crd/modules.kmm.sigs.x-k8s.io >>"$D/kubectl.log" 2>&11
+k wait --for condition=established --timeout=20s crd/clusterpolicies.intel.com crd/nodereportrequests.gpukmm.io crd/modules.kmm.sigs.x-k8s.io >>"$D/kubectl.log" 2>&1
 kubesim_kubeconfigs "$D" "$NS" || nok "the shipped RBAC and the ServiceAccounts' kubeconfigs"
 "$GPUKMM_BIN/fake-kmm" --kubeconfig "$D/kmm-kubeconfig" --load-delay-ms 200 --unload-delay-ms 200 --sign-delay-ms 500 \
 	--log-level info 2>>"$D/fake-kmm.log" &

@@ -15,7 +15,8 @@
 # says so in /readyz and does its job (a ClusterPolicy gets its Module); with
 # the webhook drop-in (systemd/gpukmm.service.d/webhook.conf) it runs 6/6; a
 # missing credential is exit 2 at once, which RestartPreventExitStatus=2 keeps
-# systemd from restarting; the node profile writes its Node's report.
+# systemd from restarting; the node profile hands its report in (a NodeReportRequest
+# with its Node-bound token credential) and the controller unit writes it to the Node.
 # The supervisor's own sd_notify protocol tests live in tests/ipc/supervisor_ops_test.c.
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
@@ -82,9 +83,10 @@ done
 # --- the real profiles, started as the units start them -----------------------------
 KUBESIM_NO_TRAP=1 kubesim_start || { nok "kubesim starts"; exit 1; }
 k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml \
+	-f deploy/crd/gpukmm.io_nodereportrequests.yaml \
 	-f tests/fixtures/kmm-crd/modules.kmm.sigs.x-k8s.io.crd.yaml >"$T/apply.log" 2>&1 &&
 	k wait --for condition=established --timeout=20s crd/clusterpolicies.intel.com crd/modules.kmm.sigs.x-k8s.io \
-	>>"$T/apply.log" 2>&1 && ok "kubesim with the CRDs" || nok "kubesim with the CRDs" "$T/apply.log"
+	crd/nodereportrequests.gpukmm.io >>"$T/apply.log" 2>&1 && ok "kubesim with the CRDs" || nok "kubesim with the CRDs" "$T/apply.log"
 
 # a datagram listener standing in for systemd's notify socket
 python3 - "$T/notify" "$T/notify.log" <<'PY' &
@@ -189,12 +191,29 @@ grep -q 'started, pid' "$T/sup.log" && nok "nothing started" "$T/sup.log" || ok 
 grep -qx 'RestartPreventExitStatus=2' systemd/gpukmm.service && ok "... and exit 2 is not restarted by systemd" ||
 	nok "RestartPreventExitStatus=2"
 
-# 4. gpukmm-node.service: the real node profile (prober on this host's /sys) for Node sd-node
+# 4. gpukmm-node.service: the real node profile (prober on this host's /sys) for Node sd-node,
+# with its second credential as the unit's comment makes it: a token bound to the Node
+NS=intel-gpu-base-operator
 kraw POST /api/v1/nodes '{"apiVersion":"v1","kind":"Node","metadata":{"name":"sd-node"}}' >/dev/null
+k -n $NS create serviceaccount gpukmm-node >"$T/sa.log" 2>&1
+(umask 0277 && k -n $NS create token gpukmm-node --audience gpukmm.io/node-report --bound-object-kind Node \
+	--bound-object-name sd-node --duration 2h >"$T/creds/node-report-token" 2>>"$T/sa.log")
+[ -s "$T/creds/node-report-token" ] && ok "node unit: the Node-bound report token credential" ||
+	nok "node unit: the Node-bound report token credential" "$T/sa.log"
 UNIT_ENV=NODE_NAME=sd-node start_unit gpukmm-node.service
 if wait_for 60 ready_n 2/2; then ok "node unit: READY=1 with prober and statusd ready"; else
 	nok "node unit: READY=1 with prober and statusd ready" "$T/sup.log"; fi
-reported() { k get node sd-node -o json | jq -e '.metadata.annotations["gpukmm.io/node-report"] | length > 0'; }
-wait_for 30 reported >/dev/null 2>&1 && ok "node unit: the Node carries its node report" ||
-	nok "node unit: the Node carries its node report" "$T/sup.log"
+handed_in() { k -n $NS get nodereportrequest sd-node -o json | jq -e '.spec.token | length > 0'; }
+wait_for 30 handed_in >/dev/null 2>&1 && ok "node unit: its report is handed in (NodeReportRequest sd-node, with the token)" ||
+	nok "node unit: its report is handed in (NodeReportRequest sd-node)" "$T/sup.log"
 stop_unit "node unit"
+
+# 5. the controller unit applies the pending request: the Node carries its report
+start_unit gpukmm.service
+reported() { k get node sd-node -o json | jq -e '.metadata.annotations["gpukmm.io/node-report"] | length > 0'; }
+wait_for 60 reported >/dev/null 2>&1 && ok "controller unit: the Node carries the node unit's report" ||
+	nok "controller unit: the Node carries the node unit's report" "$T/sup.log"
+applied() { ! k -n $NS get nodereportrequest sd-node >/dev/null 2>&1; }
+wait_for 30 applied && ok "controller unit: the request is deleted once applied" ||
+	nok "controller unit: the request is deleted once applied" "$T/sup.log"
+stop_unit "controller unit (reports)"

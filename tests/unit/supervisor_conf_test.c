@@ -19,13 +19,14 @@ Test(sup_conf, profiles)
 	gk_sup_conf c;
 	gk_err err;
 	cr_assert_eq(gk_sup_conf_profile(&c, "controller", &err), 0);
-	cr_assert_eq(c.n_svcs, 6);
-	const char *want[] = { "watcher", "modmgr", "gater", "opmgr", "statusd", "webhook" };
-	for (int i = 0; i < 6; i++)
+	cr_assert_eq(c.n_svcs, 7);
+	const char *want[] = { "watcher", "modmgr", "gater", "opmgr", "statusd", "certd", "webhook" };
+	for (int i = 0; i < 7; i++)
 		cr_assert_str_eq(c.svcs[i].name, want[i]);
 	cr_assert_str_eq(c.svcs[0].binary, "gpukmm-watcher");
 	cr_assert(c.svcs[0].credentials);
-	cr_assert_not(c.svcs[5].credentials, "the webhook holds no API credentials");
+	cr_assert(c.svcs[5].credentials, "certd writes the Secret and the caBundle");
+	cr_assert_not(c.svcs[6].credentials, "the webhook holds no API credentials");
 	cr_assert_eq(c.svcs[0].restart, GK_SUP_PERMANENT);
 	cr_assert_eq(c.svcs[0].stop_signal, SIGTERM);
 	gk_sup_conf_free(&c);
@@ -41,7 +42,7 @@ Test(sup_conf, profiles)
 	gk_sup_conf_free(&c);
 
 	cr_assert_eq(gk_sup_conf_profile(&c, "all", &err), 0);
-	cr_assert_eq(c.n_svcs, 8);
+	cr_assert_eq(c.n_svcs, 9);
 	for (size_t i = 0; i < c.n_svcs; i++)
 		for (size_t j = i + 1; j < c.n_svcs; j++)
 			cr_assert_str_neq(c.svcs[i].name, c.svcs[j].name);
@@ -346,6 +347,61 @@ Test(sup_conf, the_webhook_apart_from_the_services_with_credentials)
 		{ { .without = "webhook" }, "node", "--without: no service named 'webhook'" },
 		{ { .without = "webhook" }, "webhook", "no service left" },
 		{ { .without = "gater,nope" }, "controller", "'nope'" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cr_assert_eq(gk_sup_conf_profile(&c, bad[i].profile, &err), 0);
+		cr_assert_eq(gk_sup_conf_apply_pflags(&c, &bad[i].f, &err), GK_INVALID_ARGUMENT, "case %zu", i);
+		cr_assert(strstr(err.msg, bad[i].msg), "case %zu: %s", i, err.msg);
+		gk_sup_conf_free(&c);
+	}
+}
+
+/* deploy/default: certd in the API container writes the pair into a shared
+ * directory, the webhook's container serves it once it is there */
+Test(sup_conf, the_webhook_certificate_directory_starts_certd_and_makes_the_webhook_wait)
+{
+	gk_sup_conf c;
+	gk_err err;
+	cr_assert_eq(gk_sup_conf_profile(&c, "controller", &err), 0);
+	gk_sup_pflags f = { .webhook_cert_dir = "/run/certs" };
+	cr_assert_eq(gk_sup_conf_apply_pflags(&c, &f, &err), 0, "%s", err.msg);
+	cr_assert_eq(c.n_svcs, 7);
+	static const char *const cd[] = { "--dir", "/run/certs", NULL };
+	static const char *const wh[] = { "--tls-cert", "/run/certs/tls.crt", "--tls-key", "/run/certs/tls.key",
+					  "--tls-wait", NULL };
+	cr_assert_str_eq(c.svcs[5].name, "certd");
+	cr_assert(has_args(&c.svcs[5], cd));
+	cr_assert(has_args(&c.svcs[6], wh));
+	gk_sup_conf_free(&c);
+
+	/* the two containers: certd where the token is, the webhook apart */
+	cr_assert_eq(gk_sup_conf_profile(&c, "controller", &err), 0);
+	gk_sup_pflags a = { .without = "webhook", .webhook_cert_dir = "/w" };
+	cr_assert_eq(gk_sup_conf_apply_pflags(&c, &a, &err), 0, "%s", err.msg);
+	cr_assert_eq(c.n_svcs, 6);
+	cr_assert_str_eq(c.svcs[5].name, "certd");
+	gk_sup_conf_free(&c);
+	cr_assert_eq(gk_sup_conf_profile(&c, "webhook", &err), 0);
+	gk_sup_pflags w = { .webhook_cert_dir = "/w" };
+	cr_assert_eq(gk_sup_conf_apply_pflags(&c, &w, &err), 0, "%s", err.msg);
+	cr_assert(has_args(&c.svcs[0], (const char *const[]){ "--tls-cert", "/w/tls.crt", "--tls-key", "/w/tls.key",
+							       "--tls-wait", NULL }));
+	cr_assert_eq(c.n_svcs, 1);
+	gk_sup_conf_free(&c);
+
+	/* without it certd has nowhere to write: left out */
+	cr_assert_eq(gk_sup_conf_profile(&c, "controller", &err), 0);
+	gk_sup_pflags z = { .webhook_tls_cert = "/c", .webhook_tls_key = "/k" };
+	cr_assert_eq(gk_sup_conf_apply_pflags(&c, &z, &err), 0, "%s", err.msg);
+	cr_assert_eq(c.n_svcs, 6);
+	for (size_t i = 0; i < c.n_svcs; i++)
+		cr_assert_str_neq(c.svcs[i].name, "certd");
+	gk_sup_conf_free(&c);
+
+	struct { gk_sup_pflags f; const char *profile, *msg; } bad[] = {
+		{ { .webhook_cert_dir = "/d", .webhook_tls_cert = "/c", .webhook_tls_key = "/k" }, "controller",
+		  "exclude each other" },
+		{ { .webhook_cert_dir = "/d" }, "node", "no service named 'certd' or 'webhook'" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		cr_assert_eq(gk_sup_conf_profile(&c, bad[i].profile, &err), 0);

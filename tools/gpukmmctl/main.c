@@ -10,6 +10,7 @@
 int gkctl_ipc(int argc, char **argv);
 int gkctl_probe(int argc, char **argv);
 int gkctl_status(int argc, char **argv);
+int gkctl_uninstall(int argc, char **argv);
 
 static const gkctl_cmd commands[] = {
 	{ "images", "every image a ClusterPolicy makes the cluster pull, per node kernel (air-gap mirrors)", gkctl_images },
@@ -17,6 +18,7 @@ static const gkctl_cmd commands[] = {
 	{ "probe", "node report: Intel GPUs, the GPU kernel module, Secure Boot, unload verdict", gkctl_probe },
 	{ "render", "print the KMM Module (--all: every object) a ClusterPolicy file would produce", gkctl_render },
 	{ "status", "the supervisor's service table (Control.List)", gkctl_status },
+	{ "uninstall", "remove gpukmm from a cluster: the policies released under the guard first", gkctl_uninstall },
 	{ "validate", "check ClusterPolicy files like the admission webhook does", gkctl_validate },
 	{ NULL, NULL, NULL },
 };

@@ -215,7 +215,8 @@ typedef struct ks_user {
 /* ---- server -------------------------------------------------------------- */
 typedef struct ks_svc_url {
 	char *ns_name; /* "ns/name" */
-	char *url;
+	char *url;     /* --service-url: the base URL; --service-addr: "host:port" */
+	int addr;      /* --service-addr: dialled, with NAME.NS.svc verified as the API server does */
 } ks_svc_url;
 
 typedef struct ks_server {

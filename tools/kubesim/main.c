@@ -26,7 +26,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: kubesim --listen HOST:PORT [--tls-cert FILE --tls-key FILE] [--token T | --token-file F]\n"
 		   "               [--token-auth-file F] [--rbac]\n"
 		   "               [--state-dir DIR] [--history N] [--faults JSON|@FILE]\n"
-		   "               [--service-url NAMESPACE/NAME=URL]... [--bookmark-ms N] [--log-level LEVEL]\n"
+		   "               [--service-url NAMESPACE/NAME=URL]... [--service-addr NAMESPACE/NAME=HOST:PORT]...\n"
+		   "               [--bookmark-ms N] [--log-level LEVEL]\n"
 		   "               [--kube-version MAJOR.MINOR] [--runtime-config GROUP/VERSION=BOOL,...]\n"
 		   "               [--controllers LIST] [--pod-ready-ms N] [--pod-stop-ms N] [--openshift]\n"
 		   "\n"
@@ -66,6 +67,13 @@ static void usage(FILE *f)
 		   "                    currentHealthy, disruptionsAllowed, condition DisruptionAllowed\n"
 		   "                    (pods/eviction then honours the budget)\n"
 		   "  --pod-ready-ms N (default 300), --pod-stop-ms N (default 200)\n"
+		   "  --service-url NAMESPACE/NAME=URL\n"
+		   "      a webhook configuration's clientConfig.service NAME in NAMESPACE is called at\n"
+		   "      URL + its path (http allowed: tests)\n"
+		   "  --service-addr NAMESPACE/NAME=HOST:PORT\n"
+		   "      as the API server calls it: https://NAME.NAMESPACE.svc:PORT/path (the\n"
+		   "      service's port, default 443), the certificate verified for\n"
+		   "      NAME.NAMESPACE.svc against caBundle, the connection made to HOST:PORT\n"
 		   "  --openshift\n"
 		   "      act as OpenShift: security.openshift.io/v1 SecurityContextConstraints\n"
 		   "      (the default restricted-v2 and privileged ones exist; stored, not enforced)\n"
@@ -119,6 +127,7 @@ int main(int argc, char **argv)
 	int openshift = 0;
 	int history = 10000, bookmark_ms = 1000;
 	const char *svc[64];
+	int svc_addr[64] = { 0 };
 	int nsvc = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -188,11 +197,13 @@ int main(int argc, char **argv)
 			i += !inl;
 			continue;
 		}
-		if (strcmp(a, "--service-url") == 0 && v) {
-			if (nsvc >= 64 || !strchr(v, '=') || !strchr(v, '/')) {
-				fprintf(stderr, "kubesim: --service-url wants NAMESPACE/NAME=URL\n");
+		if ((strcmp(a, "--service-url") == 0 || strcmp(a, "--service-addr") == 0) && v) {
+			int addr = strcmp(a, "--service-addr") == 0;
+			if (nsvc >= 64 || !strchr(v, '=') || !strchr(v, '/') || (addr && !strchr(strchr(v, '='), ':'))) {
+				fprintf(stderr, "kubesim: %s wants NAMESPACE/NAME=%s\n", a, addr ? "HOST:PORT" : "URL");
 				return 2;
 			}
+			svc_addr[nsvc] = addr;
 			svc[nsvc++] = v;
 			i += !inl;
 			continue;
@@ -312,6 +323,7 @@ int main(int argc, char **argv)
 			const char *eq = strchr(svc[i], '=');
 			s->svc_urls[i].ns_name = strndup(svc[i], (size_t)(eq - svc[i]));
 			s->svc_urls[i].url = strdup(eq + 1);
+			s->svc_urls[i].addr = svc_addr[i];
 			s->nsvc_urls++;
 			if (!s->svc_urls[i].ns_name || !s->svc_urls[i].url)
 				goto out;

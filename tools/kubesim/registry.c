@@ -18,6 +18,7 @@ static const struct builtin {
 	{ "", "v1", "events", "event", "Event", "ev", NULL, 1, 0 },
 	{ "", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", "sa", NULL, 1, 0 },
 	{ "", "v1", "services", "service", "Service", "svc", "all", 1, 1 },
+	{ "", "v1", "resourcequotas", "resourcequota", "ResourceQuota", "quota", NULL, 1, 1 },
 	{ "apps", "v1", "daemonsets", "daemonset", "DaemonSet", "ds", "all", 1, 1 },
 	{ "apps", "v1", "deployments", "deployment", "Deployment", "deploy", "all", 1, 1 },
 	{ "coordination.k8s.io", "v1", "leases", "lease", "Lease", NULL, NULL, 1, 0 },

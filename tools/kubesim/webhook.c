@@ -231,9 +231,13 @@ static unsigned char *b64dec(const char *in, int *outlen)
 	return out;
 }
 
-/* Resolves clientConfig to a URL (into url). */
-static int webhook_url(ks_server *s, const cJSON *cc, char *url, size_t cap, char *why, size_t whycap)
+/* Resolves clientConfig to a URL (into url); for a --service-addr service, also
+ * the connect-to rule that sends NAME.NS.svc:PORT to its address (into to,
+ * "" otherwise). */
+static int webhook_url(ks_server *s, const cJSON *cc, char *url, size_t cap, char *to, size_t tocap, char *why,
+		       size_t whycap)
 {
+	to[0] = 0;
 	const cJSON *u = cJSON_GetObjectItemCaseSensitive(cc, "url");
 	if (cJSON_IsString(u)) {
 		snprintf(url, cap, "%s", u->valuestring);
@@ -250,6 +254,15 @@ static int webhook_url(ks_server *s, const cJSON *cc, char *url, size_t cap, cha
 	char key[600];
 	snprintf(key, sizeof(key), "%s/%s", ns->valuestring, nm->valuestring);
 	for (int i = 0; i < s->nsvc_urls; i++) {
+		if (strcmp(s->svc_urls[i].ns_name, key) == 0 && s->svc_urls[i].addr) {
+			const cJSON *port = cJSON_GetObjectItemCaseSensitive(svc, "port");
+			int pt = cJSON_IsNumber(port) ? port->valueint : 443;
+			const char *p = cJSON_IsString(path) ? path->valuestring : "";
+			snprintf(url, cap, "https://%s.%s.svc:%d%s%s", nm->valuestring, ns->valuestring, pt,
+				 p[0] == '/' || !p[0] ? "" : "/", p);
+			snprintf(to, tocap, "%s.%s.svc:%d:%s", nm->valuestring, ns->valuestring, pt, s->svc_urls[i].url);
+			return 0;
+		}
 		if (strcmp(s->svc_urls[i].ns_name, key) == 0) {
 			const char *base = s->svc_urls[i].url;
 			size_t bl = strlen(base);
@@ -267,8 +280,8 @@ static int webhook_url(ks_server *s, const cJSON *cc, char *url, size_t cap, cha
 static int call(ks_server *s, const cJSON *wh, const char *body, cJSON **resp, char *why, size_t whycap)
 {
 	const cJSON *cc = cJSON_GetObjectItemCaseSensitive(wh, "clientConfig");
-	char url[2048];
-	if (webhook_url(s, cc, url, sizeof(url), why, whycap))
+	char url[2048], to[1024];
+	if (webhook_url(s, cc, url, sizeof(url), to, sizeof(to), why, whycap))
 		return -1;
 	CURL *c = curl_easy_init();
 	if (!c) {
@@ -278,8 +291,8 @@ static int call(ks_server *s, const cJSON *wh, const char *body, cJSON **resp, c
 	struct buf b = { 0 };
 	struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
 	h = curl_slist_append(h, "Accept: application/json");
-	const cJSON *to = cJSON_GetObjectItemCaseSensitive(wh, "timeoutSeconds");
-	long timeout = cJSON_IsNumber(to) && to->valuedouble >= 1 && to->valuedouble <= 30 ? (long)to->valuedouble : 10;
+	const cJSON *tos = cJSON_GetObjectItemCaseSensitive(wh, "timeoutSeconds");
+	long timeout = cJSON_IsNumber(tos) && tos->valuedouble >= 1 && tos->valuedouble <= 30 ? (long)tos->valuedouble : 10;
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
@@ -288,6 +301,9 @@ static int call(ks_server *s, const cJSON *wh, const char *body, cJSON **resp, c
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	struct curl_slist *ct = to[0] ? curl_slist_append(NULL, to) : NULL;
+	if (ct)
+		curl_easy_setopt(c, CURLOPT_CONNECT_TO, ct);
 	unsigned char *ca = NULL;
 	const cJSON *cab = cJSON_GetObjectItemCaseSensitive(cc, "caBundle");
 	if (cJSON_IsString(cab) && cab->valuestring[0]) {
@@ -296,6 +312,7 @@ static int call(ks_server *s, const cJSON *wh, const char *body, cJSON **resp, c
 		if (!ca) {
 			snprintf(why, whycap, "caBundle is not valid base64");
 			curl_slist_free_all(h);
+			curl_slist_free_all(ct);
 			curl_easy_cleanup(c);
 			return -1;
 		}
@@ -306,6 +323,7 @@ static int call(ks_server *s, const cJSON *wh, const char *body, cJSON **resp, c
 	long status = 0;
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
 	curl_slist_free_all(h);
+	curl_slist_free_all(ct);
 	curl_easy_cleanup(c);
 	free(ca);
 	if (rc != CURLE_OK) {
