@@ -177,6 +177,7 @@ demo: all $(TBINS)
 
 chaos: tests
 	BUILD=$(BUILD) CHAOS_LONG=1 tests/e2e/chaos.sh
+	BUILD=$(BUILD) CHAOS_LONG=1 tests/e2e/chaos_guard.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin

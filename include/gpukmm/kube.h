@@ -146,10 +146,16 @@ typedef struct gk_kube_status {
 	char reason[64];         /* Status.reason ("NotFound", "Expired", "Conflict"...) */
 	char message[256];       /* Status.message */
 	int retry_after_s;       /* Retry-After header or details.retryAfterSeconds, -1 = none */
+	char details_kind[64];   /* Status.details.kind ("modules"): a NotFound naming the object is */
+	char details_name[254];  /* Status.details.name  an absence; a 404 without them is not */
 } gk_kube_status;
 
 /* Map HTTP status (+ reason) to a gk_code. 2xx → GK_OK. */
 int gk_kube_code_of(long http, const char *reason);
+/* The safety rule (ARCHITECTURE.md §4): a 404 confirms that object `name` is gone only
+ * when its Status names it (details.name); a 404 of the path (an API not served, a
+ * proxy) does not. */
+bool gk_kube_gone(int code, const gk_kube_status *st, const char *name);
 /* Fill st->reason/message from a Status JSON body (tolerates non-Status bodies). */
 void gk_kube_status_decode(gk_kube_status *st, const char *body, size_t len);
 /* Fill from a parsed Status object (e.g. a watch ERROR event's object); returns
@@ -246,6 +252,20 @@ long gk_kube_relist_gone(const char *const *old, size_t n_old, const char *const
 /* "ns/name" (or "name" when cluster-scoped) of an object JSON; NULL if no name. */
 char *gk_kube_obj_key(const cJSON *obj);
 
+/* ---- well-formed answers (pure) ---------------------------------------------
+ * A 200 is not enough to believe an answer: a proxy or an aggregated server can
+ * send `{}`, `null`, a Status or half a document. Before anything is read as an
+ * absence, the answer must be what was asked for. GK_OK, or GK_INTERNAL with
+ * err saying what is wrong. */
+
+/* A list of group/version (one page): an object, kind "...List" and apiVersion
+ * group/version when present, an `items` array of objects that each have a
+ * metadata.name, a non-empty metadata.resourceVersion. */
+int gk_kube_check_list(const cJSON *j, const char *group, const char *version, gk_err *err);
+/* A group-version's discovery document: kind APIResourceList when present,
+ * groupVersion = group/version, a `resources` array of objects with a name. */
+int gk_kube_check_resource_list(const cJSON *j, const char *group, const char *version, gk_err *err);
+
 /* ---- blocking client ------------------------------------------------------ */
 
 typedef struct gk_kube_client gk_kube_client;
@@ -318,7 +338,10 @@ int gk_kube_delete(gk_kube_client *c, const gk_kube_ref *r, const gk_kube_delete
 
 /* Is resource `resource` of group/version served? (group "" = core). Cached per
  * group/version for ttl_ms (0 = 30 s); `refresh` forces a re-read. Returns 1
- * yes, 0 no (group, version or resource absent), or -code on API error. */
+ * yes, 0 no (a 404 for the group-version, or a well-formed APIResourceList
+ * without the resource), or -code on API error — a 200 that is not a
+ * well-formed APIResourceList of that group-version is an error (GK_INTERNAL),
+ * never an absence. */
 int gk_kube_discover(gk_kube_client *c, const char *group, const char *version,
 		     const char *resource, int64_t ttl_ms, bool refresh, gk_err *err);
 /* From the discovery cache (filled by gk_kube_discover or gk_kube_discover_async):
@@ -427,8 +450,15 @@ typedef struct gk_kube_watch_cbs {
 	void (*on_event)(void *user, enum gk_kube_event type, const char *key, const cJSON *obj);
 	/* Initial list (and every relist) applied. */
 	void (*on_synced)(void *user);
-	/* A failure (logged by the watch too); the watch retries by itself. */
+	/* A failure (logged by the watch too), or code GK_OUT_OF_RANGE: the
+	 * resourceVersion expired (410), a relist follows (not counted as an
+	 * error). The watch retries by itself. From here until on_synced or
+	 * on_resumed the cache may lag or miss changes. */
 	void (*on_error)(void *user, int code, const char *msg);
+	/* After a failure that needed no relist: a watch from the last
+	 * resourceVersion is open again (HTTP 200), the changes missed meanwhile
+	 * are replayed by it. May be NULL. */
+	void (*on_resumed)(void *user);
 } gk_kube_watch_cbs;
 
 typedef struct gk_kube_watch_opts {
@@ -446,8 +476,10 @@ typedef struct gk_kube_watch_opts {
 
 typedef struct gk_kube_watch_stats {
 	uint64_t events, bookmarks, relists, expired, restarts, errors, bad_docs, http_requests;
+	uint64_t bad_lists;               /* 200 list answers that were not well-formed lists */
 	size_t cached;                    /* keys known */
 	bool synced;
+	bool current;                     /* synced, and no failure since the last list or resume */
 	char rv[64];
 } gk_kube_watch_stats;
 

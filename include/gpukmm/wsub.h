@@ -119,4 +119,44 @@ void gk_wsub_tab_del(gk_wsub_tab *t, const char *key);
 /* Drop every entry (the table stays usable, with its bound). */
 void gk_wsub_tab_clear(gk_wsub_tab *t);
 
+/* ---- what the watcher cannot vouch for (Discovery.unconfirmed) ----------------------
+ *
+ * The safety rule (ARCHITECTURE.md §4): a view never reads an absence in a
+ * topic the watcher cannot vouch for. Per topic a view reads: the reason the
+ * whole kind is unconfirmed (NULL = confirmed), and the objects that exist but
+ * could not be read. A "whole" topic (claims, pods: read as a set) takes one
+ * unreadable object as the whole kind unconfirmed; so does any topic with more
+ * unreadable objects than the watcher listed. */
+
+#define GK_WSUB_UNCONF_MAX 8
+
+typedef struct gk_wsub_unconf_topic {
+	const char *topic;       /* "clusterpolicy", "module", ... (not owned) */
+	bool whole;
+	char *reason;            /* NULL = the kind is confirmed */
+	char **keys, **errs;     /* unreadable objects ("ns/name") and why */
+	size_t n;
+} gk_wsub_unconf_topic;
+
+typedef struct gk_wsub_unconf {
+	gk_wsub_unconf_topic t[GK_WSUB_UNCONF_MAX];
+	size_t n;
+} gk_wsub_unconf;
+
+/* topics[i] (kept, not copied), whole[i] (may be NULL = none). All confirmed. */
+void gk_wsub_unconf_init(gk_wsub_unconf *u, const char *const *topics, const bool *whole, size_t n);
+void gk_wsub_unconf_free(gk_wsub_unconf *u);
+/* Take a Discovery in (NULL = every topic confirmed); true when what a
+ * decision reads changed (a kind's confirmation, the unreadable keys). Out of
+ * memory leaves the topic unconfirmed ("out of memory"). */
+bool gk_wsub_unconf_load(gk_wsub_unconf *u, const Gpukmm__Discovery *d);
+/* Why topic (its index) is unconfirmed as a whole, NULL when it is not. */
+const char *gk_wsub_unconf_reason(const gk_wsub_unconf *u, size_t topic);
+/* The error of an unreadable object of topic, NULL when it is readable. */
+const char *gk_wsub_unconf_unreadable(const gk_wsub_unconf *u, size_t topic, const char *key);
+/* The error of some unreadable object of topic whose key starts with prefix, NULL when none is. */
+const char *gk_wsub_unconf_unreadable_under(const gk_wsub_unconf *u, size_t topic, const char *prefix);
+/* Bit i: topic i is unconfirmed or has unreadable objects. */
+unsigned gk_wsub_unconf_bits(const gk_wsub_unconf *u);
+
 #endif

@@ -684,9 +684,10 @@ int gk_kube_list(gk_kube_client *c, const gk_kube_ref *r, const gk_kube_list_opt
 			return rc;
 		const cJSON *items = cJSON_GetObjectItemCaseSensitive(j, "items"), *it;
 		const cJSON *md = cJSON_GetObjectItemCaseSensitive(j, "metadata");
-		if (!cJSON_IsArray(items) && !cJSON_IsNull(items) && items) {
+		gk_err cerr = {0};
+		if (gk_kube_check_list(j, r->group, r->version, &cerr)) {
 			cJSON_Delete(j);
-			return gk_err_set(err, GK_INTERNAL, "list %s: items is not an array", base);
+			return gk_err_set(err, GK_INTERNAL, "list %s: %s", base, cerr.msg);
 		}
 		cJSON_ArrayForEach(it, items) {
 			if (fn)

@@ -64,33 +64,38 @@ static gk_kube_disc_entry *entry_of(gk_kube_client *c, const char *group, const 
 	return e;
 }
 
-/* Fill e from a finished GET of the group-version (rc its code, j its body). */
-static int store(gk_kube_disc_entry *e, int rc, const cJSON *j, gk_err *err)
+/* Fill e from a finished GET of the group-version (rc its code, j its body).
+ * Only a 404 or a well-formed APIResourceList of that group-version changes
+ * the entry: an error or a 200 that is something else (`{}`, a Status, a
+ * proxy's page) is an error and leaves the last answer as it was. */
+static int store(gk_kube_disc_entry *e, const char *group, const char *version, int rc, const cJSON *j,
+		 gk_err *err)
 {
+	if (rc && rc != GK_NOT_FOUND) {
+		e->fetched_ms = 0; /* retry next time */
+		return rc;
+	}
+	if (!rc && gk_kube_check_resource_list(j, group, version, err)) {
+		e->fetched_ms = 0;
+		return GK_INTERNAL;
+	}
+	const cJSON *res = rc ? NULL : cJSON_GetObjectItemCaseSensitive(j, "resources"), *it;
+	size_t n = (size_t)cJSON_GetArraySize(res);
+	char **names = calloc(n ? n : 1, sizeof *names);
+	bool *namespaced = calloc(n ? n : 1, sizeof *namespaced);
+	if (!names || !namespaced) {
+		free(names);
+		free(namespaced);
+		e->fetched_ms = 0;
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+	}
 	for (size_t i = 0; i < e->n; i++)
 		free(e->resources[i]);
 	free(e->resources);
 	free(e->namespaced);
-	e->resources = NULL;
-	e->namespaced = NULL;
+	e->resources = names;
+	e->namespaced = namespaced;
 	e->n = 0;
-	e->present = false;
-	if (rc == GK_NOT_FOUND) {
-		e->fetched_ms = gk_kube__mono_ms();
-		return 0;
-	}
-	if (rc) {
-		e->fetched_ms = 0; /* retry next time */
-		return rc;
-	}
-	const cJSON *res = cJSON_GetObjectItemCaseSensitive(j, "resources"), *it;
-	size_t n = (size_t)cJSON_GetArraySize(res);
-	e->resources = calloc(n ? n : 1, sizeof *e->resources);
-	e->namespaced = calloc(n ? n : 1, sizeof *e->namespaced);
-	if (!e->resources || !e->namespaced) {
-		e->fetched_ms = 0;
-		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
-	}
 	cJSON_ArrayForEach(it, res) {
 		const cJSON *name = cJSON_GetObjectItemCaseSensitive(it, "name");
 		if (cJSON_IsString(name) && e->n < n && (e->resources[e->n] = strdup(name->valuestring))) {
@@ -98,7 +103,7 @@ static int store(gk_kube_disc_entry *e, int rc, const cJSON *j, gk_err *err)
 			e->n++;
 		}
 	}
-	e->present = true;
+	e->present = rc == 0;
 	e->fetched_ms = gk_kube__mono_ms();
 	return 0;
 }
@@ -120,7 +125,7 @@ int gk_kube__disc_store(gk_kube_client *c, const char *group, const char *versio
 	gk_kube_disc_entry *e = entry_of(c, group, version, &created);
 	if (!e)
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
-	return store(e, rc, j, err);
+	return store(e, group, version, rc, j, err);
 }
 
 int gk_kube_disc_namespaced(gk_kube_client *c, const char *group, const char *version, const char *resource)
@@ -158,7 +163,7 @@ static int fetch(gk_kube_client *c, const char *group, const char *version,
 	gk_kube_status st;
 	gk_err lerr = {0};
 	int rc = gk_kube_request(c, "GET", p, NULL, NULL, 0, &j, &st, &lerr);
-	int r = store(e, rc, j, &lerr);
+	int r = store(e, group, version, rc, j, &lerr);
 	cJSON_Delete(j);
 	if (r && err)
 		*err = lerr;

@@ -45,6 +45,11 @@ bool gk_kube_retryable(int code)
 	return false;
 }
 
+bool gk_kube_gone(int code, const gk_kube_status *st, const char *name)
+{
+	return code == GK_NOT_FOUND && st && name && strcmp(st->details_name, name) == 0;
+}
+
 static void copy_str(char *dst, size_t cap, const cJSON *v)
 {
 	if (cJSON_IsString(v) && v->valuestring)
@@ -58,6 +63,8 @@ long gk_kube_status_from_json(gk_kube_status *st, const cJSON *s)
 	copy_str(st->reason, sizeof st->reason, cJSON_GetObjectItemCaseSensitive(s, "reason"));
 	copy_str(st->message, sizeof st->message, cJSON_GetObjectItemCaseSensitive(s, "message"));
 	const cJSON *d = cJSON_GetObjectItemCaseSensitive(s, "details");
+	copy_str(st->details_kind, sizeof st->details_kind, cJSON_GetObjectItemCaseSensitive(d, "kind"));
+	copy_str(st->details_name, sizeof st->details_name, cJSON_GetObjectItemCaseSensitive(d, "name"));
 	const cJSON *ra = cJSON_GetObjectItemCaseSensitive(d, "retryAfterSeconds");
 	if (cJSON_IsNumber(ra) && ra->valuedouble >= 0 && ra->valuedouble < 86400 &&
 	    st->retry_after_s < 0)

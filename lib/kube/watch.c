@@ -2,7 +2,14 @@
  * bookmarks and a random timeoutSeconds → on 410 (HTTP or in-stream ERROR)
  * relist and synthesise DELETEs for vanished keys → on failures back off
  * 0.8 s ×2 → 30 s with jitter. Only key → resourceVersion is kept here; the
- * typed objects are the caller's business. Runs on the mux (one thread). */
+ * typed objects are the caller's business. Runs on the mux (one thread).
+ *
+ * The safety rule (ARCHITECTURE.md §4): DELETEs are synthesised only from a
+ * complete list whose every page was a well-formed list (gk_kube_check_list);
+ * a 200 that is `{}`, `null`, a Status or broken JSON is a failed list (error,
+ * backoff, cache untouched). A watch document that cannot be read (garbage
+ * line, no type/object, unknown type, object without a name) may have been an
+ * event: the stream is abandoned and the kind relisted (after a backoff). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +42,8 @@ struct gk_kube_watch {
 	bool relist_needed;         /* next start is a list, not a watch */
 	bool unauth_retried;
 	bool token_reserved;        /* a QPS token was taken for the next start */
+	bool erred;                 /* a failure since the last list or resume */
+	bool malformed;             /* the stream carried a document we could not read */
 	long stream_error;          /* in-stream ERROR event's code, 0 = none */
 	char rv[64];
 	char *cont;                 /* list continue token */
@@ -110,6 +119,7 @@ static void count(bool relist, const gk_kube_watch *w)
 static void report_error(gk_kube_watch *w, int code, const char *msg)
 {
 	w->stats.errors++;
+	w->erred = true;
 	GK_WARN("watch %s: %s", w->what, msg);
 	if (w->cbs.on_error)
 		CALLBACK(w, w->cbs.on_error(w->user, code, msg));
@@ -212,6 +222,7 @@ static int build_path(gk_kube_watch *w, char *p, size_t cap, bool watch)
 }
 
 static size_t on_body(char *ptr, size_t size, size_t nmemb, void *user);
+static size_t on_header(char *ptr, size_t size, size_t nmemb, void *user);
 
 static void start(gk_kube_watch *w, bool watch)
 {
@@ -246,6 +257,7 @@ static void start(gk_kube_watch *w, bool watch)
 	w->st.retry_after_s = -1;
 	w->http = 0;
 	w->stream_error = 0;
+	w->malformed = false;
 	w->errbuf[0] = 0;
 	w->events_this_watch = 0;
 	gk_kube_framer_reset(w->framer);
@@ -253,8 +265,8 @@ static void start(gk_kube_watch *w, bool watch)
 	curl_easy_setopt(w->easy, CURLOPT_ERRORBUFFER, w->errbuf);
 	curl_easy_setopt(w->easy, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(w->easy, CURLOPT_WRITEDATA, w);
-	curl_easy_setopt(w->easy, CURLOPT_HEADERFUNCTION, gk_kube__header_cb);
-	curl_easy_setopt(w->easy, CURLOPT_HEADERDATA, &w->st);
+	curl_easy_setopt(w->easy, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(w->easy, CURLOPT_HEADERDATA, w);
 	if (watch) {
 		/* the server ends the watch at timeoutSeconds; a dead peer is caught
 		 * by keepalive and the low-speed limit; this is only a backstop */
@@ -297,6 +309,21 @@ static void fire(gk_kube__task *t)
 
 /* ---- watch stream documents ---- */
 
+/* A document we cannot read may have been an event we now miss: give up the
+ * stream, relist (after a backoff: a server that keeps sending garbage must
+ * not make us spin). */
+static int malformed(gk_kube_watch *w, const char *what, bool counted)
+{
+	char msg[200];
+	if (!counted)
+		w->stats.bad_docs++; /* (the framer counts the lines it could not parse) */
+	w->malformed = true;
+	w->relist_needed = true;
+	snprintf(msg, sizeof msg, "watch stream carried %s; relisting", what);
+	report_error(w, GK_INTERNAL, msg);
+	return 1;
+}
+
 static int on_doc(void *user, const cJSON *doc)
 {
 	gk_kube_watch *w = user;
@@ -304,12 +331,11 @@ static int on_doc(void *user, const cJSON *doc)
 	const cJSON *obj = cJSON_GetObjectItemCaseSensitive(doc, "object");
 	int stop = 0;
 	if (!cJSON_IsString(type) || !cJSON_IsObject(obj)) {
-		w->stats.bad_docs++;
-		GK_WARN("watch %s: event without type/object skipped", w->what);
+		stop = malformed(w, "an event without type/object", false);
 	} else if (!strcmp(type->valuestring, "BOOKMARK")) {
 		const cJSON *rv = cJSON_GetObjectItemCaseSensitive(
 			cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "resourceVersion");
-		if (cJSON_IsString(rv))
+		if (cJSON_IsString(rv) && rv->valuestring[0])
 			snprintf(w->rv, sizeof w->rv, "%s", rv->valuestring);
 		w->stats.bookmarks++;
 	} else if (!strcmp(type->valuestring, "ERROR")) {
@@ -323,10 +349,12 @@ static int on_doc(void *user, const cJSON *doc)
 					: !strcmp(type->valuestring, "MODIFIED") ? GK_KUBE_MODIFIED
 					: !strcmp(type->valuestring, "DELETED")  ? GK_KUBE_DELETED
 										 : 0;
+		const cJSON *name = cJSON_GetObjectItemCaseSensitive(
+			cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "name");
 		if (!ev) {
-			w->stats.bad_docs++;
-			GK_WARN("watch %s: unknown event type \"%.32s\" skipped", w->what,
-				type->valuestring);
+			stop = malformed(w, "an event of an unknown type", false);
+		} else if (!cJSON_IsString(name) || !name->valuestring[0]) {
+			stop = malformed(w, "an object without metadata.name", false);
 		} else {
 			const cJSON *rv = cJSON_GetObjectItemCaseSensitive(
 				cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "resourceVersion");
@@ -336,6 +364,24 @@ static int on_doc(void *user, const cJSON *doc)
 		}
 	}
 	return stop || w->dead;
+}
+
+/* The end of a response's headers: a watch answered 200 after a failure is
+ * the stream resumed from our resourceVersion (what was missed is replayed). */
+static size_t on_header(char *ptr, size_t size, size_t nmemb, void *user)
+{
+	gk_kube_watch *w = user;
+	size_t n = gk_kube__header_cb(ptr, size, nmemb, &w->st);
+	if (n > 2 || (n == 2 && memcmp(ptr, "\r\n", 2)) || w->phase != PH_WATCH)
+		return n;
+	long http = 0;
+	curl_easy_getinfo(w->easy, CURLINFO_RESPONSE_CODE, &http);
+	if (http == 200 && w->erred && !w->relist_needed && w->stats.synced) {
+		w->erred = false;
+		if (w->cbs.on_resumed)
+			CALLBACK(w, w->cbs.on_resumed(w->user));
+	}
+	return w->dead ? 0 : n;
 }
 
 static size_t on_body(char *ptr, size_t size, size_t nmemb, void *user)
@@ -348,14 +394,19 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *user)
 		curl_easy_getinfo(w->easy, CURLINFO_RESPONSE_CODE, &w->http);
 	if (w->phase != PH_WATCH || w->http != 200)
 		return gk_kube__write_buf(ptr, size, nmemb, &w->body);
+	uint64_t bad = gk_kube_framer_bad(w->framer);
 	int rc = gk_kube_framer_feed(w->framer, ptr, n, on_doc, w);
 	if (rc == GK_RESOURCE_EXHAUSTED) {
 		report_error(w, rc, "watch event larger than the limit; relisting");
 		w->relist_needed = true;
 		return 0;
 	}
-	if (rc == GK_CANCELLED)
-		return 0; /* in-stream ERROR or stopped: abort, done() decides */
+	if (rc == GK_CANCELLED || w->dead)
+		return 0; /* in-stream ERROR, malformed or stopped: abort, done() decides */
+	if (gk_kube_framer_bad(w->framer) != bad) {
+		malformed(w, "a line that is not a JSON object", true);
+		return 0;
+	}
 	return n;
 }
 
@@ -371,16 +422,23 @@ static void list_done(gk_kube_watch *w)
 		w->body.data = NULL;
 		w->body.cap = w->body.len = 0;
 	}
-	const cJSON *items = cJSON_GetObjectItemCaseSensitive(j, "items"), *it;
-	if (!j || (items && !cJSON_IsArray(items) && !cJSON_IsNull(items))) {
+	gk_err cerr = {0};
+	if (gk_kube_check_list(j, w->group, w->version, &cerr)) {
+		/* not an empty cluster: a failed list. Nothing is deleted, the
+		 * cache is kept, the whole list starts over after a backoff */
+		char msg[GK_ERR_MSG_MAX + 64];
 		gk_jarena_reset(&w->arena);
-		report_error(w, GK_INTERNAL, "list response is not a List");
+		w->stats.bad_lists++;
+		snprintf(msg, sizeof msg, "list failed: %s%s", j ? "" : "the body does not parse as JSON; ",
+			 j ? cerr.msg : "");
+		report_error(w, GK_INTERNAL, msg);
 		w->relist_needed = true;
 		free(w->cont);
 		w->cont = NULL;
 		backoff(w, -1);
 		return;
 	}
+	const cJSON *items = cJSON_GetObjectItemCaseSensitive(j, "items"), *it;
 	cJSON_ArrayForEach(it, items) {
 		char *key = gk_kube_obj_key(it);
 		if (key && listed_add(w, key)) {
@@ -447,6 +505,7 @@ static void list_done(gk_kube_watch *w)
 	if (w->dead)
 		return;
 	w->relist_needed = false;
+	w->erred = false;
 	w->stats.relists++;
 	count(true, w);
 	w->events_since_relist = 0;
@@ -494,6 +553,12 @@ static void done(gk_kube__task *t, CURLcode cc)
 		snprintf(msg, sizeof msg, "resource version expired (%s); relisting",
 			 w->st.message[0] ? w->st.message : "410 Gone");
 		GK_INFO("watch %s: %s", w->what, msg);
+		/* not an error, but a gap: the cache lags until the relist is done */
+		w->erred = true;
+		if (w->cbs.on_error)
+			CALLBACK(w, w->cbs.on_error(w->user, GK_OUT_OF_RANGE, msg));
+		if (w->dead)
+			goto out;
 		free(w->cont); /* an expired continue token: start the list over */
 		w->cont = NULL;
 		w->rv[0] = 0;
@@ -518,8 +583,12 @@ static void done(gk_kube__task *t, CURLcode cc)
 		goto out;
 	}
 	if (w->phase == PH_WATCH && w->relist_needed) {
-		/* oversized event: relist */
-		schedule(w, 0);
+		/* oversized event: relist now; a document we could not read: relist
+		 * after a backoff (the next stream may carry the same garbage) */
+		if (w->malformed)
+			backoff(w, -1);
+		else
+			schedule(w, 0);
 		goto out;
 	}
 	if (http < 200 || http >= 300) {
@@ -671,6 +740,7 @@ void gk_kube_watch_stats_get(const gk_kube_watch *w, gk_kube_watch_stats *out)
 {
 	*out = w->stats;
 	out->cached = w->keys.n;
+	out->current = w->stats.synced && !w->relist_needed && !w->erred;
 	out->bad_docs = w->stats.bad_docs + gk_kube_framer_bad(w->framer);
 	snprintf(out->rv, sizeof out->rv, "%s", w->rv);
 }

@@ -2,6 +2,7 @@
  * signals, Control.Ready and heartbeats. */
 #include <getopt.h>
 #include <limits.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -222,6 +223,15 @@ static void on_control_fd(gk_loop *l, int fd, uint32_t ev, void *user)
 int gk_svc_init(gk_svc *svc, const char *name, int argc, char **argv, const gk_svc_opt *extra,
 		gk_err *err)
 {
+	/* bounded memory (#21), before any thread starts: nng's threads need no
+	 * malloc arenas of their own (each would keep the pages freed in it); big
+	 * buffers (snapshot replies, list pages of MBs) always come from mmap and
+	 * go back to the system when freed (a fixed threshold turns glibc's dynamic
+	 * one off, which moves them into the heap for good after the first free);
+	 * a heap whose top is free gives it back past 512 KiB */
+	mallopt(M_ARENA_MAX, 2);
+	mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+	mallopt(M_TRIM_THRESHOLD, 512 * 1024);
 	memset(svc, 0, sizeof(*svc));
 	svc->name = name;
 	size_t n_extra = 0;

@@ -1,4 +1,5 @@
 /* gpukmm — the watcher bus consumer (gpukmm/wsub.h). */
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 
 #define TOPIC_MAX 32
 #define SERVICE_MS 1000 /* how often the bus connection is checked (gk_ipc_sub_service) */
+#define TRIM_EVENTS 1024 /* events after which the heap is trimmed (on the next service tick) */
 
 typedef struct buffered {
 	char topic[TOPIC_MAX];
@@ -30,8 +32,19 @@ struct gk_wsub {
 	buffered *buf;
 	size_t n_buf;
 	bool overflow;
+	uint64_t untrimmed; /* events received since the heap was last trimmed */
+	uint64_t untrimmed_tick; /* untrimmed at the previous service tick */
 	gk_wsub_stats st;
 };
+
+/* Hand the pages a burst or a snapshot freed back to the system: the
+ * messages nng queued and the objects decoded from them were interleaved with
+ * what the view keeps, and glibc gives back only a free heap top by itself. */
+static void trim(gk_wsub *w)
+{
+	malloc_trim(0);
+	w->untrimmed = 0;
+}
 
 uint64_t gk_wsub_snapshot_seq(const Gpukmm__SnapshotReply *s, const char *topic)
 {
@@ -66,6 +79,7 @@ static void on_event(void *user, const char *topic, uint64_t seq, ProtobufCMessa
 {
 	gk_wsub *w = user;
 	w->st.events++;
+	w->untrimmed++;
 	if (!w->have_view || w->inflight) {
 		/* kept: applied after the snapshot when newer than it */
 		if (w->n_buf < w->o.buffer_max && strlen(topic) < TOPIC_MAX) {
@@ -147,9 +161,11 @@ static void on_snapshot(void *user, int code, ProtobufCMessage *reply, const cha
 			else
 				GK_DEBUG("watcher snapshot: watcher not synced yet (retrying)");
 		}
-		if (reply)
-			gk_ipc_free(reply);
 		drop_buffer(w);
+		if (reply) {
+			gk_ipc_free(reply);
+			trim(w); /* a refused reply can be as large as a good one */
+		}
 		retry_later(w);
 		return;
 	}
@@ -162,6 +178,7 @@ static void on_snapshot(void *user, int code, ProtobufCMessage *reply, const cha
 			apply(w, w->buf[i].topic, w->buf[i].msg);
 	drop_buffer(w);
 	gk_ipc_free(reply);
+	trim(w); /* the reply's objects (every Node, claim... of the topics): only the view stays */
 	w->st.snapshots++;
 	bool first = !w->have_view;
 	w->have_view = true;
@@ -212,6 +229,11 @@ static void on_service(gk_loop *l, gk_timer_id id, void *user)
 {
 	gk_wsub *w = user;
 	w->service = gk_loop_timer(l, SERVICE_MS, on_service, w);
+	/* during a burst every TRIM_EVENTS events, and once it is over (nothing
+	 * new for a tick): at most once a tick, a few ms */
+	if (w->untrimmed >= TRIM_EVENTS || (w->untrimmed && w->untrimmed == w->untrimmed_tick))
+		trim(w);
+	w->untrimmed_tick = w->untrimmed;
 	gk_ipc_sub_service(w->sub);
 }
 

@@ -34,6 +34,7 @@
 #include "pass.h"
 #include "view.h"
 
+#define HOLD_RETRY_MS 5000
 #define PASSES_PER_TICK 32
 #define QUEUE_MAX_KEYS 1024
 
@@ -107,8 +108,12 @@ static void run_pass(gt *g, const char *key)
 	gk_err e;
 	if (gk_gater_pass(g->view, key, &g->ops, &res, &g->pst, &e) != GK_OK)
 		GK_WARN("ClusterPolicy %s: %s", key, e.msg);
+	if (res.held)
+		GK_INFO("ClusterPolicy %s: fail closed, nothing written: %s", key, res.hold);
 	if (res.idle) {
 		GK_DEBUG("ClusterPolicy %s: not the leader, nothing written", key);
+	} else if (res.held && !gk_gtv_policy(g->view, key)) {
+		/* not confirmed gone: no report (a report would say deleted) */
 	} else if (res.pending) {
 		/* each write's end runs the pass again, which reports */
 		GK_DEBUG("ClusterPolicy %s: %zu DaemonSet write(s) in flight, report after them", key, res.pending);
@@ -124,6 +129,9 @@ static void run_pass(gt *g, const char *key)
 		GK_DEBUG("ClusterPolicy %s: pass incomplete, again in %lld ms", key, (long long)d);
 	} else {
 		gk_wq_forget(g->q, key);
+		/* the watcher's state changes mark every policy dirty; this is the backstop */
+		if (res.held)
+			gk_wq_add_after(g->q, key, HOLD_RETRY_MS, now, NULL);
 	}
 	gk_metric_reconcile(t0, res.failed ? "error" : "success");
 	gk_gater_result_free(&res);

@@ -111,7 +111,26 @@ static void statuses(const gk_gtv *v, const char *policy, gk_gater_result *res)
 	}
 }
 
-int gk_gater_pass(const gk_gtv *v, const char *policy, const gk_gater_ops *ops, gk_gater_result *res,
+/* The safety rule (ARCHITECTURE.md §4): the reason the pass must write
+ * nothing, or NULL. Ungating (the key removed because the policy is gone,
+ * being deleted, without kernelModule, or KMM is not served) needs that state
+ * confirmed: a discovery blip, a lying list, a watch gap or a policy that
+ * fails conversion must not ungate. A policy that cannot be read is not
+ * written for at all. */
+static const char *must_hold(gk_gtv *v, const char *policy, const Gpukmm__ClusterPolicy *cp, bool gating,
+			     bool *unreadable)
+{
+	const char *pr = gk_gtv_policy_unconfirmed(v, policy, unreadable);
+	if (*unreadable || (!gating && pr))
+		return pr;
+	bool km = cp && cp->spec && cp->spec->kernel_module;
+	bool alive = cp && !(cp->metadata && cp->metadata->deletion_timestamp && *cp->metadata->deletion_timestamp);
+	if (!gating && alive && km && !gk_gtv_kmm(v))
+		return gk_gtv_kmm_unconfirmed(v); /* ungating because KMM looks absent: confirmed? */
+	return NULL;
+}
+
+int gk_gater_pass(gk_gtv *v, const char *policy, const gk_gater_ops *ops, gk_gater_result *res,
 		  gk_gater_stats *st, gk_err *err)
 {
 	gk_gater_stats dummy;
@@ -134,6 +153,17 @@ int gk_gater_pass(const gk_gtv *v, const char *policy, const gk_gater_ops *ops, 
 		statuses(v, policy, res);
 		return GK_OK;
 	}
+	bool unreadable = false;
+	const char *why = must_hold(v, policy, cp, res->gating, &unreadable);
+	if (why) {
+		res->held = true;
+		snprintf(res->hold, sizeof(res->hold), "%s of the DaemonSets of ClusterPolicy %s waits: %s",
+			 unreadable || res->gating ? "gating" : "ungating", policy, why);
+		/* a policy that cannot be confirmed gone is not reported gone */
+		res->deleted = false;
+		if (cp)
+			add_error(res, "%s", res->hold);
+	}
 	collect c = { .policy = policy, .ns = gk_gtv_ns(v) };
 	gk_gtv_each_ds(v, collect_one, &c);
 	int rc = GK_OK;
@@ -141,7 +171,7 @@ int gk_gater_pass(const gk_gtv *v, const char *policy, const gk_gater_ops *ops, 
 		res->failed = true;
 		rc = gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
 	}
-	for (size_t i = 0; !c.oom && i < c.n; i += 2)
+	for (size_t i = 0; !c.oom && !why && i < c.n; i += 2)
 		gate_one(v, ops, c.keys[i], c.keys[i + 1], key, res->gating, res);
 	/* which carry the key now (as the view has them: a write in flight
 	 * counts once it has landed) */

@@ -14,7 +14,12 @@
  * after a short backoff — never a blind retry of the same patch; a 404 drops
  * it from the view (it is gone, nothing to gate); any other API error is kept
  * as the DaemonSet's error (reported by every pass until a write succeeds)
- * and retried with backoff. */
+ * and retried with backoff.
+ *
+ * The safety rule (ARCHITECTURE.md §4): the key is only removed on a state
+ * the watcher vouches for (the policy confirmed gone, or read without
+ * kernelModule or with a deletionTimestamp, KMM confirmed not served); else
+ * the pass writes nothing and says why (res->held). */
 #ifndef GPUKMM_GATER_PASS_H
 #define GPUKMM_GATER_PASS_H
 
@@ -54,6 +59,8 @@ typedef struct gk_gater_result {
 	bool idle;               /* not the leader: nothing written, no report */
 	bool deleted;            /* the policy is gone: report {deleted: true} */
 	bool failed;             /* retry with backoff */
+	bool held;               /* fail closed: nothing written, the state could not be confirmed */
+	char hold[GK_ERR_MSG_MAX + 256]; /* why (an error of the report too when the policy is there) */
 	bool gating;             /* the policy wants its DaemonSets gated */
 	int64_t generation;
 	char dp[GK_GATER_STATUS_MAX], dra[GK_GATER_STATUS_MAX], xpu[GK_GATER_STATUS_MAX];
@@ -68,7 +75,7 @@ typedef struct gk_gater_result {
 
 /* Run one pass for `policy`. Returns GK_OK, or GK_RESOURCE_EXHAUSTED when out of memory (the
  * result is then marked failed). Free the result with gk_gater_result_free. */
-int gk_gater_pass(const gk_gtv *v, const char *policy, const gk_gater_ops *ops, gk_gater_result *res,
+int gk_gater_pass(gk_gtv *v, const char *policy, const gk_gater_ops *ops, gk_gater_result *res,
 		  gk_gater_stats *st, gk_err *err);
 void gk_gater_result_free(gk_gater_result *res);
 

@@ -8,12 +8,17 @@
 #include "decide.h"
 #include "gpukmm/wsub.h"
 
+enum { UC_POLICY, UC_MODULE, UC_N };
+static const char *const uc_topic[UC_N] = { "clusterpolicy", "module" };
+
 struct gk_gtv {
 	char *ns;
 	gk_gtv_dirty_fn dirty;
 	void *user;
 	gk_wsub_tab policies, daemonsets;
 	bool synced, kmm, leader;
+	gk_wsub_unconf uc;       /* what the watcher cannot vouch for */
+	char why[GK_ERR_MSG_MAX];
 	uint64_t term;  /* Leadership.term, stamped on status reports */
 	uint64_t ignored;
 };
@@ -33,6 +38,7 @@ int gk_gtv_new(gk_gtv **out, const gk_gtv_opts *o, gk_gtv_dirty_fn fn, void *use
 	}
 	gk_wsub_tab_init(&v->policies, o ? o->max_objects : 0);
 	gk_wsub_tab_init(&v->daemonsets, o ? o->max_objects : 0);
+	gk_wsub_unconf_init(&v->uc, uc_topic, NULL, UC_N);
 	v->dirty = fn;
 	v->user = user;
 	v->leader = true;
@@ -46,6 +52,7 @@ void gk_gtv_free(gk_gtv *v)
 		return;
 	gk_wsub_tab_clear(&v->policies);
 	gk_wsub_tab_clear(&v->daemonsets);
+	gk_wsub_unconf_free(&v->uc);
 	free(v->ns);
 	free(v);
 }
@@ -120,6 +127,7 @@ int gk_gtv_load_snapshot(gk_gtv *v, const Gpukmm__SnapshotReply *s, gk_err *err)
 			rc = r;
 	}
 	v->kmm = s->discovery && s->discovery->has_kmm && s->discovery->kmm;
+	gk_wsub_unconf_load(&v->uc, s->discovery);
 	gk_wsub_lead_update(&v->leader, &v->term, s->leadership);
 	v->synced = s->has_synced && s->synced;
 	mark_all(v);
@@ -168,7 +176,8 @@ int gk_gtv_apply(gk_gtv *v, const char *topic, const Gpukmm__Event *ev, gk_err *
 	case GPUKMM__EVENT__OBJECT_DISCOVERY: {
 		const Gpukmm__Discovery *d = ev->discovery;
 		bool kmm = d->has_kmm && d->kmm;
-		if (kmm != v->kmm) {
+		bool uc = gk_wsub_unconf_load(&v->uc, d);
+		if (kmm != v->kmm || uc) {
 			v->kmm = kmm;
 			mark_all(v);
 		}
@@ -201,6 +210,21 @@ bool gk_gtv_kmm(const gk_gtv *v)
 bool gk_gtv_leader(const gk_gtv *v)
 {
 	return v->leader;
+}
+
+const char *gk_gtv_policy_unconfirmed(gk_gtv *v, const char *name, bool *unreadable)
+{
+	const char *e = gk_wsub_unconf_unreadable(&v->uc, UC_POLICY, name);
+	const char *r = gk_wsub_unconf_reason(&v->uc, UC_POLICY);
+	*unreadable = e != NULL;
+	if (e)
+		snprintf(v->why, sizeof(v->why), "ClusterPolicy %.253s could not be read: %.220s", name, e);
+	return e ? v->why : r;
+}
+
+const char *gk_gtv_kmm_unconfirmed(const gk_gtv *v)
+{
+	return gk_wsub_unconf_reason(&v->uc, UC_MODULE);
 }
 
 const Gpukmm__ClusterPolicy *gk_gtv_policy(const gk_gtv *v, const char *name)
@@ -250,5 +274,6 @@ void gk_gtv_state_get(const gk_gtv *v, gk_gtv_state *out)
 	*out = (gk_gtv_state){
 		.synced = v->synced, .kmm = v->kmm, .leader = v->leader, .term = v->term,
 		.policies = v->policies.n, .daemonsets = v->daemonsets.n, .ignored = v->ignored,
+		.unconfirmed = gk_wsub_unconf_bits(&v->uc),
 	};
 }

@@ -8,7 +8,8 @@
  *   daemonset events       → the policies the old and the new object concern
  *                            (gate label value, <cp>-device-plugin/-gpu-dra/
  *                            -xpu-manager names in the operator namespace)
- *   discovery / leadership → every known policy, when the value changes
+ *   discovery / leadership → every known policy, when the value changes (the
+ *                            unconfirmed topics and unreadable policies included)
  *   our own write / re-read of a DaemonSet (gk_gtv_put_ds), or its end
  *   (gk_gtv_touch_ds)      → the policies the DaemonSet concerns
  * A snapshot makes every known key dirty (old and new).
@@ -41,6 +42,12 @@ int gk_gtv_apply(gk_gtv *v, const char *topic, const Gpukmm__Event *ev, gk_err *
 const char *gk_gtv_ns(const gk_gtv *v);
 bool gk_gtv_kmm(const gk_gtv *v);
 bool gk_gtv_leader(const gk_gtv *v);
+/* The safety rule (ARCHITECTURE.md §4): why the watcher cannot vouch for the
+ * policy `name` (its kind, or the object failed conversion: *unreadable), or
+ * NULL. Valid until the next call. */
+const char *gk_gtv_policy_unconfirmed(gk_gtv *v, const char *name, bool *unreadable);
+/* Why KMM's API state (discovery, the Modules' list) cannot be vouched for, or NULL. */
+const char *gk_gtv_kmm_unconfirmed(const gk_gtv *v);
 const Gpukmm__ClusterPolicy *gk_gtv_policy(const gk_gtv *v, const char *name);
 /* DaemonSet by namespace and name (NULL when absent). */
 const Gpukmm__DaemonSet *gk_gtv_ds(const gk_gtv *v, const char *ns, const char *name);
@@ -54,6 +61,7 @@ void gk_gtv_touch_ds(gk_gtv *v, const char *ns, const char *name);
 
 typedef struct gk_gtv_state {
 	bool synced, kmm, leader;
+	unsigned unconfirmed;    /* bits: clusterpolicy, module */
 	uint64_t term;           /* Leadership.term (0: not leading, or no election) */
 	size_t policies, daemonsets;
 	uint64_t ignored;

@@ -202,14 +202,41 @@ static bool is_dp(const Gpukmm__ClusterPolicy *cp)
 	return strcmp(cp->spec->resource_registration, "dp") == 0;
 }
 
+/* Fail closed: a state the view cannot vouch for. Nothing is written; the
+ * reason goes to the log, and to the status when `report` (something that
+ * deletes, recreates or un-finalizes is waiting on it). */
+static void hold(gk_mm_plan *plan, bool report, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void hold(gk_mm_plan *plan, bool report, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(plan->hold, sizeof(plan->hold), fmt, ap);
+	va_end(ap);
+	plan->held = true;
+	plan->module_op = GK_MM_MOD_NONE;
+	plan->finalizer_op = GK_MM_FIN_NONE;
+	plan->has_success_event = false;
+	requeue(plan, GK_MM_REQUEUE_MS);
+	if (!report) {
+		plan->report = false; /* the status stays as it was */
+		return;
+	}
+	gk_mm_plan_add_error(plan, "%s", plan->hold);
+	cond(plan, "Unknown", "StateUnconfirmed", "%s", plan->hold);
+}
+
 /* The guard (§4 + the dp-mode extension). Adds the blocking errors and the
- * event; returns true when the Module must not go away. `what` is "deletion"
- * or "recreation for version change". */
+ * event; returns true when the Module must not go away (nor our finalizer
+ * from a policy being deleted). `what` is "deletion" or "recreation for
+ * version change". GPU use that cannot be confirmed (the claims or, in dp
+ * mode, the pods cannot be vouched for) blocks like GPU use. */
 static bool guard(const gk_mm_view *v, gk_mm_plan *plan, const char *what, bool report_errors)
 {
-	bool claims = v->dra && v->claims_allocated;
-	bool pods = v->gpu_pods && is_dp(v->policy);
-	if (!claims && !pods)
+	bool dp = is_dp(v->policy);
+	const char *cu = v->claims_unconfirmed, *pu = dp ? v->pods_unconfirmed : NULL;
+	bool claims = !cu && v->dra && v->claims_allocated;
+	bool pods = !pu && v->gpu_pods && dp;
+	if (!claims && !pods && !cu && !pu)
 		return false;
 	bool recreate = strcmp(what, "deletion") != 0;
 	if (report_errors) {
@@ -219,14 +246,45 @@ static bool guard(const gk_mm_view *v, gk_mm_plan *plan, const char *what, bool 
 		if (pods)
 			gk_mm_plan_add_error(plan, "pods requesting gpu.intel.com resources blocking " MODULE_RES
 					     "/%s %s", plan->module, what);
+		if (cu)
+			gk_mm_plan_add_error(plan, MODULE_RES "/%s %s waits: GPU ResourceClaims could not be "
+					     "confirmed (%s)", plan->module, what, cu);
+		if (pu)
+			gk_mm_plan_add_error(plan, MODULE_RES "/%s %s waits: pods requesting gpu.intel.com "
+					     "resources could not be confirmed (%s)", plan->module, what, pu);
 	}
-	add_event(plan, true, recreate ? "ModuleRecreationBlocked" : "ModuleDeletionBlocked",
-		  "KMM Module %s/%s %s blocked: %s%s%s in use", v->ns, plan->module, what,
-		  claims ? "allocated GPU ResourceClaims" : "", claims && pods ? " and " : "",
-		  pods ? "pods requesting gpu.intel.com resources" : "");
-	cond(plan, "False", recreate ? "RecreationBlocked" : "DeletionBlocked",
-	     "KMM Module %s %s is blocked while GPUs are in use", plan->module, what);
+	if (claims || pods)
+		add_event(plan, true, recreate ? "ModuleRecreationBlocked" : "ModuleDeletionBlocked",
+			  "KMM Module %s/%s %s blocked: %s%s%s in use%s", v->ns, plan->module, what,
+			  claims ? "allocated GPU ResourceClaims" : "", claims && pods ? " and " : "",
+			  pods ? "pods requesting gpu.intel.com resources" : "",
+			  cu || pu ? "; GPU use not confirmed either" : "");
+	else
+		add_event(plan, true, recreate ? "ModuleRecreationBlocked" : "ModuleDeletionBlocked",
+			  "KMM Module %s/%s %s blocked: GPU use could not be confirmed (%s)", v->ns, plan->module,
+			  what, cu ? cu : pu);
+	if (claims || pods)
+		cond(plan, "False", recreate ? "RecreationBlocked" : "DeletionBlocked",
+		     "KMM Module %s %s is blocked while GPUs are in use", plan->module, what);
+	else
+		cond(plan, "False", recreate ? "RecreationBlocked" : "DeletionBlocked",
+		     "KMM Module %s %s waits until GPU use can be confirmed: %s", plan->module, what, cu ? cu : pu);
 	requeue(plan, GK_MM_REQUEUE_MS);
+	return true;
+}
+
+/* Our finalizer goes from a policy: at once when the policy lives (the
+ * Module is confirmed absent, the finalizer protects nothing yet); for a
+ * policy being deleted only when the guard is clear too (once the
+ * finalizer is gone, the garbage collector deletes whatever the policy
+ * controls). Returns false when it stays. */
+static bool release_finalizer(const gk_mm_view *v, gk_mm_plan *plan, bool policy_alive)
+{
+	if (!gk_mm_has_finalizer(v->policy))
+		return true;
+	if (!policy_alive && guard(v, plan, "deletion", true))
+		return false;
+	plan->finalizer_op = GK_MM_FIN_REMOVE;
 	return true;
 }
 
@@ -256,14 +314,20 @@ static void decide_delete(const gk_mm_view *v, gk_mm_plan *plan, bool policy_ali
 	const Gpukmm__Module *m = v->module;
 	const char *okind, *oname;
 	bool report_errors = v->policy != NULL;
+	if (v->module_unconfirmed) {
+		/* absent, or present in a version we cannot vouch for */
+		hold(plan, report_errors && !policy_alive,
+		     "deletion of ClusterPolicy %s waits: the state of KMM Module %s/%s could not be confirmed (%s)",
+		     plan->policy, v->ns, plan->module, v->module_unconfirmed);
+		return;
+	}
 	if (!m) {
 		if (policy_alive)
 			set_status(plan, GK_POLICY_STATUS_NA);
 		cond(plan, "False", policy_alive ? "InTreeDriver" : "PolicyDeleted",
 		     policy_alive ? "spec.kernelModule is not set: no KMM Module, the in-tree driver is used"
 				  : "the ClusterPolicy is being deleted and its KMM Module is gone");
-		if (gk_mm_has_finalizer(v->policy))
-			plan->finalizer_op = GK_MM_FIN_REMOVE;
+		release_finalizer(v, plan, policy_alive);
 		return;
 	}
 	if (gk_mm_owned_by_other(m, plan->policy, &okind, &oname)) {
@@ -272,8 +336,7 @@ static void decide_delete(const gk_mm_view *v, gk_mm_plan *plan, bool policy_ali
 			set_status(plan, GK_POLICY_STATUS_NA);
 		cond(plan, "False", "OwnedByOther", "KMM Module %s/%s is controlled by %s %s, not deleted",
 		     v->ns, plan->module, okind, oname);
-		if (gk_mm_has_finalizer(v->policy))
-			plan->finalizer_op = GK_MM_FIN_REMOVE;
+		release_finalizer(v, plan, policy_alive);
 		return;
 	}
 	/* upstream order: the guard before the deletionTimestamp check */
@@ -320,7 +383,25 @@ void gk_mm_decide(const gk_mm_view *v, gk_mm_plan *plan)
 	if (cp && cp->metadata && cp->metadata->has_generation)
 		plan->generation = cp->metadata->generation;
 
+	if (v->policy_unconfirmed) {
+		/* gone, or changed in a way we cannot read: no write from a state
+		 * we cannot vouch for. A policy being deleted stays so: say why
+		 * its deletion waits. */
+		hold(plan, cp && (!alive || v->policy_unreadable),
+		     "%s of ClusterPolicy %s waits: its state could not be confirmed (%s)",
+		     cp && !alive ? "deletion" : "reconciliation", plan->policy, v->policy_unconfirmed);
+		return;
+	}
+
 	if (!v->kmm) {
+		if (v->module_unconfirmed) {
+			/* KMM's API answered absent, but that is not confirmed yet (or
+			 * never answered): keep everything as it is */
+			hold(plan, cp && !alive && gk_mm_has_finalizer(cp),
+			     "%s of ClusterPolicy %s waits: the KMM API state could not be confirmed (%s)",
+			     alive ? "reconciliation" : "deletion", plan->policy, v->module_unconfirmed);
+			return;
+		}
 		/* §5.2 row 1: kmmStatus untouched, no Module, not an error return */
 		if (alive && km) {
 			gk_mm_plan_add_error(plan, "%s", GK_POLICY_MSG_KMM_NOT_INSTALLED);
@@ -330,14 +411,25 @@ void gk_mm_decide(const gk_mm_view *v, gk_mm_plan *plan)
 			cond(plan, "False", "InTreeDriver",
 			     "spec.kernelModule is not set: no KMM Module, the in-tree driver is used");
 		}
-		/* no Module can exist: nothing left to protect */
-		if (gk_mm_has_finalizer(cp))
-			plan->finalizer_op = GK_MM_FIN_REMOVE;
+		/* KMM is confirmed not served: no Module can exist. A policy being
+		 * deleted still keeps its finalizer while the guard blocks. */
+		release_finalizer(v, plan, alive);
 		return;
 	}
 
 	if (!alive || !km) {
 		decide_delete(v, plan, alive);
+		return;
+	}
+
+	const Gpukmm__Module *m = v->module;
+	if (v->module_unconfirmed) {
+		/* <cp>-gpu cannot be read, or the Modules cannot be vouched for:
+		 * neither created, patched nor recreated from that. Said in the
+		 * status when the object itself is unreadable (that lasts); a
+		 * list or watch gap passes, and the status is left alone */
+		hold(plan, v->module_unreadable, "KMM Module %s/%s is left as it is: its state could not be confirmed (%s)",
+		     v->ns, plan->module, v->module_unconfirmed);
 		return;
 	}
 
@@ -347,7 +439,6 @@ void gk_mm_decide(const gk_mm_view *v, gk_mm_plan *plan)
 	const char *want_version = km->version ? km->version : "";
 	plan->ordered_upgrade = *want_version != '\0';
 
-	const Gpukmm__Module *m = v->module;
 	if (!m) {
 		plan->module_op = GK_MM_MOD_CREATE;
 		set_status(plan, "0/0"); /* a fresh Module has no status (§1.5) */

@@ -17,7 +17,13 @@
  *  - in `dp` mode (and when the policy is gone and its mode is unknown), pods
  *    requesting gpu.intel.com/... resources guard the Module like claims;
  *  - a Module controlled by someone else is never deleted;
- *  - KMM discovery comes from the view (re-checked while running). */
+ *  - KMM discovery comes from the view (re-checked while running);
+ *  - the safety rule (ARCHITECTURE.md §4): no Module delete or recreate, and
+ *    no removal of our finalizer from a policy being deleted, on an absence
+ *    the view cannot vouch for (the *_unconfirmed reasons); the finalizer of
+ *    a policy being deleted never goes while the guard blocks, whatever the
+ *    Module looks like (its controller owner reference would let the garbage
+ *    collector delete it). */
 #ifndef GPUKMM_MODMGR_DECIDE_H
 #define GPUKMM_MODMGR_DECIDE_H
 
@@ -48,6 +54,22 @@ typedef struct gk_mm_view {
 	bool dra;                             /* resource.k8s.io resourceclaims served */
 	bool claims_allocated;                /* a claim allocated to gpu.intel.com (or unknown) */
 	bool gpu_pods;                        /* a live pod requests a gpu.intel.com/... resource */
+	/* The safety rule (ARCHITECTURE.md §4): why the watcher cannot vouch for
+	 * a state right now (NULL = confirmed). An absence is only believed
+	 * where its reason is NULL; every write that deletes, recreates or
+	 * un-finalizes waits on these, and the plan says why.
+	 *   policy   this ClusterPolicy: its kind (discovery, list, watch) or
+	 *            the object itself (it failed conversion);
+	 *   module   KMM's API (discovery), the Modules' list/watch, or <cp>-gpu
+	 *            itself (it failed conversion);
+	 *   claims   resource.k8s.io's discovery, the claims' list/watch, or a
+	 *            claim that failed conversion;
+	 *   pods     the pods' list/watch, or a pod that failed conversion. */
+	const char *policy_unconfirmed;
+	const char *module_unconfirmed;
+	const char *claims_unconfirmed;
+	const char *pods_unconfirmed;
+	bool policy_unreadable, module_unreadable; /* the object itself failed conversion */
 	/* Does the existing Module already carry the desired managed fields
 	 * (ownerRef, selector, tolerations, imageRepoSecret, moduleLoader)?
 	 * Computed by lib/policy's comparison; ignored when module is NULL. */
@@ -86,6 +108,9 @@ typedef struct gk_mm_plan {
 
 	int64_t requeue_after_ms;             /* 0 = none */
 	bool failed;                          /* an ordinary error: requeue with backoff */
+	bool conflict;                        /* a 409: re-read, retried soon (not a failure) */
+	bool held;                            /* fail closed: a state could not be confirmed, nothing written */
+	char hold[GK_ERR_MSG_MAX];            /* why (logged; in the status when a deletion waits on it) */
 
 	size_t n_events;                      /* emit now */
 	gk_mm_event events[GK_MM_MAX_EVENTS];

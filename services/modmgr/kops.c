@@ -26,29 +26,50 @@ static gk_kube_ref module_ref(const gk_mm_kops *k, const char *name)
 }
 
 /* A Module / finalizer call in flight: its result goes to the pass. */
+enum op_verb { OP_CREATE, OP_PATCH, OP_DEL, OP_GET, OP_POLICY };
+
 typedef struct op_ctx {
 	gk_mm_run *run;
+	enum op_verb verb;
 	bool policy;             /* the answer is a ClusterPolicy (else a Module) */
+	char name[GK_MM_NAME_MAX];
 } op_ctx;
+
+static bool kind_is(const cJSON *j, const char *kind)
+{
+	const cJSON *k = cJSON_GetObjectItemCaseSensitive(j, "kind");
+	return cJSON_IsString(k) && strcmp(k->valuestring, kind) == 0;
+}
 
 static void op_done(void *user, int rc, cJSON *out, const gk_kube_status *st, const gk_err *err)
 {
 	op_ctx *x = user;
 	gk_mm_run *r = x->run;
-	bool policy = x->policy;
-	free(x);
 	/* the API's own words when it sent a Status, else lib/kube's message */
 	const char *msg = st && st->message[0] ? st->message : err && err->msg[0] ? err->msg : NULL;
+	char why[GK_ERR_MSG_MAX];
 	ProtobufCMessage *obj = NULL;
 	gk_err e = { 0 };
-	if (rc == GK_OK && out) {
-		const cJSON *kind = cJSON_GetObjectItemCaseSensitive(out, "kind");
-		if (policy) {
+	if (rc == GK_NOT_FOUND && !x->policy && !gk_kube_gone(rc, st, x->name)) {
+		/* the safety rule: only a NotFound naming the Module says it is
+		 * gone; a 404 of the path (the API not served, a proxy) does not */
+		snprintf(why, sizeof(why), "the API answered 404 without naming KMM Module %.253s: not a confirmed absence (%.180s)",
+			 x->name, msg ? msg : "no message");
+		rc = GK_UNAVAILABLE;
+		msg = why;
+	} else if (rc == GK_OK) {
+		if (x->policy) {
 			Gpukmm__ClusterPolicy *cp = NULL;
-			rc = gk_kobj_cluster_policy_from_json(out, &cp, &e);
+			if (!kind_is(out, "ClusterPolicy"))
+				rc = gk_err_set(&e, GK_INTERNAL, "the answer is not a ClusterPolicy");
+			else
+				rc = gk_kobj_cluster_policy_from_json(out, &cp, &e);
 			obj = cp ? &cp->base : NULL;
-		} else if (cJSON_IsString(kind) && strcmp(kind->valuestring, "Module") == 0) {
-			/* a DELETE that finished at once answers with a Status, not the object */
+		} else if (x->verb == OP_DEL && kind_is(out, "Status")) {
+			/* a DELETE that finished at once answers with a Status: gone */
+		} else if (!kind_is(out, "Module")) {
+			rc = gk_err_set(&e, GK_INTERNAL, "the answer is not a Module");
+		} else {
 			Gpukmm__Module *m = NULL;
 			rc = gk_kobj_module_from_json(out, &m, &e);
 			obj = m ? &m->base : NULL;
@@ -56,11 +77,12 @@ static void op_done(void *user, int rc, cJSON *out, const gk_kube_status *st, co
 		if (rc != GK_OK)
 			msg = e.msg;
 	}
+	free(x);
 	cJSON_Delete(out);
 	gk_mm_run_done(r, rc, obj, msg);
 }
 
-static op_ctx *op_ctx_new(gk_mm_run *r, bool policy, gk_err *err)
+static op_ctx *op_ctx_new(gk_mm_run *r, enum op_verb verb, bool policy, const char *name, gk_err *err)
 {
 	op_ctx *x = calloc(1, sizeof(*x));
 	if (!x) {
@@ -68,7 +90,9 @@ static op_ctx *op_ctx_new(gk_mm_run *r, bool policy, gk_err *err)
 		return NULL;
 	}
 	x->run = r;
+	x->verb = verb;
 	x->policy = policy;
+	snprintf(x->name, sizeof(x->name), "%s", name ? name : "");
 	return x;
 }
 
@@ -175,7 +199,9 @@ static int op_create(void *user, gk_mm_run *run, const cJSON *obj, void **handle
 {
 	gk_mm_kops *k = user;
 	gk_kube_ref r = module_ref(k, NULL);
-	op_ctx *x = op_ctx_new(run, false, err);
+	const cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
+	const cJSON *nm = cJSON_GetObjectItemCaseSensitive(md, "name");
+	op_ctx *x = op_ctx_new(run, OP_CREATE, false, cJSON_IsString(nm) ? nm->valuestring : "", err);
 	if (!x)
 		return GK_RESOURCE_EXHAUSTED;
 	gk_kube_call *call = NULL;
@@ -188,7 +214,7 @@ static int op_patch(void *user, gk_mm_run *run, const char *name, const char *pa
 {
 	gk_mm_kops *k = user;
 	gk_kube_ref r = module_ref(k, name);
-	op_ctx *x = op_ctx_new(run, false, err);
+	op_ctx *x = op_ctx_new(run, OP_PATCH, false, name, err);
 	if (!x)
 		return GK_RESOURCE_EXHAUSTED;
 	gk_kube_call *call = NULL;
@@ -203,7 +229,7 @@ static int op_del(void *user, gk_mm_run *run, const char *name, const char *uid,
 	gk_mm_kops *k = user;
 	gk_kube_ref r = module_ref(k, name);
 	gk_kube_delete_opts d = { .uid = uid, .propagation = "Background" };
-	op_ctx *x = op_ctx_new(run, false, err);
+	op_ctx *x = op_ctx_new(run, OP_DEL, false, name, err);
 	if (!x)
 		return GK_RESOURCE_EXHAUSTED;
 	gk_kube_call *call = NULL;
@@ -215,7 +241,7 @@ static int op_get(void *user, gk_mm_run *run, const char *name, void **handle, g
 {
 	gk_mm_kops *k = user;
 	gk_kube_ref r = module_ref(k, name);
-	op_ctx *x = op_ctx_new(run, false, err);
+	op_ctx *x = op_ctx_new(run, OP_GET, false, name, err);
 	if (!x)
 		return GK_RESOURCE_EXHAUSTED;
 	gk_kube_call *call = NULL;
@@ -238,7 +264,7 @@ static int op_set_finalizers(void *user, gk_mm_run *run, const char *policy, con
 	}
 	char *body = ok ? cJSON_PrintUnformatted(p) : NULL;
 	cJSON_Delete(p);
-	op_ctx *x = body ? op_ctx_new(run, true, err) : NULL;
+	op_ctx *x = body ? op_ctx_new(run, OP_POLICY, true, policy, err) : NULL;
 	if (!x) {
 		free(body);
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
@@ -252,6 +278,19 @@ static int op_set_finalizers(void *user, gk_mm_run *run, const char *policy, con
 	return op_started(rc, call, x, handle);
 }
 
+static int op_get_policy(void *user, gk_mm_run *run, const char *policy, void **handle, gk_err *err)
+{
+	gk_mm_kops *k = user;
+	gk_kube_ref r = { .group = "intel.com", .version = "v1alpha1", .resource = "clusterpolicies",
+			  .name = policy };
+	op_ctx *x = op_ctx_new(run, OP_POLICY, true, policy, err);
+	if (!x)
+		return GK_RESOURCE_EXHAUSTED;
+	gk_kube_call *call = NULL;
+	int rc = gk_kube_call_get(k->conn.mux, &r, NULL, op_done, x, &call, err);
+	return op_started(rc, call, x, handle);
+}
+
 static void op_cancel(void *user, void *handle)
 {
 	(void)user;
@@ -262,7 +301,8 @@ void gk_mm_kops_ops(gk_mm_kops *k, gk_mm_ops *ops)
 {
 	*ops = (gk_mm_ops){
 		.user = k, .diff = op_diff, .render = op_render, .create = op_create, .patch = op_patch,
-		.del = op_del, .get = op_get, .set_finalizers = op_set_finalizers, .cancel = op_cancel,
+		.del = op_del, .get = op_get, .set_finalizers = op_set_finalizers, .get_policy = op_get_policy,
+		.cancel = op_cancel,
 	};
 }
 

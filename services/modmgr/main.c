@@ -37,6 +37,8 @@
 
 #define PASSES_PER_TICK 32
 #define MAX_INFLIGHT 16 /* passes with an API call in flight */
+#define KEYSTATE_MAX 256 /* policies whose conflict streak / hold reason is remembered */
+#define CONFLICT_PAUSE_MS 1000 /* after GK_KUBE_CONFLICT_ATTEMPTS 409s in a row */
 
 static const char *const TOPICS[] = { "clusterpolicy", "module", "resourceclaim", "pod",
 				      "discovery", "leadership" };
@@ -51,6 +53,15 @@ typedef struct inflight {
 	uint64_t term;           /* the leadership term the pass decided under */
 	char key[GK_MM_NAME_MAX];
 } inflight;
+
+/* Per policy: the 409s in a row (their re-read spacing) and the last hold
+ * reason logged (a hold is logged when it starts or changes, not every pass). */
+typedef struct keystate {
+	char key[GK_MM_NAME_MAX];
+	int conflicts;
+	char hold[GK_ERR_MSG_MAX];
+	uint64_t used;           /* LRU stamp */
+} keystate;
 
 typedef struct mm {
 	gk_svc svc;
@@ -70,8 +81,28 @@ typedef struct mm {
 	uint64_t n_fly;
 
 	gk_mm_pass_stats pst;
-	uint64_t events_written, events_failed;
+	uint64_t events_written, events_failed, holds;
+	keystate ks[KEYSTATE_MAX];
+	uint64_t ks_clock;
 } mm;
+
+/* The state of key (the least recently used slot is reused). */
+static keystate *keystate_of(mm *m, const char *key)
+{
+	keystate *lru = &m->ks[0];
+	for (size_t i = 0; i < KEYSTATE_MAX; i++) {
+		if (strcmp(m->ks[i].key, key) == 0) {
+			m->ks[i].used = ++m->ks_clock;
+			return &m->ks[i];
+		}
+		if (m->ks[i].used < lru->used)
+			lru = &m->ks[i];
+	}
+	memset(lru, 0, sizeof(*lru));
+	snprintf(lru->key, sizeof(lru->key), "%s", key);
+	lru->used = ++m->ks_clock;
+	return lru;
+}
 
 /* ---- dirty keys → queue ------------------------------------------------------ */
 
@@ -164,11 +195,38 @@ static void pass_done(mm *m, const char *key, gk_mm_plan *p, uint64_t t0, uint64
 		send_report(m, p, term);
 	}
 	int64_t now = gk_mono_ms();
-	if (p->failed) {
+	keystate *ks = keystate_of(m, key);
+	if (p->held) {
+		m->holds++;
+		if (strcmp(ks->hold, p->hold) != 0)
+			GK_WARN("ClusterPolicy %s: fail closed, nothing written: %s", key, p->hold);
+		snprintf(ks->hold, sizeof(ks->hold), "%s", p->hold);
+	} else if (ks->hold[0]) {
+		GK_INFO("ClusterPolicy %s: state confirmed again, reconciling", key);
+		ks->hold[0] = 0;
+	}
+	if (p->conflict && !p->failed) {
+		/* a 409: the object was re-read; run again soon, on the conflict
+		 * spacing of this key's streak (not the failure backoff) */
+		int d = gk_kube_conflict_delay(&ks->conflicts, CONFLICT_PAUSE_MS);
+		GK_INFO("ClusterPolicy %s: conflict (409, %d in a row): re-read, retrying in %d ms", key,
+			ks->conflicts ? ks->conflicts : GK_KUBE_CONFLICT_ATTEMPTS + 1, d);
+		if (ks->conflicts == 0 && !p->idle) {
+			gk_mm_event ev = { .warning = true, .reason = "Conflict" };
+			snprintf(ev.message, sizeof(ev.message),
+				 "ClusterPolicy %s or its KMM Module %s changed %d times in a row while being written "
+				 "(409 Conflict); re-read, retrying", key, p->module, GK_KUBE_CONFLICT_ATTEMPTS + 1);
+			emit(m, p, &ev);
+		}
+		gk_wq_forget(m->q, key);
+		gk_wq_add_after(m->q, key, d, now, NULL);
+	} else if (p->failed) {
 		int64_t d = 0;
+		ks->conflicts = 0;
 		gk_wq_add_rate_limited(m->q, key, now, &d, NULL);
 		GK_INFO("ClusterPolicy %s: pass failed, retrying in %lld ms", key, (long long)d);
 	} else {
+		ks->conflicts = 0;
 		gk_wq_forget(m->q, key);
 		if (p->requeue_after_ms > 0)
 			gk_wq_add_after(m->q, key, p->requeue_after_ms, now, NULL);
@@ -339,6 +397,8 @@ int main(int argc, char **argv)
 			      &m->pst.finalizer_writes);
 	gk_metric_counter_var("gpukmm_modmgr_conflicts_total", "409 conflicts (re-read and retried).",
 			      &m->pst.conflicts);
+	gk_metric_counter_var("gpukmm_modmgr_holds_total", "Passes that wrote nothing: a state could not be "
+			      "confirmed (the safety rule).", &m->holds);
 	gk_metric_counter_var("gpukmm_modmgr_failed_passes_total", "Passes that failed (retried with backoff).",
 			      &m->pst.failures);
 	gk_metric_counter_var("gpukmm_modmgr_snapshots_total", "View rebuilds from watcher snapshots.", &bs->snapshots);

@@ -6,9 +6,10 @@
 
 #include "gpukmm/log.h"
 
-/* The steps in their order; a step with nothing to do is skipped. S_REREAD is
- * only entered after a conflict, and ends the pass. */
-enum step { S_FIN_ADD, S_MODULE, S_FIN_REMOVE, S_REREAD, S_DONE };
+/* The steps in their order; a step with nothing to do is skipped. S_REREAD
+ * (the Module) and S_REREAD_POLICY are only entered after a conflict, and end
+ * the pass. */
+enum step { S_FIN_ADD, S_MODULE, S_FIN_REMOVE, S_REREAD, S_REREAD_POLICY, S_DONE };
 
 struct gk_mm_run {
 	gk_mmv *v;
@@ -57,7 +58,7 @@ static const Gpukmm__ObjectMeta *meta_of(const gk_mm_run *r)
 /* Remember the version of the object the call writes (or reads). */
 static void note_before(gk_mm_run *r)
 {
-	r->on_policy = r->step == S_FIN_ADD || r->step == S_FIN_REMOVE;
+	r->on_policy = r->step == S_FIN_ADD || r->step == S_FIN_REMOVE || r->step == S_REREAD_POLICY;
 	const Gpukmm__ObjectMeta *md = meta_of(r);
 	r->had = md != NULL;
 	snprintf(r->rv, sizeof(r->rv), "%s", md && md->resource_version ? md->resource_version : "");
@@ -90,7 +91,7 @@ static bool needed(const gk_mm_run *r)
 	case S_MODULE:
 		return p->module_op != GK_MM_MOD_NONE;
 	case S_FIN_REMOVE:
-		return p->finalizer_op == GK_MM_FIN_REMOVE && !p->failed;
+		return p->finalizer_op == GK_MM_FIN_REMOVE && !p->failed && !p->conflict;
 	default:
 		return true;
 	}
@@ -155,14 +156,14 @@ static bool go(gk_mm_run *r)
 			continue;
 		}
 		/* leadership may have moved while the last call was in flight */
-		if (r->wrote && r->step != S_REREAD && !leading(r)) {
+		if (r->wrote && r->step < S_REREAD && !leading(r)) {
 			GK_INFO("ClusterPolicy %s: leadership lost during the pass; the rest is not written",
 				r->plan->policy);
 			r->plan->idle = true;
 			return false;
 		}
 		const Gpukmm__ClusterPolicy *cp = gk_mmv_policy(r->v, r->plan->policy);
-		if (r->step != S_REREAD && (!cp || !cp->metadata)) {
+		if (r->step < S_REREAD && (!cp || !cp->metadata)) {
 			/* gone from the view meanwhile: its event made the key dirty again */
 			GK_DEBUG("ClusterPolicy %s vanished during the pass", r->plan->policy);
 			return false;
@@ -178,6 +179,9 @@ static bool go(gk_mm_run *r)
 		case S_MODULE:
 			rc = start_module(r, cp, &e);
 			break;
+		case S_REREAD_POLICY:
+			rc = r->ops->get_policy(r->ops->user, r, r->plan->policy, &r->call, &e);
+			break;
 		default:
 			rc = r->ops->get(r->ops->user, r, r->plan->module, &r->call, &e);
 			break;
@@ -189,13 +193,13 @@ static bool go(gk_mm_run *r)
 	}
 }
 
-/* A conflict or a vanished object: re-read the Module into the view, then let
- * the queue's backoff run the pass again (level-triggered: the next pass
+/* A conflict or a vanished object: re-read the Module into the view, then
+ * the service runs the key again soon (a 409 is not a failure: the next pass
  * decides from the fresh object). */
 static void reread(gk_mm_run *r)
 {
 	r->st->conflicts++;
-	r->plan->failed = true;
+	r->plan->conflict = true;
 	r->plan->has_success_event = false;
 	r->step = S_REREAD;
 }
@@ -213,10 +217,13 @@ static void finalizer_result(gk_mm_run *r, int rc, const Gpukmm__ClusterPolicy *
 	} else if (rc == GK_NOT_FOUND && !add) {
 		rc = GK_OK; /* the policy is gone: nothing left to hold */
 	} else if (is_conflict(rc)) {
-		/* the watch brings the new resourceVersion; retry through the backoff */
+		/* the policy moved (a status write, another controller's
+		 * finalizer): re-read it, retry soon */
 		r->st->conflicts++;
-		p->failed = true;
+		p->conflict = true;
 		p->has_success_event = false;
+		r->step = S_REREAD_POLICY;
+		return;
 	} else {
 		gk_mm_plan_fail(p, GK_MM_FAIL_FINALIZER, msg);
 	}
@@ -287,7 +294,16 @@ static bool on_result(gk_mm_run *r, int rc, ProtobufCMessage *out, const char *m
 	case S_MODULE:
 		module_result(r, rc, (const Gpukmm__Module *)out, msg);
 		break;
+	case S_REREAD_POLICY:
+		/* only an object is folded in: an absence comes from the watch */
+		if (rc == GK_OK && out && view_unchanged(r))
+			gk_mmv_put_policy(r->v, p->policy, (const Gpukmm__ClusterPolicy *)out, NULL);
+		else if (rc != GK_OK)
+			GK_WARN("re-reading ClusterPolicy %s failed: %s", p->policy, msg);
+		r->step = S_DONE;
+		break;
 	default:
+		/* a NotFound naming the Module (kops checks) confirms it is gone */
 		if (rc == GK_OK || rc == GK_NOT_FOUND)
 			fold_module(r, rc == GK_OK ? (const Gpukmm__Module *)out : NULL);
 		else

@@ -9,6 +9,12 @@
  * finalizer remove). One call is in flight per pass; the leader check is made
  * again when a call completes, before the next write.
  *
+ * A 409 is not a failure: the object moved under us. The pass re-reads it
+ * (the Module, or the ClusterPolicy after a finalizer write), folds the fresh
+ * object into the view and ends with plan->conflict: the service runs the key
+ * again after gk_kube_conflict_delay (20 ms doubling, per key), not after the
+ * failure backoff (which grows to 1000 s over a streak).
+ *
  * The API and the rendering are reached through an ops table so the ordering
  * and every error path are unit-tested with a fake; kops.c plugs lib/kube's
  * async calls (on the service loop) and lib/policy in. */
@@ -46,6 +52,9 @@ typedef struct gk_mm_ops {
 	 * (409 when it moved); completes with the updated policy. */
 	int (*set_finalizers)(void *user, gk_mm_run *r, const char *policy, const char *resource_version,
 			      char *const *finalizers, size_t n, void **call, gk_err *err);
+	/* Re-read the ClusterPolicy (after a 409 on its finalizers); completes
+	 * with the policy. */
+	int (*get_policy)(void *user, gk_mm_run *r, const char *policy, void **call, gk_err *err);
 	/* Abandon a started call: gk_mm_run_done is never called for it. */
 	void (*cancel)(void *user, void *call);
 } gk_mm_ops;

@@ -14,6 +14,11 @@ typedef struct keyset {
 	bool saturated;          /* an insert was refused: answer "in use" */
 } keyset;
 
+/* What the watcher cannot vouch for, per topic we read (Discovery.unconfirmed). */
+enum { UC_POLICY, UC_MODULE, UC_CLAIM, UC_POD, UC_N };
+static const char *const uc_topic[UC_N] = { "clusterpolicy", "module", "resourceclaim", "pod" };
+static const bool uc_whole[UC_N] = { false, false, true, true };
+
 struct gk_mmv {
 	char *ns;
 	size_t max;
@@ -22,6 +27,8 @@ struct gk_mmv {
 	gk_wsub_tab policies, modules;
 	keyset claims, pods;
 	bool synced, kmm, dra, leader;
+	gk_wsub_unconf uc;
+	char why[2][GK_ERR_MSG_MAX]; /* the reasons of the last gk_mmv_view */
 	uint64_t term;  /* Leadership.term, stamped on status reports */
 	uint64_t ignored;
 };
@@ -114,6 +121,7 @@ int gk_mmv_new(gk_mmv **out, const gk_mmv_opts *o, gk_mmv_dirty_fn fn, void *use
 	v->max = o && o->max_objects ? o->max_objects : 4096;
 	gk_wsub_tab_init(&v->policies, v->max);
 	gk_wsub_tab_init(&v->modules, v->max);
+	gk_wsub_unconf_init(&v->uc, uc_topic, uc_whole, UC_N);
 	v->dirty = fn;
 	v->user = user;
 	v->leader = true;
@@ -125,6 +133,7 @@ void gk_mmv_free(gk_mmv *v)
 {
 	if (!v)
 		return;
+	gk_wsub_unconf_free(&v->uc);
 	gk_wsub_tab_clear(&v->policies);
 	gk_wsub_tab_clear(&v->modules);
 	set_clear(&v->claims);
@@ -246,6 +255,7 @@ int gk_mmv_load_snapshot(gk_mmv *v, const Gpukmm__SnapshotReply *s, gk_err *err)
 	}
 	v->kmm = s->discovery && s->discovery->has_kmm && s->discovery->kmm;
 	v->dra = s->discovery && s->discovery->has_dra && s->discovery->dra;
+	gk_wsub_unconf_load(&v->uc, s->discovery);
 	gk_wsub_lead_update(&v->leader, &v->term, s->leadership);
 	v->synced = s->has_synced && s->synced;
 	mark_all(v);
@@ -324,7 +334,8 @@ int gk_mmv_apply(gk_mmv *v, const char *topic, const Gpukmm__Event *ev, gk_err *
 	case GPUKMM__EVENT__OBJECT_DISCOVERY: {
 		const Gpukmm__Discovery *d = ev->discovery;
 		bool kmm = d->has_kmm && d->kmm, dra = d->has_dra && d->dra;
-		if (kmm != v->kmm || dra != v->dra) {
+		bool uc = gk_wsub_unconf_load(&v->uc, d);
+		if (kmm != v->kmm || dra != v->dra || uc) {
 			v->kmm = kmm;
 			v->dra = dra;
 			mark_all(v);
@@ -355,10 +366,11 @@ const Gpukmm__Module *gk_mmv_module(const gk_mmv *v, const char *name)
 	return (const Gpukmm__Module *)gk_wsub_tab_get(&v->modules, name);
 }
 
-void gk_mmv_view(const gk_mmv *v, const char *policy, gk_mm_view *out)
+void gk_mmv_view(gk_mmv *v, const char *policy, gk_mm_view *out)
 {
-	char mname[GK_MM_NAME_MAX];
+	char mname[GK_MM_NAME_MAX], mkey[GK_MM_NAME_MAX + 300];
 	snprintf(mname, sizeof(mname), "%s-gpu", policy);
+	snprintf(mkey, sizeof(mkey), "%s/%s", v->ns, mname);
 	*out = (gk_mm_view){
 		.policy_name = policy,
 		.policy = gk_mmv_policy(v, policy),
@@ -371,6 +383,23 @@ void gk_mmv_view(const gk_mmv *v, const char *policy, gk_mm_view *out)
 		.gpu_pods = set_any(&v->pods),
 		.module_up_to_date = false,
 	};
+	const char *pe = gk_wsub_unconf_unreadable(&v->uc, UC_POLICY, policy);
+	const char *me = gk_wsub_unconf_unreadable(&v->uc, UC_MODULE, mkey);
+	const char *pr = gk_wsub_unconf_reason(&v->uc, UC_POLICY), *mr = gk_wsub_unconf_reason(&v->uc, UC_MODULE);
+	out->policy_unreadable = pe != NULL;
+	out->module_unreadable = me != NULL;
+	if (pe)
+		snprintf(v->why[0], sizeof(v->why[0]), "ClusterPolicy %.253s could not be read: %.220s", policy, pe);
+	else if (pr)
+		snprintf(v->why[0], sizeof(v->why[0]), "%s", pr);
+	if (me)
+		snprintf(v->why[1], sizeof(v->why[1]), "KMM Module %.300s could not be read: %.180s", mkey, me);
+	else if (mr)
+		snprintf(v->why[1], sizeof(v->why[1]), "%s", mr);
+	out->policy_unconfirmed = pe || pr ? v->why[0] : NULL;
+	out->module_unconfirmed = me || mr ? v->why[1] : NULL;
+	out->claims_unconfirmed = gk_wsub_unconf_reason(&v->uc, UC_CLAIM);
+	out->pods_unconfirmed = gk_wsub_unconf_reason(&v->uc, UC_POD);
 }
 
 int gk_mmv_put_module(gk_mmv *v, const char *name, const Gpukmm__Module *m, gk_err *err)
@@ -398,4 +427,5 @@ void gk_mmv_state_get(const gk_mmv *v, gk_mmv_state *out)
 		.policies = v->policies.n, .modules = v->modules.n,
 		.blocking_claims = v->claims.n, .blocking_pods = v->pods.n, .ignored = v->ignored,
 	};
+	out->unconfirmed = gk_wsub_unconf_bits(&v->uc);
 }

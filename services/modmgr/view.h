@@ -8,7 +8,8 @@
  *                           policy the name `<cp>-gpu` belongs to
  *   claim / pod events    → every policy, when "any GPU claim allocated" or
  *                           "any GPU pod" flips (the decision reads only that)
- *   discovery/leadership  → every policy, when the value changes
+ *   discovery/leadership  → every policy, when the value changes (the
+ *                           unconfirmed topics and unreadable objects included)
  * A snapshot makes every known key dirty (old and new), so a policy that
  * vanished while events were lost is still reconciled once more (as gone).
  *
@@ -43,8 +44,12 @@ int gk_mmv_load_snapshot(gk_mmv *v, const Gpukmm__SnapshotReply *s, gk_err *err)
  * events without an object are counted and ignored. */
 int gk_mmv_apply(gk_mmv *v, const char *topic, const Gpukmm__Event *ev, gk_err *err);
 
-/* Fill a decision view for `policy` (pointers valid until the next change). */
-void gk_mmv_view(const gk_mmv *v, const char *policy, gk_mm_view *out);
+/* Fill a decision view for `policy` (pointers valid until the next change or
+ * the next gk_mmv_view). The *_unconfirmed reasons come from the watcher's
+ * Discovery.unconfirmed: a kind it cannot vouch for, or this policy's / this
+ * Module's object failing conversion; one unreadable claim or pod makes the
+ * claims / pods unconfirmed as a whole. */
+void gk_mmv_view(gk_mmv *v, const char *policy, gk_mm_view *out);
 /* The cached objects (NULL when absent). */
 const Gpukmm__ClusterPolicy *gk_mmv_policy(const gk_mmv *v, const char *name);
 const Gpukmm__Module *gk_mmv_module(const gk_mmv *v, const char *name);
@@ -60,6 +65,7 @@ int gk_mmv_put_policy(gk_mmv *v, const char *name, const Gpukmm__ClusterPolicy *
 
 typedef struct gk_mmv_state {
 	bool synced, kmm, dra, leader;
+	unsigned unconfirmed;            /* bits: clusterpolicy, module, resourceclaim, pod */
 	uint64_t term;                   /* Leadership.term (0: not leading, or no election) */
 	size_t policies, modules, blocking_claims, blocking_pods;
 	uint64_t ignored;                /* events ignored (unknown topic, no object, other ns) */

@@ -202,7 +202,16 @@ static void on_call(void *user, int rc, cJSON *out, const gk_kube_status *st, co
 	gk_opk *k = d->k;
 	const char *msg = st && st->message[0] ? st->message : err && err->msg[0] ? err->msg : gk_code_name(rc);
 	enum verb v = d->verb;
+	char why[GK_ERR_MSG_MAX + 512];
 	e->call = NULL;
+	if (rc == GK_NOT_FOUND && !is_policy(d) && !gk_kube_gone(rc, st, d->name)) {
+		/* the safety rule: only a NotFound naming the object says it is gone (the
+		 * teardown reads "gone" from the view); a 404 of the path does not */
+		snprintf(why, sizeof(why), "the API answered 404 without naming %.60s %.253s: not a confirmed absence (%.180s)",
+			 d->kind, d->name, msg);
+		rc = GK_UNAVAILABLE;
+		msg = why;
+	}
 	if (v == V_PROBE) {
 		/* a read of an object the view cannot see: 404 is remembered, a 2xx goes into the view */
 		if (rc == GK_OK || rc == GK_NOT_FOUND) {
@@ -233,7 +242,11 @@ static void on_call(void *user, int rc, cJSON *out, const gk_kube_status *st, co
 	} else if (v != V_GET && (rc == GK_ABORTED || rc == GK_ALREADY_EXISTS || rc == GK_FAILED_PRECONDITION)) {
 		k->st.conflicts++;
 		int ms = gk_kube_conflict_delay(&e->conflicts, CONFLICT_PAUSE_MS);
-		GK_DEBUG("%s %s changed meanwhile (%s): re-reading", d->kind, d->name, msg);
+		if (is_policy(d)) /* its finalizers: a deletion waits on it, say so (issue #15 item 6) */
+			GK_INFO("ClusterPolicy %s: conflict (409) writing its finalizers: retrying on the watched "
+				"policy in %d ms", d->name, ms);
+		else
+			GK_DEBUG("%s %s changed meanwhile (%s): re-reading", d->kind, d->name, msg);
 		if (is_policy(d))
 			gk_kw_after(e, ms, false); /* the watch brings the policy */
 		else if (gk_opv_leader(k->view))

@@ -253,10 +253,11 @@ static void kueue_one(void *user, const Gpukmm__Object *o)
 			  : strcmp(o->kind, "ClusterQueue") == 0 ? "clusterqueues"
 								 : "resourceflavors";
 	gk_opp_ref r = { GK_OP_KUEUE_API_VERSION, o->kind, res, ns, md->name };
-	k->left |= delete_seen(&r, md, k->ops, k->res);
+	k->left |= !k->ops || delete_seen(&r, md, k->ops, k->res);
 }
 
-/* LocalQueues, then ClusterQueues, then the flavor they name; true while some are there */
+/* LocalQueues, then ClusterQueues, then the flavor they name; true while some are there
+ * (ops NULL: only whether some would be removed) */
 static bool remove_kueue(const gk_opv *v, const gk_op_set *s, const char *policy, const gk_opp_ops *ops,
 			 gk_opp_result *res)
 {
@@ -265,6 +266,27 @@ static bool remove_kueue(const gk_opv *v, const gk_op_set *s, const char *policy
 	for (size_t i = 0; i < 3; i++)
 		gk_opv_each_obj(v, kinds[i], kueue_one, &k);
 	return k.left;
+}
+
+/* The teardown found none of the policy's Kueue objects in the view: gone only when the
+ * watcher can vouch for the three kinds (listed, watched, none unreadable); else the
+ * finalizers wait (said once per pass, like absent_unconfirmed). */
+static bool kueue_unconfirmed(const gk_opv *v, const char *policy, bool *said, gk_opp_result *res)
+{
+	static const char *const kinds[][2] = { { "LocalQueue", "localqueues" }, { "ClusterQueue", "clusterqueues" },
+						{ "ResourceFlavor", "resourceflavors" } };
+	for (size_t i = 0; i < 3; i++) {
+		const char *uc = gk_opv_operand_unconfirmed(v, kinds[i][1], NULL, NULL);
+		if (!uc)
+			continue;
+		if (!*said)
+			add_error(res, "deletion of ClusterPolicy %s waits: its %ss could not be confirmed gone (%.400s)",
+				  policy, kinds[i][0], uc);
+		*said = true;
+		requeue(res, GK_OPP_REQUEUE_MS);
+		return true;
+	}
+	return false;
 }
 
 /* A ClusterRoleBinding is created once the ClusterRole it names is there: the API
@@ -356,11 +378,18 @@ static void set_finalizers(const Gpukmm__ClusterPolicy *cp, const gk_opp_ops *op
 	free(f);
 }
 
-/* Does a ResourceClaim hold a GPU — or can we not tell (the DRA kinds are served but the
- * watcher does not watch claims at that version): fail closed, the safety rule. */
-static bool claims_block(const gk_opv *v, const char **why)
+/* Does a ResourceClaim hold a GPU — or can we not tell (the watcher cannot vouch for the
+ * claims, or the DRA kinds are served but claims are not watched at that version): fail
+ * closed, the safety rule (ARCHITECTURE.md §4). *why: a constant or buf. */
+static bool claims_block(const gk_opv *v, char *buf, size_t cap, const char **why)
 {
 	const gk_opv_disc *d = gk_opv_discovery(v);
+	const char *uc = gk_opv_claims_unconfirmed(v);
+	if (uc) {
+		snprintf(buf, cap, "GPU ResourceClaims that could not be confirmed (%.400s)", uc);
+		*why = buf;
+		return true;
+	}
 	if (d->dra_version[0] && !d->dra) {
 		*why = "cannot tell whether a ResourceClaim holds a GPU (claims are not watched at the served "
 		       "resource.k8s.io version)";
@@ -406,6 +435,39 @@ static int kueue_totals(const gk_opv *v, const Gpukmm__ClusterPolicy *cp, gk_op_
 	if (rc)
 		return -gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
 	return 1;
+}
+
+/* An object of the catalogue missing from the view: gone only when the watcher can vouch
+ * for the operands (their kinds listed and watched, that object not unreadable). Else the
+ * teardown waits for it (said once per pass); true = it counts as left. */
+static bool absent_unconfirmed(const gk_opv *v, const gk_op_ref *c, const char *policy, bool *said,
+			       gk_opp_result *res)
+{
+	const char *uc = gk_opv_operand_unconfirmed(v, c->resource, c->ns, c->name);
+	if (!uc)
+		return false;
+	if (!*said)
+		add_error(res, "deletion of ClusterPolicy %s waits: %s %s%s%s could not be confirmed gone (%.400s)", policy,
+			  c->kind, c->ns, c->ns[0] ? "/" : "", c->name, uc);
+	*said = true;
+	requeue(res, GK_OPP_REQUEUE_MS);
+	return true;
+}
+
+/* is any object of the catalogue ours in the view and no longer rendered (a removal)? */
+static bool removals_pending(const gk_opv *v, const gk_op_set *s, const gk_op_ref *cat, size_t n, const char *policy)
+{
+	for (size_t i = 0; i < n; i++) {
+		const gk_op_ref *c = &cat[i];
+		if ((s->held & (1u << c->component)) || rendered(s, c))
+			continue;
+		cJSON *live = live_json(gk_opv_obj(v, c->kind, c->ns[0] ? c->ns : NULL, c->name));
+		bool ours = live && gk_op_is_ours(live, policy);
+		cJSON_Delete(live);
+		if (ours)
+			return true;
+	}
+	return false;
 }
 
 int gk_opp_pass(const gk_opv *v, const char *policy, const gk_opp_cfg *cfg, const gk_opp_ops *ops,
@@ -464,8 +526,19 @@ int gk_opp_pass(const gk_opv *v, const char *policy, const gk_opp_cfg *cfg, cons
 				apply_one(v, &s.v[i], ops, res);
 		bool guard_said = false;
 		const char *why = NULL;
-		bool blocked = claims_block(v, &why);
-		for (size_t i = 0; i < n_cat; i++) {
+		char whybuf[GK_ERR_MSG_MAX];
+		bool blocked = claims_block(v, whybuf, sizeof(whybuf), &why);
+		/* a removal decided on a policy we cannot read (or a stale copy of it) waits */
+		const char *pu = gk_opv_policy_unconfirmed(v, policy);
+		bool kueue_rm = d->kueue_listed && !(s.held & (1u << GK_OP_KUEUE));
+		bool hold = pu && (removals_pending(v, &s, cat, n_cat, policy) ||
+				   (kueue_rm && remove_kueue(v, &s, policy, NULL, res)));
+		if (hold) {
+			add_error(res, "removal of operands of ClusterPolicy %s waits: the ClusterPolicy could not be "
+				  "confirmed (%.400s)", policy, pu);
+			requeue(res, GK_OPP_REQUEUE_MS);
+		}
+		for (size_t i = 0; i < n_cat && !hold; i++) {
 			const gk_op_ref *c = &cat[i];
 			if ((s.held & (1u << c->component)) || rendered(&s, c))
 				continue;
@@ -481,21 +554,23 @@ int gk_opp_pass(const gk_opv *v, const char *policy, const gk_opp_cfg *cfg, cons
 			}
 			remove_one(v, c, policy, ops, res);
 		}
-		if (d->kueue_listed && !(s.held & (1u << GK_OP_KUEUE)))
+		if (kueue_rm && !hold)
 			remove_kueue(v, &s, policy, ops, res);
 	} else {
 		/* ordered teardown: each stage once the previous one is gone */
 		static const unsigned stages[] = { 1u << GK_OP_DP | 1u << GK_OP_XPU, 1u << GK_OP_DRA,
 						   1u << GK_OP_NFD | 1u << GK_OP_PROMETHEUS | 1u << GK_OP_KUEUE };
-		bool left = false;
+		bool left = false, said = false;
 		const char *why = NULL;
-		bool blocked = claims_block(v, &why);
+		char whybuf[GK_ERR_MSG_MAX];
+		bool blocked = claims_block(v, whybuf, sizeof(whybuf), &why);
 		for (size_t st = 0; st < 3 && !left; st++) {
 			bool guarded = stages[st] == 1u << GK_OP_DRA && blocked;
 			/* not served: none can be there; served but not listed yet: the next
 			 * discovery event (kueue_listed) runs the pass again, the finalizer stays */
 			if (stages[st] & (1u << GK_OP_KUEUE))
-				left |= kueue_unlisted(d, res) || remove_kueue(v, &s, policy, ops, res);
+				left |= kueue_unlisted(d, res) || remove_kueue(v, &s, policy, ops, res) ||
+					kueue_unconfirmed(v, policy, &said, res);
 			for (size_t i = 0; i < n_cat; i++) {
 				const gk_op_ref *c = &cat[i];
 				if (!(stages[st] & (1u << c->component)))
@@ -510,10 +585,13 @@ int gk_opp_pass(const gk_opv *v, const char *policy, const gk_opp_cfg *cfg, cons
 							  policy);
 						requeue(res, GK_OPP_REQUEUE_MS);
 					}
-					left |= ours;
+					left |= ours || (!have && absent_unconfirmed(v, c, policy, &said, res));
 					continue;
 				}
-				left |= remove_one(v, c, policy, ops, res);
+				bool there = remove_one(v, c, policy, ops, res);
+				if (!there && !gk_opv_obj(v, c->kind, c->ns[0] ? c->ns : NULL, c->name))
+					there = absent_unconfirmed(v, c, policy, &said, res);
+				left |= there;
 			}
 		}
 		if (!left && (has_fin(cp, GK_OP_FINALIZER) || has_fin(cp, GK_OP_UPSTREAM_FINALIZER)))

@@ -36,6 +36,13 @@
  * only sees by our label, from one GET per object (ops->probe), whose 404 is
  * remembered; nothing is deleted without that successful read.
  *
+ * Fail closed (ARCHITECTURE.md §4): the DRA guard blocks while the watcher
+ * cannot vouch for the claims; in the teardown an object missing from the view
+ * is gone only when the watcher can vouch for the operands (else the
+ * finalizers wait: "deletion of ClusterPolicy … waits: … could not be confirmed
+ * gone"); no operand of a live policy is removed on a copy of the policy the
+ * watcher cannot vouch for (unreadable, or its kind in a gap).
+ *
  * Deletes are by uid precondition of the object seen; patches carry its
  * resourceVersion. Writes go through an ops table (kops.c; fakes in tests),
  * one call in flight per object; a call's end marks the policy dirty again.

@@ -19,10 +19,17 @@ struct gk_opv {
 	 * slice name → driver, node, pool, generation, devices */
 	gk_kmap nodes, slices;
 	gk_opv_disc disc;
+	gk_wsub_unconf uc;       /* what the watcher cannot vouch for (ARCHITECTURE.md §4) */
 	bool leader, synced;
 	uint64_t term;  /* Leadership.term, stamped on status reports */
 	uint64_t ignored;
 };
+
+/* the claims (the DRA guard: read as a set), the operands (an absence in the
+ * teardown), the policies (a removal decided on a policy we cannot read) */
+enum { UC_CLAIM, UC_OPERAND, UC_POLICY, UC_N };
+static const char *const uc_topics[UC_N] = { "resourceclaim", "operand", "clusterpolicy" };
+static const bool uc_whole[UC_N] = { true, false, false };
 
 int gk_opv_new(gk_opv **out, const char *ns, size_t max, gk_opv_dirty_fn fn, void *user, gk_err *err)
 {
@@ -38,6 +45,7 @@ int gk_opv_new(gk_opv **out, const char *ns, size_t max, gk_opv_dirty_fn fn, voi
 	gk_wsub_tab_init(&v->claims, max);
 	gk_kmap_init(&v->nodes);
 	gk_kmap_init(&v->slices);
+	gk_wsub_unconf_init(&v->uc, uc_topics, uc_whole, UC_N);
 	v->dirty = fn;
 	v->user = user;
 	v->leader = true;
@@ -55,6 +63,7 @@ void gk_opv_free(gk_opv *v)
 	gk_wsub_tab_clear(&v->claims);
 	gk_kmap_clear(&v->nodes);
 	gk_kmap_clear(&v->slices);
+	gk_wsub_unconf_free(&v->uc);
 	free(v->ns);
 	free(v);
 }
@@ -185,7 +194,8 @@ static void set_disc(gk_opv *v, const Gpukmm__Discovery *d)
 		n.resource_slices = d->has_resource_slices && d->resource_slices;
 		snprintf(n.dra_version, sizeof(n.dra_version), "%s", d->dra_version ? d->dra_version : "");
 	}
-	if (memcmp(&n, &v->disc, sizeof(n)) != 0) {
+	bool uc = gk_wsub_unconf_load(&v->uc, d);
+	if (memcmp(&n, &v->disc, sizeof(n)) != 0 || uc) {
 		v->disc = n;
 		mark_all(v);
 	}
@@ -367,6 +377,32 @@ const gk_opv_disc *gk_opv_discovery(const gk_opv *v)
 bool gk_opv_claims_allocated(const gk_opv *v)
 {
 	return v->claims.n > 0;
+}
+
+const char *gk_opv_claims_unconfirmed(const gk_opv *v)
+{
+	return gk_wsub_unconf_reason(&v->uc, UC_CLAIM);
+}
+
+const char *gk_opv_operand_unconfirmed(const gk_opv *v, const char *resource, const char *ns, const char *name)
+{
+	const char *r = gk_wsub_unconf_reason(&v->uc, UC_OPERAND);
+	if (r)
+		return r;
+	char key[800]; /* the watcher's key of an operand: resource/[ns/]name */
+	int n = snprintf(key, sizeof(key), "%s/%s%s%s", resource ? resource : "", ns && *ns ? ns : "",
+			 ns && *ns ? "/" : "", name ? name : "");
+	if (n < 0 || (size_t)n >= sizeof(key))
+		return "the object's name is too long to look up";
+	if (!name) /* any object of the kind: "resource/" */
+		return gk_wsub_unconf_unreadable_under(&v->uc, UC_OPERAND, key);
+	return gk_wsub_unconf_unreadable(&v->uc, UC_OPERAND, key);
+}
+
+const char *gk_opv_policy_unconfirmed(const gk_opv *v, const char *name)
+{
+	const char *e = gk_wsub_unconf_unreadable(&v->uc, UC_POLICY, name);
+	return e ? e : gk_wsub_unconf_reason(&v->uc, UC_POLICY);
 }
 
 const Gpukmm__ClusterPolicy *gk_opv_policy(const gk_opv *v, const char *name)

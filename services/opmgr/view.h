@@ -3,7 +3,8 @@
  * of the operator namespace (their status counts), whether a ResourceClaim
  * holds a GPU (the DRA teardown guard), what the Kueue quotas count (each
  * node's allocatable cpu, memory and GPUs; the ResourceSlices of driver
- * gpu.intel.com, while watched), discovery and leadership. Rebuilt from
+ * gpu.intel.com, while watched), discovery and leadership, and what the
+ * watcher cannot vouch for of the claims, operands and policies. Rebuilt from
  * watcher snapshots, kept current by bus events; pure data.
  *
  * Dirty keys: a policy event → that policy; an operand or DaemonSet event →
@@ -47,6 +48,13 @@ uint64_t gk_opv_term(const gk_opv *v);
 bool gk_opv_synced(const gk_opv *v);
 const gk_opv_disc *gk_opv_discovery(const gk_opv *v);
 bool gk_opv_claims_allocated(const gk_opv *v);
+/* Why the watcher cannot vouch for (ARCHITECTURE.md §4), NULL = it can: the claims
+ * (as a set); the operand `resource` ns/name (its kind, or that object unreadable;
+ * ns and name NULL: any object of that kind unreadable);
+ * the ClusterPolicy `name` (unreadable, or its kind). */
+const char *gk_opv_claims_unconfirmed(const gk_opv *v);
+const char *gk_opv_operand_unconfirmed(const gk_opv *v, const char *resource, const char *ns, const char *name);
+const char *gk_opv_policy_unconfirmed(const gk_opv *v, const char *name);
 const Gpukmm__ClusterPolicy *gk_opv_policy(const gk_opv *v, const char *name);
 /* ns NULL or "" = cluster-scoped */
 const Gpukmm__Object *gk_opv_obj(const gk_opv *v, const char *kind, const char *ns, const char *name);

@@ -7,10 +7,26 @@
 #include "gpukmm/ipc.h"
 #include "gpukmm/policy.h"
 #include "gpukmm/probe.h"
+#include "gpukmm/strpool.h"
 #include "nodes.h"
 #include "status.pb-c.h"
 
 #define REPORT_ANNOTATION "gpukmm.io/node-report"
+
+/* every digest's strings (nodes.h); the loop thread's */
+static gk_strpool pool;
+
+/* the pooled copy of at most max bytes of s; false on OOM */
+static bool pooled(const char **dst, const char *s, size_t max)
+{
+	*dst = gk_strpool_get(&pool, s, max);
+	return *dst != NULL;
+}
+
+size_t gk_sd_node_pooled(void)
+{
+	return gk_strpool_size(&pool);
+}
 
 static void copy(char *dst, size_t cap, const char *src)
 {
@@ -29,18 +45,22 @@ static const char *annotation(const Gpukmm__Node *n, const char *key)
 	return NULL;
 }
 
-static void add_mod(gk_sd_node *d, const Gpukmm__KernelModuleInfo *m)
+static bool add_mod(gk_sd_node *d, const Gpukmm__KernelModuleInfo *m)
 {
 	if (!m || !m->name || !*m->name || d->n_mods >= GK_SD_NODE_MODS)
-		return;
+		return true;
 	for (size_t i = 0; i < d->n_mods; i++)
-		if (strcmp(d->mods[i].name, m->name) == 0)
-			return; /* the first entry for a name wins */
-	gk_sd_mod *o = &d->mods[d->n_mods++];
-	copy(o->name, sizeof(o->name), m->name);
+		if (strncmp(d->mods[i].name, m->name, GK_SD_MOD_NAME_MAX) == 0 &&
+		    strlen(d->mods[i].name) == strnlen(m->name, GK_SD_MOD_NAME_MAX))
+			return true; /* the first entry for a name wins */
+	gk_sd_mod *o = &d->mods[d->n_mods];
+	if (!pooled(&o->name, m->name, GK_SD_MOD_NAME_MAX))
+		return false;
+	d->n_mods++;
 	o->loaded = m->has_loaded && m->loaded;
 	o->source = m->has_source ? (int)m->source : GPUKMM__MODULE_SOURCE__SOURCE_UNKNOWN;
 	o->ko_unsigned = m->ko_path && *m->ko_path && !m->ko_signer;
+	return true;
 }
 
 /* The report: the gpukmm.io/v1alpha1 JSON (lib/probe rjson, summarized ones
@@ -68,24 +88,25 @@ static Gpukmm__NodeReport *parse_report(const char *json, gk_probe_json_info *in
 	return r;
 }
 
-static void digest_report(gk_sd_node *d, const char *json)
+/* false on OOM */
+static bool digest_report(gk_sd_node *d, const char *json)
 {
 	if (!json)
-		return;
+		return true;
 	d->report = GK_SD_REPORT_BAD;
 	if (strlen(json) > GK_SD_NODE_REPORT_MAX)
-		return;
+		return true;
 	gk_probe_json_info info;
 	Gpukmm__NodeReport *r = parse_report(json, &info);
 	if (!r)
-		return;
+		return true;
 	d->report = GK_SD_REPORT_OK;
-	copy(d->report_kernel, sizeof(d->report_kernel), r->kernel_version);
+	bool ok = pooled(&d->report_kernel, r->kernel_version, GK_SD_KERNEL_MAX);
 	d->gpus = info.pfs;
 	d->vfs = info.vfs;
 	if (info.form != GK_PROBE_JSON_FULL) {
 		d->summarized = true;
-		copy(d->summary, sizeof(d->summary), info.reason);
+		ok = ok && pooled(&d->summary, info.reason, GK_SD_SUMMARY_MAX);
 	}
 	d->secure_boot = r->has_secure_boot && r->secure_boot == GPUKMM__TRI_STATE__TRI_YES;
 	d->secure = d->secure_boot || (r->lockdown && (strcmp(r->lockdown, "integrity") == 0 ||
@@ -94,71 +115,91 @@ static void digest_report(gk_sd_node *d, const char *json)
 	if (m && !m->name && r->module_name) {
 		/* the configured module's info without its name: name it */
 		m->name = r->module_name;
-		add_mod(d, m);
+		ok = ok && add_mod(d, m);
 		m->name = NULL;
 	} else {
-		add_mod(d, m);
+		ok = ok && add_mod(d, m);
 	}
-	for (size_t i = 0; i < r->n_related; i++)
-		add_mod(d, r->related[i]);
+	for (size_t i = 0; ok && i < r->n_related; i++)
+		ok = add_mod(d, r->related[i]);
 	protobuf_c_message_free_unpacked(&r->base, NULL);
+	return ok;
+}
+
+/* every string field "" (static), nothing pooled yet */
+static void blank(gk_sd_node *d)
+{
+	const char *none = gk_strpool_get(&pool, NULL, 0); /* the pool's static "" */
+	memset(d, 0, sizeof(*d));
+	d->name = d->kernel = d->report_kernel = d->summary = none;
+	for (size_t i = 0; i < GK_SD_NODE_MODS; i++)
+		d->mods[i].name = none;
 }
 
 int gk_sd_node_digest(const Gpukmm__Node *n, gk_sd_node *out, gk_err *err)
 {
-	memset(out, 0, sizeof(*out));
-	if (n->metadata)
-		copy(out->name, sizeof(out->name), n->metadata->name);
-	copy(out->kernel, sizeof(out->kernel), n->kernel_version);
-	size_t need = 0, count = 0;
+	blank(out);
+	size_t count = 0, bytes = 0;
 	if (n->metadata) {
 		for (size_t i = 0; i < n->metadata->n_labels; i++) {
 			const Gpukmm__KeyValue *kv = n->metadata->labels[i];
 			if (!kv || !kv->key)
 				continue;
 			size_t l = strlen(kv->key) + strlen(kv->value ? kv->value : "") + 2;
-			if (count >= GK_SD_NODE_LABELS_MAX || need + l > GK_SD_NODE_LABEL_BYTES) {
+			if (count >= GK_SD_NODE_LABELS_MAX || bytes + l > GK_SD_NODE_LABEL_BYTES) {
 				out->labels_truncated = true;
 				break;
 			}
-			need += l;
+			bytes += l;
 			count++;
 		}
 	}
-	if (need) {
-		if (!(out->labels = malloc(need)))
-			return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "statusd: out of memory");
-		char *p = out->labels;
-		for (size_t i = 0, k = 0; k < count; i++) {
+	bool ok = pooled(&out->name, n->metadata ? n->metadata->name : NULL, GK_SD_NODE_NAME_MAX - 1) &&
+		  pooled(&out->kernel, n->kernel_version, GK_SD_KERNEL_MAX);
+	if (ok && count) {
+		ok = (out->labels = calloc(2 * count, sizeof(*out->labels))) != NULL;
+		for (size_t i = 0, k = 0; ok && k < count; i++) {
 			const Gpukmm__KeyValue *kv = n->metadata->labels[i];
 			if (!kv || !kv->key)
 				continue;
-			const char *v = kv->value ? kv->value : "";
-			size_t kl = strlen(kv->key) + 1, vl = strlen(v) + 1;
-			memcpy(p, kv->key, kl);
-			memcpy(p + kl, v, vl);
-			p += kl + vl;
-			k++;
+			/* n_labels counts the pairs held, so a clear after OOM puts only those */
+			ok = pooled(&out->labels[2 * k], kv->key, SIZE_MAX) &&
+			     pooled(&out->labels[2 * k + 1], kv->value, SIZE_MAX);
+			if (!ok && out->labels[2 * k] && !out->labels[2 * k + 1])
+				out->labels[2 * k + 1] = "";
+			out->n_labels = (uint32_t)++k;
 		}
-		out->labels_len = need;
-		out->n_labels = (uint32_t)count;
 	}
-	digest_report(out, annotation(n, REPORT_ANNOTATION));
+	ok = ok && digest_report(out, annotation(n, REPORT_ANNOTATION));
+	if (!ok) {
+		gk_sd_node_clear(out);
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "statusd: out of memory");
+	}
 	return GK_OK;
 }
 
 void gk_sd_node_clear(gk_sd_node *d)
 {
+	gk_strpool_put(&pool, d->name);
+	gk_strpool_put(&pool, d->kernel);
+	gk_strpool_put(&pool, d->report_kernel);
+	gk_strpool_put(&pool, d->summary);
+	for (size_t i = 0; i < d->n_mods; i++)
+		gk_strpool_put(&pool, d->mods[i].name);
+	for (size_t i = 0; d->labels && i < 2 * (size_t)d->n_labels; i++)
+		gk_strpool_put(&pool, d->labels[i]);
 	free(d->labels);
-	memset(d, 0, sizeof(*d));
+	blank(d);
 }
 
+/* pooled strings: equal iff the same pointer ("" is one static string too) */
 bool gk_sd_node_equal(const gk_sd_node *a, const gk_sd_node *b)
 {
-	if (a->labels_len != b->labels_len || a->n_labels != b->n_labels ||
-	    (a->labels_len && memcmp(a->labels, b->labels, a->labels_len) != 0))
+	if (a->n_labels != b->n_labels ||
+	    (a->n_labels && memcmp(a->labels, b->labels, 2 * (size_t)a->n_labels * sizeof(*a->labels)) != 0))
 		return false;
-	/* every other field is plain data, zero-filled by memset in the digest */
+	/* every other field is plain data or a pooled pointer, the padding
+	 * zero-filled by memset in the digest */
 	gk_sd_node x, y;
 	memcpy(&x, a, sizeof(x));
 	memcpy(&y, b, sizeof(y));
@@ -168,13 +209,9 @@ bool gk_sd_node_equal(const gk_sd_node *a, const gk_sd_node *b)
 
 const char *gk_sd_node_label(const gk_sd_node *d, const char *key)
 {
-	const char *p = d->labels, *end = d->labels + d->labels_len;
-	while (p && p < end) {
-		const char *v = p + strlen(p) + 1;
-		if (strcmp(p, key) == 0)
-			return v;
-		p = v + strlen(v) + 1;
-	}
+	for (size_t i = 0; i < d->n_labels; i++)
+		if (strcmp(d->labels[2 * i], key) == 0)
+			return d->labels[2 * i + 1];
 	return NULL;
 }
 

@@ -28,19 +28,26 @@ typedef enum gk_sd_report_state {
 	GK_SD_REPORT_OK,
 } gk_sd_report_state;
 
+/* The strings of a digest are pooled (gk_strpool, one pool for every digest
+ * of the process): thousands of Nodes share their label keys and values, their
+ * kernel, module names; the same string is the same pointer. Each is cut to
+ * the size the fixed fields had (a report is node-written). */
+#define GK_SD_KERNEL_MAX 127  /* bytes kept of a kernel version */
+#define GK_SD_MOD_NAME_MAX 47 /* of a module name */
+#define GK_SD_SUMMARY_MAX 255 /* of the summary reason */
+
 typedef struct gk_sd_mod {
-	char name[48];
+	const char *name; /* pooled */
+	int source;       /* Gpukmm__ModuleSource */
 	bool loaded;
-	int source;      /* Gpukmm__ModuleSource */
 	bool ko_unsigned; /* the .ko modprobe would load carries no signature */
 } gk_sd_mod;
 
 typedef struct gk_sd_node {
-	char name[GK_SD_NODE_NAME_MAX];
-	char kernel[128];        /* status.nodeInfo.kernelVersion (what KMM matches) */
-	char report_kernel[128]; /* the report's kernel, when the Node has none */
-	char *labels;            /* "key\0value\0key\0value\0..." */
-	size_t labels_len;
+	const char *name;          /* pooled */
+	const char *kernel;        /* status.nodeInfo.kernelVersion (what KMM matches); "" when none */
+	const char *report_kernel; /* the report's kernel, when the Node has none */
+	const char **labels;       /* n_labels (key, value) pairs, pooled */
 	uint32_t n_labels;
 	bool labels_truncated;
 	gk_sd_report_state report;
@@ -48,19 +55,22 @@ typedef struct gk_sd_node {
 	uint32_t vfs;            /* active SR-IOV VFs (sum of sriov_numvfs, at least the VFs seen) */
 	bool secure;             /* Secure Boot on, or kernel lockdown integrity/confidentiality */
 	bool secure_boot;        /* Secure Boot on (for the wording) */
+	bool summarized;         /* the report was over the annotation budget */
 	gk_sd_mod mods[GK_SD_NODE_MODS];
 	size_t n_mods;
-	bool summarized;         /* the report was over the annotation budget */
-	char summary[256];       /* why, as the report says */
+	const char *summary;     /* why, as the report says; "" when not summarized */
 } gk_sd_node;
 
 /* Digest of a typed Node (the watcher's; annotations are the gpukmm.io/ ones).
- * `out` is overwritten; free with gk_sd_node_clear. GK_RESOURCE_EXHAUSTED on OOM. */
+ * `out` is overwritten; free with gk_sd_node_clear (also after an error).
+ * GK_RESOURCE_EXHAUSTED on OOM. */
 int gk_sd_node_digest(const Gpukmm__Node *n, gk_sd_node *out, gk_err *err);
 void gk_sd_node_clear(gk_sd_node *d);
 bool gk_sd_node_equal(const gk_sd_node *a, const gk_sd_node *b);
 /* A label's value, NULL when absent. */
 const char *gk_sd_node_label(const gk_sd_node *d, const char *key);
+/* Distinct strings the digests of the process hold (the pool's size). */
+size_t gk_sd_node_pooled(void);
 
 typedef struct gk_sd_problem {
 	char node[GK_SD_NODE_NAME_MAX];

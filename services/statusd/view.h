@@ -16,7 +16,7 @@
 #include "nodes.h"
 
 #define GK_SD_VIEW_MAX_POLICIES 1024
-#define GK_SD_VIEW_MAX_NODES 10000
+#define GK_SD_VIEW_MAX_NODES 50000 /* #21: 15,000 nodes and room above; ~0.3 KB each (nodes.h) */
 
 typedef struct gk_sd_view gk_sd_view;
 typedef void (*gk_sd_dirty_fn)(void *user, const char *policy);

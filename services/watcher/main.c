@@ -58,6 +58,7 @@ SECS_OPT(opt_lease_dur, o.lease.lease_ms)
 SECS_OPT(opt_renew, o.lease.renew_deadline_ms)
 SECS_OPT(opt_retry, o.lease.retry_ms)
 SECS_OPT(opt_disc, o.discovery_ms)
+SECS_OPT(opt_disc_confirm, o.discovery_confirm_ms)
 static int opt_qps(void *u, const char *a)
 {
 	double v;
@@ -124,6 +125,9 @@ int main(int argc, char **argv)
 		{"retry-period", 1, "seconds between lease attempts (default 2)", opt_retry, &a},
 		{"identity", 1, "this instance's identity (default hostname_pid)", opt_identity, &a},
 		{"discovery-interval", 1, "seconds between API discovery checks (default 10)", opt_disc, &a},
+		{"discovery-confirm", 1,
+		 "seconds an API must stay absent (in 3 discovery reads at least) before it is believed gone (default 20)",
+		 opt_disc_confirm, &a},
 		{"qps", 1, "client-side requests per second (default 20, -1 unlimited)", opt_qps, &a},
 		{"burst", 1, "client-side burst (default 40)", opt_burst, &a},
 		{"watch-timeout", 1, "watch timeoutSeconds minimum, randomised up to 2x (default 300)",
@@ -172,6 +176,8 @@ int main(int argc, char **argv)
 	gk_metric_counter_var("gpukmm_watcher_errors_total", "API errors (each retried with backoff).", &a.w.c_errors);
 	gk_metric_counter_var("gpukmm_watcher_convert_errors_total", "Objects whose JSON did not convert (ignored).",
 			      &a.w.c_convert_errors);
+	gk_metric_gauge_var("gpukmm_watcher_unconfirmed_topics", "Topics whose state the watcher cannot vouch for "
+			    "now (ARCHITECTURE.md §4; the log says why).", &a.w.c_unconfirmed);
 	gk_metric_gauge_var("gpukmm_leader", "1 while this instance holds the leader Lease (always 1 without "
 			    "leader election).", &a.w.c_leader);
 	gk_metric *cached = gk_metric_gauge("gpukmm_watcher_cache_objects", "Objects in the watcher's cache, by kind "

@@ -35,11 +35,19 @@ typedef struct src_def {
  * operator left are seen (adopted or removed), not only ours */
 #define KUEUE_SEL "app=gpu.intel.com-kueue-queue"
 
+/* ResourceClaims: resource.k8s.io is served as v1alpha3 (Kubernetes 1.31),
+ * v1beta1 (1.32), v1beta1+v1beta2 (1.33), v1 (1.34); the allocation results'
+ * `driver` has the same place in all four. One source per version: the newest
+ * served one runs; on a switch the old one stops only once the new one has
+ * listed (no window where the claims are unknown). */
 static const src_def srcs[WR_NSRC] = {
 	{WT_CP, "intel.com", "v1alpha1", "clusterpolicies", false, NULL, NULL, WG_CP},
 	{WT_MODULE, "kmm.sigs.x-k8s.io", "v1beta1", "modules", true, NULL, NULL, WG_KMM},
 	{WT_NODE, "", "v1", "nodes", false, NULL, NULL, WG_NONE},
-	{WT_RC, "resource.k8s.io", "v1", "resourceclaims", false, NULL, NULL, WG_DRA},
+	{WT_RC, "resource.k8s.io", "v1", "resourceclaims", false, NULL, NULL, WG_DRA + 0},
+	{WT_RC, "resource.k8s.io", "v1beta2", "resourceclaims", false, NULL, NULL, WG_DRA + 1},
+	{WT_RC, "resource.k8s.io", "v1beta1", "resourceclaims", false, NULL, NULL, WG_DRA + 2},
+	{WT_RC, "resource.k8s.io", "v1alpha3", "resourceclaims", false, NULL, NULL, WG_DRA + 3},
 	{WT_DS, "apps", "v1", "daemonsets", true, NULL, NULL, WG_NONE},
 	{WT_DS, "apps", "v1", "daemonsets", false, "gpukmm.io/gate", NULL, WG_NONE},
 	{WT_POD, "", "v1", "pods", false, NULL, "status.phase!=Succeeded,status.phase!=Failed",
@@ -114,6 +122,140 @@ static void publish(wr *w, int topic, Gpukmm__EventType type, ProtobufCMessage *
 	w->c_published++;
 }
 
+/* ---- what the watcher can vouch for (the safety rule, ARCHITECTURE.md §4) ---- */
+
+/* The API each gate is (group, version, resource); WG_DRAV, WG_KUEUE and WG_KSLICE are not
+ * one (they follow others: gates_derive). */
+static const struct { const char *g, *v, *r; } gate_api[WG_N] = {
+	[WG_CP] = {"intel.com", "v1alpha1", "clusterpolicies"},
+	[WG_KMM] = {"kmm.sigs.x-k8s.io", "v1beta1", "modules"},
+	[WG_OPENSHIFT] = {"security.openshift.io", "v1", "securitycontextconstraints"},
+	[WG_NFD] = {"nfd.k8s-sigs.io", "v1alpha1", "nodefeaturerules"},
+	[WG_PROM] = {"monitoring.coreos.com", "v1", "servicemonitors"},
+	[WG_VAP] = {"admissionregistration.k8s.io", "v1", "validatingadmissionpolicies"},
+	[WG_KRF] = {"kueue.x-k8s.io", "v1beta2", "resourceflavors"},
+	[WG_KCQ] = {"kueue.x-k8s.io", "v1beta2", "clusterqueues"},
+	[WG_KLQ] = {"kueue.x-k8s.io", "v1beta2", "localqueues"},
+	[WG_DRA + 0] = {"resource.k8s.io", "v1", "resourceclaims"},
+	[WG_DRA + 1] = {"resource.k8s.io", "v1beta2", "resourceclaims"},
+	[WG_DRA + 2] = {"resource.k8s.io", "v1beta1", "resourceclaims"},
+	[WG_DRA + 3] = {"resource.k8s.io", "v1alpha3", "resourceclaims"},
+};
+
+static const char *gate_gv(int g, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%s/%s", gate_api[g].g ? gate_api[g].g : "resource.k8s.io",
+		 gate_api[g].v ? gate_api[g].v : "(newest)");
+	return buf;
+}
+
+static int64_t span_ms(const wr *w)
+{
+	return w->o.discovery_confirm_ms > 0 ? w->o.discovery_confirm_ms : WD_SPAN_MS;
+}
+
+/* Can the watcher vouch for what gate g starts? 1: served, confirmed (its
+ * sources must run and be current); 0: confirmed not served (nothing of it
+ * exists), or WG_KSLICE off (no policy wants Kueue in dra mode: nobody reads
+ * the slices, Discovery.resource_slices is false); -1: not confirmed (why in buf). */
+static int gate_state(const wr *w, int g, char *buf, size_t cap)
+{
+	char gv[64];
+	int64_t now = gk_mono_ms();
+	buf[0] = 0;
+	switch (g) {
+	case WG_NONE:
+		return 1;
+	case WG_DRAV: {
+		/* follows the newest served resource.k8s.io version */
+		const wd_gate *dg = &w->gates[WG_DRA];
+		if (wd_dra_none(dg))
+			return 0;
+		int pick = wd_dra_pick(dg);
+		for (int v = 0; v < WD_DRA_N && !buf[0] && pick < 0; v++)
+			wd_why(&dg[v], gate_gv(WG_DRA + v, gv, sizeof gv), now, span_ms(w), buf, cap);
+		if (pick >= 0)
+			wd_why(&dg[pick], gate_gv(WG_DRA + pick, gv, sizeof gv), now, span_ms(w), buf, cap);
+		return buf[0] || pick < 0 ? -1 : 1;
+	}
+	case WG_KUEUE:
+		/* the three CRDs: a Kueue kind being debounced is not an absence */
+		for (int k = WG_KRF; k <= WG_KLQ && !buf[0]; k++)
+			wd_why(&w->gates[k], gate_gv(k, gv, sizeof gv), now, span_ms(w), buf, cap);
+		if (buf[0])
+			return -1;
+		return w->gates[WG_KUEUE].state == WD_SERVED ? 1 : 0;
+	case WG_KSLICE: {
+		if (!w->kueue_dra_wanted)
+			return 0;
+		int k = gate_state(w, WG_KUEUE, buf, cap);
+		return k <= 0 ? k : gate_state(w, WG_DRAV, buf, cap);
+	}
+	default:
+		wd_why(&w->gates[g], gate_gv(g, gv, sizeof gv), now, span_ms(w), buf, cap);
+		if (buf[0])
+			return -1;
+		return w->gates[g].state == WD_ABSENT ? 0 : 1;
+	}
+}
+
+/* Is the whole kind `topic` confirmed (its API's discovery, its lists and
+ * watches)? If not, why (buf). Unreadable objects are reported apart. */
+static bool topic_confirmed(const wr *w, int topic, char *buf, size_t cap)
+{
+	char gv[64];
+	int64_t now = gk_mono_ms();
+	buf[0] = 0;
+	if (!w->disc_known) {
+		snprintf(buf, cap, "API discovery has not answered yet");
+		return false;
+	}
+	if (topic == WT_RC) {
+		const wd_gate *dg = &w->gates[WG_DRA];
+		if (wd_dra_none(dg))
+			return true; /* DRA is confirmed not served: no claim can exist */
+		for (int i = 0; i < WR_NSRC; i++) {
+			const wr_src *s = &w->src[i];
+			int g = srcs[i].gate;
+			if (srcs[i].topic == WT_RC && s->kw && s->current && w->gates[g].state == WD_SERVED &&
+			    wd_confirmed(&w->gates[g]))
+				return true;
+		}
+		int pick = wd_dra_pick(dg);
+		if (pick < 0) {
+			for (int v = 0; v < WD_DRA_N && !buf[0]; v++)
+				wd_why(&dg[v], gate_gv(WG_DRA + v, gv, sizeof gv), now, span_ms(w), buf, cap);
+			return false;
+		}
+		wd_why(&dg[pick], gate_gv(WG_DRA + pick, gv, sizeof gv), now, span_ms(w), buf, cap);
+		for (int i = 0; i < WR_NSRC && !buf[0]; i++)
+			if (srcs[i].gate == WG_DRA + pick)
+				snprintf(buf, cap, "%s", w->src[i].kw ? w->src[i].why : "the claims watch is not running");
+		if (!buf[0])
+			snprintf(buf, cap, "resourceclaims (%s) not current", wd_dra_versions[pick]);
+		return false;
+	}
+	for (int i = 0; i < WR_NSRC; i++) {
+		const wr_src *s = &w->src[i];
+		if (srcs[i].topic != topic)
+			continue;
+		int st = gate_state(w, srcs[i].gate, buf, cap);
+		if (st < 0)
+			return false;
+		if (st == 0)
+			continue; /* confirmed not served: nothing of this kind exists (or nobody reads it) */
+		if (!s->kw) {
+			snprintf(buf, cap, "%s are not watched", srcs[i].resource);
+			return false;
+		}
+		if (!s->current) {
+			snprintf(buf, cap, "%s", s->why[0] ? s->why : "not current");
+			return false;
+		}
+	}
+	return true;
+}
+
 /* the three Kueue watches have completed their initial list */
 static bool kueue_listed(const wr *w)
 {
@@ -123,37 +265,182 @@ static bool kueue_listed(const wr *w)
 	return true;
 }
 
-void wr_discovery_fill(wr *w, Gpukmm__Discovery *d)
+void wr_state_fill(wr *w, Gpukmm__Discovery *d)
 {
 	gpukmm__discovery__init(d);
 	d->has_kmm = d->has_dra = d->has_cluster_policy = 1;
 	d->has_openshift = d->has_nfd = d->has_prometheus = 1;
-	d->kmm = w->gate[WG_KMM];
-	d->dra = w->gate[WG_DRA];
-	d->cluster_policy = w->gate[WG_CP];
-	d->openshift = w->gate[WG_OPENSHIFT];
-	d->nfd = w->gate[WG_NFD];
-	d->prometheus = w->gate[WG_PROM];
-	d->dra_version = w->dra_version;
-	d->has_nfd_namespaced = d->has_kueue = d->has_resource_slices = 1;
-	d->nfd_namespaced = w->gate[WG_NFD] && w->nfd_namespaced;
-	d->kueue = w->gate[WG_KUEUE];
-	d->has_kueue_listed = 1;
-	d->kueue_listed = w->gate[WG_KUEUE] && kueue_listed(w);
+	d->kmm = w->gates[WG_KMM].state == WD_SERVED;
+	d->cluster_policy = w->gates[WG_CP].state == WD_SERVED;
+	d->openshift = w->gates[WG_OPENSHIFT].state == WD_SERVED;
+	d->nfd = w->gates[WG_NFD].state == WD_SERVED;
+	d->prometheus = w->gates[WG_PROM].state == WD_SERVED;
+	d->dra = w->dra_version[0] != 0;
+	d->dra_version = strdup(w->dra_version);
+	d->has_nfd_namespaced = d->has_kueue = d->has_kueue_listed = d->has_resource_slices = 1;
+	d->nfd_namespaced = d->nfd && w->nfd_namespaced;
+	d->kueue = w->gates[WG_KUEUE].state == WD_SERVED;
+	d->kueue_listed = d->kueue && kueue_listed(w);
 	d->resource_slices = w->src[SRC_RS].kw && w->src[SRC_RS].synced;
+	d->unconfirmed = calloc(WT_N, sizeof *d->unconfirmed);
+	for (int t = 0; d->unconfirmed && t < WT_N; t++) {
+		char why[512];
+		bool ok = topic_confirmed(w, t, why, sizeof why);
+		const wr_bad *b = &w->bad[t];
+		if (ok && !b->n && !b->overflow)
+			continue;
+		Gpukmm__Unconfirmed *u = calloc(1, sizeof *u);
+		if (!u)
+			break;
+		gpukmm__unconfirmed__init(u);
+		u->topic = strdup(wr_topic_names[t]);
+		if (b->overflow && ok)
+			snprintf(why, sizeof why, "more than %d %s objects could not be read", WR_BAD_MAX,
+				 wr_topic_names[t]);
+		u->reason = strdup(why);
+		size_t n = b->n < 32 ? b->n : 32;
+		u->unreadable = calloc(n + 1, sizeof(char *));
+		u->unreadable_errors = calloc(n + 1, sizeof(char *));
+		for (size_t i = 0; u->unreadable && u->unreadable_errors && i < n; i++) {
+			u->unreadable[i] = strdup(b->keys[i]);
+			u->unreadable_errors[i] = strdup(b->errs[i]);
+			u->n_unreadable = u->n_unreadable_errors = i + 1;
+		}
+		u->has_unreadable_count = 1;
+		u->unreadable_count = (uint32_t)b->n;
+		d->unconfirmed[d->n_unconfirmed++] = u;
+	}
 }
 
-static void publish_discovery(wr *w)
+void wr_state_free(Gpukmm__Discovery *d)
 {
-	Gpukmm__Discovery d = GPUKMM__DISCOVERY__INIT;
-	wr_discovery_fill(w, &d);
-	Gpukmm__Event ev = GPUKMM__EVENT__INIT;
-	ev.has_type = 1;
-	ev.type = GPUKMM__EVENT_TYPE__MODIFIED;
-	ev.object_case = GPUKMM__EVENT__OBJECT_DISCOVERY;
-	ev.discovery = &d;
-	if (w->pub)
-		gk_ipc_pub_send(w->pub, "discovery", &ev.base);
+	if (!d)
+		return;
+	for (size_t i = 0; i < d->n_unconfirmed; i++) {
+		Gpukmm__Unconfirmed *u = d->unconfirmed[i];
+		for (size_t k = 0; k < u->n_unreadable; k++) {
+			free(u->unreadable[k]);
+			free(u->unreadable_errors[k]);
+		}
+		free(u->unreadable);
+		free(u->unreadable_errors);
+		free(u->topic);
+		free(u->reason);
+		free(u);
+	}
+	free(d->unconfirmed);
+	free(d->dra_version);
+	d->unconfirmed = NULL;
+	d->n_unconfirmed = 0;
+	d->dra_version = NULL;
+}
+
+/* Publish the state on "discovery" when it changed; log the topics that
+ * became unconfirmed or confirmed. */
+static void publish_state(wr *w)
+{
+	Gpukmm__Discovery d;
+	wr_state_fill(w, &d);
+	size_t len = protobuf_c_message_get_packed_size(&d.base);
+	uint8_t *buf = malloc(len ? len : 1);
+	if (buf)
+		protobuf_c_message_pack(&d.base, buf);
+	bool same = buf && w->state_sent && len == w->state_sent_len && !memcmp(buf, w->state_sent, len);
+	if (!same) {
+		uint32_t now_bad = 0;
+		for (size_t i = 0; i < d.n_unconfirmed; i++)
+			for (int t = 0; t < WT_N; t++)
+				if (!strcmp(d.unconfirmed[i]->topic, wr_topic_names[t])) {
+					now_bad |= 1u << t;
+					if (!(w->unconfirmed_bits & (1u << t)) && w->ready_sent)
+						GK_WARN("%s state unconfirmed: %s%s%u unreadable", wr_topic_names[t],
+							d.unconfirmed[i]->reason, d.unconfirmed[i]->reason[0] ? "; " : "",
+							d.unconfirmed[i]->unreadable_count);
+				}
+		for (int t = 0; t < WT_N; t++)
+			if ((w->unconfirmed_bits & (1u << t)) && !(now_bad & (1u << t)) && w->ready_sent)
+				GK_INFO("%s state confirmed again", wr_topic_names[t]);
+		w->unconfirmed_bits = now_bad;
+		w->c_unconfirmed = (uint64_t)__builtin_popcount(now_bad);
+		Gpukmm__Event ev = GPUKMM__EVENT__INIT;
+		ev.has_type = 1;
+		ev.type = GPUKMM__EVENT_TYPE__MODIFIED;
+		ev.object_case = GPUKMM__EVENT__OBJECT_DISCOVERY;
+		ev.discovery = &d;
+		if (w->pub)
+			gk_ipc_pub_send(w->pub, "discovery", &ev.base);
+		free(w->state_sent);
+		w->state_sent = buf;
+		w->state_sent_len = buf ? len : 0;
+		buf = NULL;
+	}
+	free(buf);
+	wr_state_free(&d);
+}
+
+/* ---- unreadable objects ---------------------------------------------------------- */
+
+static bool bad_del(wr *w, int topic, const char *key)
+{
+	wr_bad *b = &w->bad[topic];
+	for (size_t i = 0; i < b->n; i++)
+		if (!strcmp(b->keys[i], key)) {
+			free(b->keys[i]);
+			free(b->errs[i]);
+			b->keys[i] = b->keys[b->n - 1];
+			b->errs[i] = b->errs[b->n - 1];
+			b->n--;
+			return true;
+		}
+	return false;
+}
+
+static void bad_put(wr *w, int topic, const char *key, const char *msg)
+{
+	wr_bad *b = &w->bad[topic];
+	for (size_t i = 0; i < b->n; i++)
+		if (!strcmp(b->keys[i], key)) {
+			char *m = strdup(msg);
+			if (m) {
+				free(b->errs[i]);
+				b->errs[i] = m;
+			}
+			return;
+		}
+	if (b->n == b->cap) {
+		size_t nc = b->cap ? b->cap * 2 : 8;
+		char **nk = nc <= WR_BAD_MAX ? realloc(b->keys, nc * sizeof *nk) : NULL;
+		if (nk)
+			b->keys = nk;
+		char **ne = nk ? realloc(b->errs, nc * sizeof *ne) : NULL;
+		if (ne)
+			b->errs = ne;
+		if (!nk || !ne) {
+			b->overflow = true; /* fail closed: the whole topic is unconfirmed */
+			return;
+		}
+		b->cap = nc;
+	}
+	char *k = strdup(key), *m = strdup(msg);
+	if (!k || !m) {
+		free(k);
+		free(m);
+		b->overflow = true;
+		return;
+	}
+	b->keys[b->n] = k;
+	b->errs[b->n++] = m;
+}
+
+static void bad_clear(wr_bad *b)
+{
+	for (size_t i = 0; i < b->n; i++) {
+		free(b->keys[i]);
+		free(b->errs[i]);
+	}
+	free(b->keys);
+	free(b->errs);
+	memset(b, 0, sizeof *b);
 }
 
 static void publish_leadership(wr *w)
@@ -181,6 +468,8 @@ static void kueue_dra_update(wr *w);
 static void drop_key(wr *w, int topic, const char *key, uint32_t bit)
 {
 	ProtobufCMessage *gone;
+	if (bad_del(w, topic, key))
+		publish_state(w); /* deleted: confirmed gone, no longer unreadable */
 	if (ws_drop(&w->store[topic], key, bit, &gone) == 1) {
 		w->c_size[topic] = w->store[topic].n;
 		if (!gone) {
@@ -215,9 +504,17 @@ static void on_event(void *user, enum gk_kube_event type, const char *key0, cons
 	ProtobufCMessage *m;
 	gk_err err = {0};
 	if (convert(d->topic, obj, &m, &err)) {
+		/* it exists but cannot be read: not an absence. Its last readable
+		 * version (if any) stays cached; consumers are told it is unreadable */
 		w->c_convert_errors++;
-		GK_WARN("%s %s: cannot convert (%s); ignored", wr_topic_names[d->topic], key, err.msg);
+		GK_WARN("%s %s: cannot convert (%s); marked unreadable", wr_topic_names[d->topic], key, err.msg);
+		bad_put(w, d->topic, key, err.msg);
+		publish_state(w);
 		return;
+	}
+	if (bad_del(w, d->topic, key)) {
+		GK_INFO("%s %s: readable again", wr_topic_names[d->topic], key);
+		publish_state(w);
 	}
 	if (d->topic == WT_POD && ((Gpukmm__Pod *)m)->n_gpu_resources == 0) {
 		protobuf_c_message_free_unpacked(m, NULL);
@@ -251,14 +548,17 @@ static void check_ready(wr *w)
 		w->on_ready(w->on_ready_user);
 }
 
+static void apply_gates(wr *w);
+
 static void on_synced(void *user)
 {
 	wr_src *s = user;
-	bool first = !s->synced;
-	s->synced = true;
-	if (first && (s->idx == SRC_RS || srcs[s->idx].gate == WG_KUEUE))
-		publish_discovery(s->w); /* resource_slices, kueue: listed now */
+	s->synced = s->current = true;
+	s->why[0] = 0;
 	check_ready(s->w);
+	if (srcs[s->idx].topic == WT_RC)
+		apply_gates(s->w); /* a newer claims version listed: the older one may stop */
+	publish_state(s->w);
 	/* a list's JSON (pages of up to 500 objects) is parsed and freed at once:
 	 * hand those pages back, only the typed cache stays */
 	malloc_trim(0);
@@ -267,7 +567,19 @@ static void on_synced(void *user)
 static void on_error(void *user, int code, const char *msg)
 {
 	wr_src *s = user;
-	s->w->c_errors++;
+	if (code != GK_OUT_OF_RANGE)
+		s->w->c_errors++;
+	s->current = false;
+	snprintf(s->why, sizeof s->why, "%s (%s): %s", srcs[s->idx].resource, s->w->src_version[s->idx], msg);
+	publish_state(s->w);
+}
+
+static void on_resumed(void *user)
+{
+	wr_src *s = user;
+	s->current = true;
+	s->why[0] = 0;
+	publish_state(s->w);
 }
 
 bool wr_synced(const wr *w)
@@ -297,17 +609,19 @@ static void src_start(wr *w, int i)
 				.field_selector = d->field_selector,
 				.min_timeout_s = w->o.watch_min_timeout_s,
 				.max_timeout_s = w->o.watch_max_timeout_s};
-	gk_kube_watch_cbs cbs = {on_event, on_synced, on_error};
+	gk_kube_watch_cbs cbs = {.on_event = on_event, .on_synced = on_synced, .on_error = on_error,
+				 .on_resumed = on_resumed};
 	gk_err err = {0};
-	s->synced = false;
+	s->synced = s->current = false;
+	snprintf(s->why, sizeof s->why, "the first list of %s (%s) has not completed", d->resource, ver);
 	if (gk_kube_watch_start(&s->kw, w->mux, &r, &o, &cbs, s, &err)) {
 		w->c_errors++;
 		GK_ERROR("cannot start the %s watch: %s", d->resource, err.msg);
 		return;
 	}
-	GK_INFO("watching %s%s%s%s%s", d->resource, d->in_operator_ns ? " in " : "",
-		d->in_operator_ns ? w->o.ns : "", d->label_selector ? " labelled " : "",
-		d->label_selector ? d->label_selector : "");
+	GK_INFO("watching %s%s%s%s%s%s%s", d->resource, d->group[0] ? "." : "", d->group[0] ? ver : "",
+		d->in_operator_ns ? " in " : "", d->in_operator_ns ? w->o.ns : "",
+		d->label_selector ? " labelled " : "", d->label_selector ? d->label_selector : "");
 }
 
 typedef struct drop_ctx {
@@ -343,34 +657,81 @@ static void src_stop(wr *w, int i)
 		free(c.keys[k]);
 	}
 	free(c.keys);
-	GK_INFO("stopped watching %s (API group gone)", srcs[i].resource);
+	bool other = false;
+	for (int j = 0; j < WR_NSRC; j++)
+		other = other || (j != i && srcs[j].topic == topic && w->src[j].kw);
+	if (!other)
+		bad_clear(&w->bad[topic]); /* the kind is gone: so are its unreadable objects */
+	GK_INFO("stopped watching %s.%s", srcs[i].resource, w->src_version[i]);
+	publish_state(w);
 }
 
+/* Start what is served, stop what is confirmed gone, leave what is unknown
+ * or being debounced as it is (a discovery blip stops nothing). Claims: the
+ * newest served version runs; another one stops once it has listed. */
 static void apply_gates(wr *w)
 {
+	if (!w->disc_known)
+		return;
+	int pick = wd_dra_pick(&w->gates[WG_DRA]);
+	bool none = wd_dra_none(&w->gates[WG_DRA]);
+	bool pick_synced = false;
+	for (int i = 0; i < WR_NSRC; i++)
+		if (pick >= 0 && srcs[i].gate == WG_DRA + pick && w->src[i].kw && w->src[i].synced)
+			pick_synced = true;
 	for (int i = 0; i < WR_NSRC; i++) {
-		/* a DRA-versioned source watching an older version than the newest: restart */
-		if ((srcs[i].gate == WG_DRAV || srcs[i].gate == WG_KSLICE) && w->src[i].kw &&
-		    strcmp(w->src_version[i], w->dra_version))
-			src_stop(w, i);
-		if (w->gate[srcs[i].gate])
+		int g = srcs[i].gate;
+		if (g == WG_DRAV) {
+			/* an operand source at an older version than the newest served: restart */
+			if (w->src[i].kw && (none || strcmp(w->src_version[i], w->dra_version)))
+				src_stop(w, i);
+			if (pick >= 0)
+				src_start(w, i);
+		} else if (g == WG_KSLICE) {
+			/* the slices follow the newest served version too */
+			if (w->src[i].kw && (w->gates[g].state == WD_ABSENT || strcmp(w->src_version[i], w->dra_version)))
+				src_stop(w, i);
+			if (w->gates[g].state == WD_SERVED)
+				src_start(w, i);
+		} else if (g >= WG_DRA && g < WG_DRAV) {
+			if (pick >= 0 && g == WG_DRA + pick)
+				src_start(w, i);
+			else if (w->src[i].kw && (none || pick_synced))
+				src_stop(w, i);
+		} else if (g == WG_NONE || w->gates[g].state == WD_SERVED) {
 			src_start(w, i);
-		else
+		} else if (w->gates[g].state == WD_ABSENT) {
 			src_stop(w, i);
+		}
 	}
 	check_ready(w);
 }
 
-/* ---- the ResourceSlice watch: only while some policy needs it ---------------------- */
-
-/* WG_KSLICE from its inputs; true when it changed */
-static bool kslice_gate(wr *w)
+/* WG_KUEUE and WG_KSLICE from what they follow (WG_KSLICE also from
+ * kueue_dra_wanted); true when one changed. Kueue: served once its three CRDs
+ * are, absent once one is confirmed absent, else unknown (nothing starts or
+ * stops). */
+static bool gates_derive(wr *w)
 {
-	bool on = w->gate[WG_DRAV] && w->gate[WG_KUEUE] && w->kueue_dra_wanted;
-	bool changed = on != w->gate[WG_KSLICE];
-	w->gate[WG_KSLICE] = on;
+	enum wd_state k = WD_SERVED, sl;
+	for (int g = WG_KRF; g <= WG_KLQ; g++)
+		if (w->gates[g].state == WD_ABSENT)
+			k = WD_ABSENT;
+		else if (w->gates[g].state != WD_SERVED && k == WD_SERVED)
+			k = WD_UNKNOWN;
+	if (!w->kueue_dra_wanted || k == WD_ABSENT || wd_dra_none(&w->gates[WG_DRA]))
+		sl = WD_ABSENT;
+	else if (k == WD_SERVED && w->dra_version[0])
+		sl = WD_SERVED;
+	else
+		sl = WD_UNKNOWN;
+	bool changed = k != w->gates[WG_KUEUE].state || sl != w->gates[WG_KSLICE].state;
+	w->gates[WG_KUEUE].state = k;
+	w->gates[WG_KSLICE].state = sl;
 	return changed;
 }
+
+/* ---- the ResourceSlice watch: only while some policy needs it ---------------------- */
 
 typedef struct kw_ctx {
 	const ws_store *s;
@@ -402,9 +763,9 @@ static void kueue_dra_cb(gk_loop *l, gk_timer_id id, void *user)
 	if (c.any == w->kueue_dra_wanted)
 		return;
 	w->kueue_dra_wanted = c.any;
-	if (kslice_gate(w) && w->disc_known) {
+	if (gates_derive(w)) {
 		apply_gates(w);
-		publish_discovery(w); /* resource_slices: off, or on once listed */
+		publish_state(w); /* resource_slices: off, or on once listed */
 	}
 }
 
@@ -418,85 +779,46 @@ static void kueue_dra_update(wr *w)
 
 /* ---- discovery (async: the loop never waits for the API) ------------------------ */
 
-/* the last four: deviceclasses per resource.k8s.io version, newest first */
-#define DISC_DRAV 10
-#define DISC_NFD 4
-static const struct { int gate; const char *g, *v, *r; } disc_q[WR_NDISC] = {
-	{WG_CP, "intel.com", "v1alpha1", "clusterpolicies"},
-	{WG_KMM, "kmm.sigs.x-k8s.io", "v1beta1", "modules"},
-	{WG_DRA, "resource.k8s.io", "v1", "resourceclaims"},
-	{WG_OPENSHIFT, "security.openshift.io", "v1", "securitycontextconstraints"},
-	{WG_NFD, "nfd.k8s-sigs.io", "v1alpha1", "nodefeaturerules"},
-	{WG_PROM, "monitoring.coreos.com", "v1", "servicemonitors"},
-	{WG_VAP, "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies"},
-	{WG_KRF, "kueue.x-k8s.io", "v1beta2", "resourceflavors"},
-	{WG_KCQ, "kueue.x-k8s.io", "v1beta2", "clusterqueues"},
-	{WG_KLQ, "kueue.x-k8s.io", "v1beta2", "localqueues"},
-	{WG_DRAV, "resource.k8s.io", "v1", "deviceclasses"},
-	{WG_DRAV, "resource.k8s.io", "v1beta2", "deviceclasses"},
-	{WG_DRAV, "resource.k8s.io", "v1beta1", "deviceclasses"},
-	{WG_DRAV, "resource.k8s.io", "v1alpha3", "deviceclasses"},
-};
-
-/* All answers are in: decide which watches run. */
+/* Every answer of the round is in: feed the debounce, then start/stop watches. */
 static void disc_apply(wr *w)
 {
-	bool changed = false;
-	/* the newest served DRA version (an error keeps the last answer) */
-	bool drav_err = false;
-	const char *drav = "";
-	for (size_t i = DISC_DRAV; i < WR_NDISC; i++) {
-		if (w->disc_res[i] < 0)
-			drav_err = true;
-		else if (w->disc_res[i] == 1 && !*drav)
-			drav = disc_q[i].v;
+	int64_t now = gk_mono_ms();
+	char gv[64];
+	for (int i = 0; i < WR_NDISC; i++) {
+		int g = i + 1, r = w->disc_res[i];
+		enum wd_state before = w->gates[g].state;
+		int streak = w->gates[g].absent_reads;
+		if (wd_note(&w->gates[g], r, now, span_ms(w))) {
+			if (w->gates[g].state == WD_SERVED)
+				GK_INFO("API %s is served%s", gate_gv(g, gv, sizeof gv), before ? " now" : "");
+			else if (w->gates[g].state == WD_ABSENT)
+				GK_INFO("API %s is not served (absent in %d reads over %lld ms)%s", gate_gv(g, gv, sizeof gv),
+					w->gates[g].absent_reads, (long long)(now - w->gates[g].first_absent_ms),
+					before == WD_SERVED ? ": stopping its watch" : "");
+		} else if (r == 0 && before == WD_SERVED && streak == 0) {
+			GK_WARN("API %s answered absent; kept as served until that is confirmed",
+				gate_gv(g, gv, sizeof gv));
+		}
 	}
-	if (drav_err && !w->disc_known)
-		return; /* no complete first answer yet: next period */
-	if (!drav_err) {
-		if (strcmp(drav, w->dra_version)) {
-			if (w->disc_known)
-				GK_INFO("resource.k8s.io deviceclasses: %s", *drav ? drav : "not served");
-			snprintf(w->dra_version, sizeof w->dra_version, "%s", drav);
-			changed = true;
-		}
-		w->gate[WG_DRAV] = *drav != 0;
-	}
-	for (size_t i = 0; i < DISC_DRAV; i++) {
-		int r = w->disc_res[i];
-		if (r < 0) {
-			if (!w->disc_known)
-				return; /* no complete first answer yet: next period */
-			continue;   /* keep the last answer */
-		}
-		if (w->gate[disc_q[i].gate] != (r == 1) || !w->disc_known) {
-			if (w->disc_known)
-				GK_INFO("API %s/%s %s", disc_q[i].g, disc_q[i].v,
-					r ? "is served now" : "is gone");
-			changed = changed || w->gate[disc_q[i].gate] != (r == 1);
-			w->gate[disc_q[i].gate] = r == 1;
-		}
+	if (!w->disc_known && w->gates[WG_CP].answered && w->gates[WG_KMM].answered)
+		w->disc_known = true;
+	int pick = wd_dra_pick(&w->gates[WG_DRA]);
+	const char *drav = pick >= 0 ? wd_dra_versions[pick] : "";
+	if (strcmp(drav, w->dra_version)) {
+		GK_INFO("resource.k8s.io: %s%s", *drav ? "read in " : "not served", drav);
+		snprintf(w->dra_version, sizeof w->dra_version, "%s", drav);
 	}
 	/* the NFD CRD's scope: where the NodeFeatureRule goes (upstream reads spec.scope) */
-	if (w->disc_res[DISC_NFD] == 1) {
-		int ns = gk_kube_disc_namespaced(w->kc, disc_q[DISC_NFD].g, disc_q[DISC_NFD].v, disc_q[DISC_NFD].r);
+	if (w->disc_res[WG_NFD - 1] == 1) {
+		int ns = gk_kube_disc_namespaced(w->kc, gate_api[WG_NFD].g, gate_api[WG_NFD].v, gate_api[WG_NFD].r);
 		if (ns >= 0 && (ns == 1) != w->nfd_namespaced) {
 			GK_INFO("nodefeaturerules are %s", ns ? "namespaced" : "cluster-scoped");
 			w->nfd_namespaced = ns == 1;
-			changed = true;
 		}
 	}
-	bool kueue = w->gate[WG_KRF] && w->gate[WG_KCQ] && w->gate[WG_KLQ];
-	changed = changed || kueue != w->gate[WG_KUEUE];
-	w->gate[WG_KUEUE] = kueue;
-	changed = kslice_gate(w) || changed;
-	if (!w->disc_known)
-		changed = true;
-	w->disc_known = true;
-	if (changed) {
-		apply_gates(w);
-		publish_discovery(w);
-	}
+	gates_derive(w);
+	apply_gates(w);
+	publish_state(w);
 }
 
 static void disc_done(void *user, int r, const gk_err *err)
@@ -504,11 +826,12 @@ static void disc_done(void *user, int r, const gk_err *err)
 	struct wr_disc_slot *slot = user;
 	wr *w = slot->w;
 	int i = slot->i;
+	char gv[64];
 	w->disc_calls[i] = NULL;
 	w->disc_res[i] = r;
 	if (r < 0) {
 		w->c_errors++;
-		GK_WARN("discovery of %s/%s: %s (keeping the last answer)", disc_q[i].g, disc_q[i].v,
+		GK_WARN("discovery of %s: %s (changes nothing)", gate_gv(i + 1, gv, sizeof gv),
 			err ? err->msg : "failed");
 	}
 	if (--w->disc_pending == 0)
@@ -522,11 +845,12 @@ static void disc_start(wr *w)
 		return; /* the API is slow: the round in flight answers first */
 	for (int i = 0; i < WR_NDISC; i++) {
 		gk_err err = {0};
+		int g = i + 1;
 		w->disc_res[i] = -GK_UNAVAILABLE;
-		if (gk_kube_discover_async(w->mux, disc_q[i].g, disc_q[i].v, disc_q[i].r, disc_done,
+		if (gk_kube_discover_async(w->mux, gate_api[g].g, gate_api[g].v, gate_api[g].r, disc_done,
 					   &w->disc_slot[i], &w->disc_calls[i], &err)) {
 			w->c_errors++;
-			GK_WARN("discovery of %s/%s: %s", disc_q[i].g, disc_q[i].v, err.msg);
+			GK_WARN("discovery of %s/%s: %s", gate_api[g].g, gate_api[g].v, err.msg);
 			continue;
 		}
 		w->disc_pending++;
@@ -535,11 +859,25 @@ static void disc_start(wr *w)
 		disc_apply(w);
 }
 
+/* While an API's state is being debounced (or never answered), discovery is
+ * re-read more often: a quarter of the span, so the WD_READS reads fit in it. */
+static int64_t disc_period(const wr *w)
+{
+	for (int g = 1; g < WG_DRAV; g++) {
+		const wd_gate *x = &w->gates[g];
+		if (!x->answered || (x->absent_reads > 0 && x->state != WD_ABSENT)) {
+			int64_t fast = span_ms(w) / 4 > 250 ? span_ms(w) / 4 : 250;
+			return fast < w->o.discovery_ms ? fast : w->o.discovery_ms;
+		}
+	}
+	return w->o.discovery_ms;
+}
+
 static void disc_timer_cb(gk_loop *l, gk_timer_id id, void *user)
 {
 	wr *w = user;
 	disc_start(w);
-	w->disc_timer = gk_loop_timer(w->loop, w->o.discovery_ms, disc_timer_cb, w);
+	w->disc_timer = gk_loop_timer(w->loop, disc_period(w), disc_timer_cb, w);
 }
 
 static void tick_cb(gk_loop *l, gk_timer_id id, void *user)
@@ -799,7 +1137,7 @@ void wr_snapshot_fill(wr *w, const Gpukmm__SnapshotRequest *req, Gpukmm__Snapsho
 	} else {
 		free(r.f);
 	}
-	wr_discovery_fill(w, disc);
+	wr_state_fill(w, disc);
 	rep->discovery = disc;
 	gpukmm__leadership__init(lead);
 	lead->has_leader = 1;
@@ -818,6 +1156,7 @@ void wr_snapshot_free(Gpukmm__SnapshotReply *rep)
 	for (size_t i = 0; i < rep->n_seqs; i++)
 		free(rep->seqs[i]);
 	free(rep->seqs);
+	wr_state_free(rep->discovery);
 	free(rep->base.unknown_fields); /* the data is the store's */
 	rep->base.unknown_fields = NULL;
 	rep->base.n_unknown_fields = 0;
@@ -902,7 +1241,6 @@ int wr_init(wr *w, const wr_opts *o, gk_loop *loop, gk_kube_client *kc, gk_kube_
 	w->lc = lc;
 	w->pub = pub;
 	w->srv = srv;
-	w->gate[WG_NONE] = true;
 	for (int i = 0; i < WT_N; i++)
 		ws_init(&w->store[i]);
 	for (int i = 0; i < WR_NSRC; i++) {
@@ -968,6 +1306,10 @@ void wr_fini(wr *w)
 	}
 	gk_kube_mux_free(w->mux);
 	w->mux = NULL;
-	for (int i = 0; i < WT_N; i++)
+	for (int i = 0; i < WT_N; i++) {
 		ws_clear(&w->store[i]);
+		bad_clear(&w->bad[i]);
+	}
+	free(w->state_sent);
+	w->state_sent = NULL;
 }

@@ -1,14 +1,22 @@
 #!/bin/bash
-# The whole controller profile on a big cluster: FP_NODES Nodes (~3 KB each),
-# FP_CLAIMS allocated ResourceClaims, FP_POLICIES ClusterPolicies with a
-# kernelModule (defaults 5000 / 5000 / 3), the 3 gated DaemonSets per policy.
-#   cold start: `gpukmm --profile controller` started → the first moment the
-#     cluster is correct (tests/lib/chaos_check.sh: every Module rendered, status
-#     observedGeneration/kmmStatus/Ready right)
-#   footprint: sum of VmRSS and of Pss (smaps_rollup: shared library pages split
-#     between the processes) of the supervisor + every service, after the start
-#     and again after the churn. Target: ≤ 30 MB total (a Go controller-runtime
-#     operator requests 64 MiB and uses 40–120 MB)
+# The whole controller profile on a big cluster: NODES Nodes (~3 KB each),
+# CLAIMS allocated ResourceClaims, FP_POLICIES ClusterPolicies with a
+# kernelModule and the device plugin (defaults 5000 / 5000 / 3; BENCH_NODES /
+# BENCH_CLAIMS, or the older FP_NODES / FP_CLAIMS).
+# The profile as deploy/controller ships it: `gpukmm --profile controller
+# --without webhook --leader-elect` (watcher, modmgr, gater, opmgr, statusd).
+#   cold start: the supervisor started → the first moment the cluster is
+#     correct (tests/lib/chaos_check.sh: every Module rendered, status
+#     observedGeneration/kmmStatus/Ready right). Target ≤ 2 s (#21)
+#   where the bytes go: per process VmRSS and, from smaps_rollup, Pss (shared
+#     library pages split between the processes) and Private (its own pages:
+#     heap, stacks) after the start; then FP_DELTA_NODES more Nodes (default
+#     NODES/5) and, after them, FP_DELTA_CLAIMS more claims (default CLAIMS/5)
+#     are created and the growth of each process's Pss divided by their
+#     number gives its bytes per node and per claim (two sizes, one run).
+#     Targets (#21): the whole profile ≤ 30 MB PSS at 5k nodes + 5k claims,
+#     growing ≤ 1.5 KB PSS per extra node with its claim (so the budget at N
+#     nodes + N claims is 30 MB + (N - 5000) × 1.5 KB)
 #   CPU per 1,000 watch events: FP_EVENTS Node label patches (each one watch
 #     event to the watcher, relayed to the consumers), user+sys CPU of every
 #     process of the profile, side by side with kubesim's own CPU serving them
@@ -18,10 +26,12 @@ BUILD=${BUILD:-build}
 : "${GPUKMM_SRC:=$PWD}" "${GPUKMM_BIN:=$PWD/$BUILD/bin}" "${GPUKMM_TBIN:=$PWD/$BUILD/tests/bin}"
 export GPUKMM_SRC GPUKMM_BIN GPUKMM_TBIN
 . "$GPUKMM_SRC/tests/lib/kubesim.sh"
-NODES=${FP_NODES:-5000}
-CLAIMS=${FP_CLAIMS:-5000}
+NODES=${BENCH_NODES:-${FP_NODES:-5000}}
+CLAIMS=${BENCH_CLAIMS:-${FP_CLAIMS:-5000}}
 POLICIES=${FP_POLICIES:-3}
 EVENTS=${FP_EVENTS:-5000}
+DNODES=${FP_DELTA_NODES:-$(( NODES / 5 > 200 ? NODES / 5 : 200 ))}
+DCLAIMS=${FP_DELTA_CLAIMS:-$(( CLAIMS / 5 > 200 ? CLAIMS / 5 : 200 ))}
 NS=intel-gpu-base-operator
 OUT="$BUILD/bench/footprint.json"
 mkdir -p "$BUILD/bench"
@@ -54,9 +64,6 @@ wait $g1 && wait $g2 || { echo "populating failed"; exit 1; }
 for i in $(seq 1 "$POLICIES"); do
 	p=bench-$i
 	kraw POST /apis/intel.com/v1alpha1/clusterpolicies "{\"apiVersion\":\"intel.com/v1alpha1\",\"kind\":\"ClusterPolicy\",\"metadata\":{\"name\":\"$p\"},\"spec\":{\"resourceRegistration\":\"dp\",\"kernelModule\":{\"moduleName\":\"xe\",\"kernelMappings\":[{\"regexp\":\"^.+$\",\"containerImage\":\"registry.example.com/xe:$i\"}]}}}" >/dev/null
-	for ds in device-plugin gpu-dra xpu-manager; do
-		kraw POST "/apis/apps/v1/namespaces/$NS/daemonsets" "{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\",\"metadata\":{\"name\":\"$p-$ds\",\"namespace\":\"$NS\"},\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"$p-$ds\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"$p-$ds\"}},\"spec\":{\"nodeSelector\":{\"intel.feature.node.kubernetes.io/gpu\":\"true\"},\"containers\":[{\"name\":\"c\",\"image\":\"img\"}]}}}}" >/dev/null
-	done
 done
 echo "# $NODES nodes + $CLAIMS claims + $POLICIES policies created in $((SECONDS - t0)) s"
 cat >"$T/kubeconfig" <<EOK
@@ -67,20 +74,16 @@ clusters: [{name: sim, cluster: {server: "$KUBESIM_URL"}}]
 contexts: [{name: sim, context: {cluster: sim}}]
 EOK
 
-# the controller profile as deployed (deploy/controller/config.json), minus the
-# webhook's TLS files: it serves plain HTTP here (same code, no handshake)
-GATER=; [ -x "$GPUKMM_BIN/gpukmm-gater" ] && GATER=1
-svcs='{"name": "watcher", "credentials": true, "args": ["--leader-elect"]}, {"name": "modmgr", "credentials": true},'
-[ -n "$GATER" ] && svcs="$svcs {\"name\": \"gater\", \"credentials\": true},"
-svcs="$svcs {\"name\": \"statusd\", \"credentials\": true, \"args\": [\"--grace-ms\", \"2000\"]},
- {\"name\": \"webhook\", \"args\": [\"--insecure-http\", \"--listen\", \"127.0.0.1:0\"]}"
-echo "{\"services\": [$svcs]}" >"$T/controller.json"
+# the controller profile as deploy/controller/deployment.yaml runs it (the
+# webhook is its own container there)
 ms() { date +%s%3N; }
 start_ms=$(ms)
-OPERATOR_NAMESPACE=$NS GPUKMM_LOG_LEVEL=${FP_LOG_LEVEL:-warn} "$GPUKMM_BIN/gpukmm" --profile controller --config "$T/controller.json" \
-	--runtime-dir "$T/run" --kubeconfig "$T/kubeconfig" >"$T/controller.log" 2>&1 &
+OPERATOR_NAMESPACE=$NS GPUKMM_LOG_LEVEL=${FP_LOG_LEVEL:-warn} "$GPUKMM_BIN/gpukmm" --profile controller --without webhook \
+	--leader-elect --lease-name gpukmm-controller --runtime-dir "$T/run" --kubeconfig "$T/kubeconfig" >"$T/controller.log" 2>&1 &
 SUP=$!
-export CHAOS_GATER=$GATER
+# opmgr renders each policy's operands (resourceRegistration dp: the device
+# plugin DaemonSet); the gater check is for foreign DaemonSets: none here
+export CHAOS_GATER=
 correct() { bash "$GPUKMM_SRC/tests/lib/chaos_check.sh" "$KUBESIM_URL" "$NS" >"$T/check.log" 2>&1; }
 # a cheap test polled fast (one list of policies, one of Modules): every policy's
 # status computed for its generation, its Module there; the full checker then
@@ -113,14 +116,17 @@ pids() {
 	"$GPUKMM_BIN/gpukmmctl" status --runtime-dir "$T/run" --json --timeout-ms 3000 2>/dev/null |
 		jq -r '.. | objects | select(has("pid")) | .pid | select(. > 0)'
 }
-mem() { # prints "rss_kb pss_kb"
-	local p r=0 s=0 v
+# one line per process: "name rss_kb pss_kb private_kb" (smaps_rollup)
+snap() {
+	local p
 	for p in $(pids); do
-		v=$(awk '/^VmRSS/{print $2}' "/proc/$p/status" 2>/dev/null); r=$((r + ${v:-0}))
-		v=$(awk '/^Pss:/{print $2}' "/proc/$p/smaps_rollup" 2>/dev/null); s=$((s + ${v:-0}))
+		[ -r "/proc/$p/smaps_rollup" ] || continue
+		printf '%s %s %s\n' "$(tr '\0' ' ' <"/proc/$p/cmdline" | awk '{print $1}' | xargs basename)" \
+			"$(awk '/^VmRSS/{print $2}' "/proc/$p/status")" \
+			"$(awk '/^Pss:/{s=$2} /^Private_(Clean|Dirty):/{q+=$2} END{print s, q}' "/proc/$p/smaps_rollup")"
 	done
-	echo "$r $s"
 }
+sum() { awk '{r+=$2; s+=$3} END{print r+0, s+0}' "$1"; }
 cpu_ticks() { # user+sys clock ticks of PIDs
 	local p t=0 v
 	for p in "$@"; do
@@ -128,16 +134,21 @@ cpu_ticks() { # user+sys clock ticks of PIDs
 	done
 	echo $t
 }
-per_proc() {
-	local p
-	for p in $(pids); do
-		printf '%s=%s ' "$(tr '\0' ' ' <"/proc/$p/cmdline" | awk '{print $1}' | xargs basename)" \
-			"$(awk '/^VmRSS/{print $2}' "/proc/$p/status")"
-	done
+per_proc() { awk '{printf "%s=%s/%s ", $1, $2, $3}' "$1"; }
+# every watch event served and stable for 0.5 s, then 2 s for the consumers'
+# last passes (a bench settles; tests wait on conditions)
+quiet() { local a b; a=$(kraw GET /kubesim/stats | jq '.watchEvents'); sleep 0.5; b=$(kraw GET /kubesim/stats | jq '.watchEvents'); [ "$a" = "$b" ]; }
+settle() { until quiet; do :; done; sleep 2; }
+# statusd has every node in its view: each policy's status.nodes counts them
+# (no node carries a report: all "unknown")
+nodes_seen() {
+	kraw GET /apis/intel.com/v1alpha1/clusterpolicies |
+		jq -e --argjson n "$1" '(.items | length) > 0 and ([.items[] | select(.status.nodes.unknown != $n)] | length) == 0' >/dev/null 2>&1
 }
-sleep 2 # settle: let the start-up work finish before measuring (not synchronisation)
-read -r rss0 pss0 <<<"$(mem)"
-echo "# after start: RSS $((rss0 / 1024)) MB, PSS $((pss0 / 1024)) MB ($(per_proc))"
+settle
+snap >"$T/m0"
+read -r rss0 pss0 <<<"$(sum "$T/m0")"
+echo "# after start: RSS $((rss0 / 1024)) MB, PSS $((pss0 / 1024)) MB (name=rss/pss kB: $(per_proc "$T/m0"))"
 
 # churn: EVENTS Node label patches, 2 writers
 all=$(pids)
@@ -150,43 +161,105 @@ w1=$!
 w2=$!
 wait $w1 $w2
 # the watcher has seen them all once kubesim has sent every event and the
-# cluster is still correct; then a short drain for the consumers' last passes
-quiet() { local a b; a=$(kraw GET /kubesim/stats | jq '.watchEvents'); sleep 0.5; b=$(kraw GET /kubesim/stats | jq '.watchEvents'); [ "$a" = "$b" ]; }
+# cluster is still correct
 until quiet; do :; done
 churn_ms=$(( $(ms) - t1 ))
 c1=$(cpu_ticks $all); k1=$(cpu_ticks "$KUBESIM_PID")
 correct || { echo "not correct after the churn:"; cat "$T/check.log"; exit 1; }
 ev1=$(kraw GET /kubesim/stats | jq '.watchEvents')
 hz=$(getconf CLK_TCK)
-read -r rss1 pss1 <<<"$(mem)"
-echo "# after $EVENTS node events: RSS $((rss1 / 1024)) MB, PSS $((pss1 / 1024)) MB ($(per_proc))"
-python3 - "$OUT" "$NODES" "$CLAIMS" "$POLICIES" "$cold_ms" "$rss0" "$pss0" "$rss1" "$pss1" "$EVENTS" \
-	$((c1 - c0)) $((k1 - k0)) "$hz" $((ev1 - ev0)) "$churn_ms" "$(per_proc)" <<'EOP'
+settle
+snap >"$T/m1"
+read -r rss1 pss1 <<<"$(sum "$T/m1")"
+echo "# after $EVENTS node events: RSS $((rss1 / 1024)) MB, PSS $((pss1 / 1024)) MB (name=rss/pss kB: $(per_proc "$T/m1"))"
+
+# two sizes in one run: DNODES more Nodes, then DCLAIMS more claims
+"$GPUKMM_TBIN/watch_bench" gen "$KUBESIM_URL" "$DNODES" 0 "$NODES" >/dev/null || { echo "adding nodes failed"; exit 1; }
+deadline=$((SECONDS + 120))
+all_nodes=1
+until nodes_seen $((NODES + DNODES)); do
+	[ $SECONDS -lt $deadline ] || { echo "# statusd never counted $((NODES + DNODES)) nodes in status.nodes"; all_nodes=0; break; }
+	sleep 0.2
+done
+settle
+snap >"$T/m2"
+"$GPUKMM_TBIN/watch_bench" claims "$KUBESIM_URL" bench "$DCLAIMS" "$CLAIMS" || { echo "adding claims failed"; exit 1; }
+settle
+snap >"$T/m3"
+echo "# +$DNODES nodes, then +$DCLAIMS claims: PSS $(( $(sum "$T/m2" | cut -d' ' -f2) / 1024 )) MB, then $(( $(sum "$T/m3" | cut -d' ' -f2) / 1024 )) MB"
+python3 - "$OUT" "$NODES" "$CLAIMS" "$POLICIES" "$DNODES" "$DCLAIMS" "$cold_ms" "$EVENTS" \
+	$((c1 - c0)) $((k1 - k0)) "$hz" $((ev1 - ev0)) "$churn_ms" "$T/m0" "$T/m1" "$T/m2" "$T/m3" "$all_nodes" <<'EOP'
 import json, sys
 a = sys.argv[1:]
 out = a[0]
-nodes, claims, pol, cold, rss0, pss0, rss1, pss1, events, cpu, kcpu, hz, wev, churn = map(int, a[1:15])
-per = a[15]
+nodes, claims, pol, dn, dc, cold, events, cpu, kcpu, hz, wev, churn = map(int, a[1:13])
+
+def load(path):
+    m = {}
+    for line in open(path):
+        f = line.split()
+        if len(f) == 4:
+            name = f[0].replace("gpukmm-", "") if f[0] != "gpukmm" else "supervisor"
+            m[name] = {"rss_kb": int(f[1]), "pss_kb": int(f[2]), "private_kb": int(f[3])}
+    return m
+
+m0, m1, m2, m3 = (load(p) for p in a[13:17])
+all_nodes = a[17] == "1"
+tot = lambda m, k: sum(v[k] for v in m.values())
+order = ["supervisor", "watcher", "modmgr", "gater", "opmgr", "statusd"]
+names = [n for n in order if n in m0] + sorted(n for n in m0 if n not in order)
+# bytes per object: the growth of Pss over the added objects (a heap grows by
+# pages and reuses what it freed: one object's figure is a mean, not a size)
+g = lambda m, n: m.get(n, m0[n])["pss_kb"]
+per_node = {n: (g(m2, n) - g(m1, n)) * 1024 / dn for n in names}
+per_claim = {n: (g(m3, n) - g(m2, n)) * 1024 / dc for n in names}
+pss0, rss0 = tot(m0, "pss_kb"), tot(m0, "rss_kb")
+pss_max = max(pss0, tot(m1, "pss_kb"))
+node_b, claim_b = sum(per_node.values()), sum(per_claim.values())
+budget_kb = 30 * 1024 + max(0, nodes - 5000) * 1.5
+grow_b = node_b + claim_b
+pf = lambda ok: "PASS" if ok else "MISS"
+print("# where the bytes go (%d nodes + %d claims + %d policies; kB after the start; PSS*: after %d node"
+      " events; per node/claim: bytes of Pss growth over +%d nodes, then +%d claims)" % (nodes, claims, pol, events, dn, dc))
+print("%-11s %8s %8s %8s %10s %10s %8s" % ("process", "RSS", "PSS", "Private", "B/node", "B/claim", "PSS*"))
+for n in names:
+    v = m0[n]
+    print("%-11s %8d %8d %8d %10.0f %10.0f %8d" % (n, v["rss_kb"], v["pss_kb"], v["private_kb"], per_node[n],
+                                                     per_claim[n], g(m1, n)))
+print("%-11s %8d %8d %8d %10.0f %10.0f %8d" % ("total", rss0, pss0, tot(m0, "private_kb"), node_b, claim_b,
+                                                 tot(m1, "pss_kb")))
+checks = [
+    ("PSS at %d nodes + %d claims (after start / events: the larger) ≤ %.1f MB" % (nodes, claims, budget_kb / 1024), pss_max / 1024,
+     budget_kb / 1024, "MB", pss_max <= budget_kb),
+    ("growth per extra node + its claim ≤ 1.5 KB", grow_b / 1024, 1.5, "KB", grow_b <= 1536),
+    ("cold start to correct status ≤ 2 s", cold / 1000, 2.0, "s", cold <= 2000),
+    ("status.nodes counts all %d nodes" % (nodes + dn), nodes + dn if all_nodes else 0, nodes + dn, "nodes", all_nodes),
+]
+for what, got, want, unit, ok in checks:
+    print("%-4s %s: %.2f %s" % (pf(ok), what, got, unit) if unit != "nodes" else "%-4s %s" % (pf(ok), what))
 cpu_ms = cpu * 1000 / hz
 k_ms = kcpu * 1000 / hz
-mb = lambda kb: kb / 1024
 r = {
     "name": "footprint",
-    "nodes": nodes, "claims": claims, "policies": pol,
+    "nodes": nodes, "claims": claims, "policies": pol, "delta_nodes": dn, "delta_claims": dc,
     "cold_start_ms": cold,
     "rss_kb_after_start": rss0, "pss_kb_after_start": pss0,
-    "rss_kb_after_churn": rss1, "pss_kb_after_churn": pss1,
-    "per_process_rss_kb": per,
+    "rss_kb_after_churn": tot(m1, "rss_kb"), "pss_kb_after_churn": tot(m1, "pss_kb"),
+    "per_process": {n: dict(m0[n], bytes_per_node=round(per_node[n]), bytes_per_claim=round(per_claim[n]),
+                            pss_kb_after_churn=g(m1, n)) for n in names},
+    "bytes_per_node": round(node_b), "bytes_per_claim": round(claim_b),
     "node_events": events, "watch_events_served": wev, "churn_ms": churn,
     "cpu_ms_profile": cpu_ms, "cpu_ms_kubesim": k_ms,
     "cpu_ms_per_1000_events": cpu_ms * 1000 / events,
-    "target_mb": 30,
+    "target_pss_mb": round(budget_kb / 1024, 1), "target_growth_kb": 1.5, "target_cold_start_ms": 2000,
+    "pass": {"pss": pss_max <= budget_kb, "growth": grow_b <= 1536, "cold_start": cold <= 2000,
+             "status_nodes_complete": all_nodes},
 }
-r["summary"] = ("%d nodes/%d claims/%d policies: controller total PSS %.1f MB (%.2fx of the 30 MB target; "
-                "VmRSS summed %.1f MB counts shared libraries once per process); cold start to correct status %.1f s; "
-                "CPU %.0f ms per 1000 watch events (kubesim serving them %.0f ms, ratio %.2f)") % (
-    nodes, claims, pol, mb(max(pss0, pss1)), mb(max(pss0, pss1)) / 30, mb(max(rss0, rss1)), cold / 1000,
-    cpu_ms * 1000 / events, k_ms * 1000 / events, (cpu_ms / k_ms) if k_ms else 0)
+big = max(names, key=lambda n: m0[n]["pss_kb"])
+r["summary"] = ("%d nodes/%d claims: PSS %.1f MB (target %.1f, %s; largest %s %.1f MB), %.0f B/node + %.0f B/claim "
+                "(target 1.5 KB, %s), cold start %.1f s (target 2, %s); CPU %.0f ms per 1000 events (kubesim %.0f)") % (
+    nodes, claims, pss_max / 1024, budget_kb / 1024, pf(pss_max <= budget_kb), big, m0[big]["pss_kb"] / 1024,
+    node_b, claim_b, pf(grow_b <= 1536), cold / 1000, pf(cold <= 2000), cpu_ms * 1000 / events, k_ms * 1000 / events)
 with open(out, "w") as f:
     f.write(json.dumps(r, separators=(",", ":")) + "\n")
 print(r["summary"])

@@ -1,9 +1,11 @@
 /* Helper of tests/bench/watch_*.sh (not a test by itself).
  *
- *   watch_bench gen URL NODES MODS        create NODES realistic Nodes, print "rv0 RV",
- *                                         then MODS merge-patches round-robin, print "rv1 RV"
+ *   watch_bench gen URL NODES MODS [FIRST] create NODES realistic Nodes (node-FIRST on,
+ *                                         default 0), print "rv0 RV", then MODS
+ *                                         merge-patches round-robin, print "rv1 RV"
  *   watch_bench patch URL NODES MODS G    writer G: MODS merge-patches over the NODES nodes
- *   watch_bench claims URL NS N           create N ResourceClaims in namespace NS
+ *   watch_bench claims URL NS N [FIRST]   create N ResourceClaims in namespace NS
+ *                                         (claim-FIRST on, default 0)
  *   watch_bench consume URL RV N          replay the Node watch from RV through lib/kube
  *                                         (framing, cJSON) → lib/kobj (typed Node) → typed
  *                                         cache → lib/ipc bus publish; stop after N events;
@@ -94,13 +96,13 @@ static char *node_json(int i)
 	return s;
 }
 
-static int gen(const char *url, int nodes, int mods)
+static int gen(const char *url, int nodes, int mods, int first)
 {
 	gk_kube_client *c = client(url);
 	gk_err e = {0};
 	gk_kube_ref r = {"", "v1", "nodes", NULL, NULL, NULL};
 	cJSON *out = NULL;
-	for (int i = 0; i < nodes; i++) {
+	for (int i = first; i < first + nodes; i++) {
 		char *s = node_json(i);
 		cJSON *o = cJSON_Parse(s);
 		free(s);
@@ -160,12 +162,12 @@ static int patch(const char *url, int nodes, int mods, int g)
 	return 0;
 }
 
-static int claims(const char *url, const char *ns, int n)
+static int claims(const char *url, const char *ns, int n, int first)
 {
 	gk_kube_client *c = client(url);
 	gk_err e = {0};
 	gk_kube_ref r = {"resource.k8s.io", "v1", "resourceclaims", ns, NULL, NULL};
-	for (int i = 0; i < n; i++) {
+	for (int i = first; i < first + n; i++) {
 		char s[512];
 		snprintf(s, sizeof s,
 			 "{\"apiVersion\":\"resource.k8s.io/v1\",\"kind\":\"ResourceClaim\",\"metadata\":{\"name\":\"claim-%05d\","
@@ -239,7 +241,7 @@ static int consume(const char *url, const char *rv, long n)
 	}
 	gk_kube_ref r = {"", "v1", "nodes", NULL, NULL, NULL};
 	gk_kube_watch_opts o = {.start_resource_version = rv};
-	gk_kube_watch_cbs cbs = {on_event, NULL, NULL};
+	gk_kube_watch_cbs cbs = {.on_event = on_event};
 	gk_kube_watch *w;
 	double t0 = now_s();
 	if (gk_kube_watch_start(&w, m, &r, &o, &cbs, &c, &e)) {
@@ -299,16 +301,16 @@ static int lines(long skip, long n)
 int main(int argc, char **argv)
 {
 	gk_log_init("watch_bench", GK_LOG_TEXT, GK_LOG_WARN);
-	if (argc == 5 && !strcmp(argv[1], "gen"))
-		return gen(argv[2], atoi(argv[3]), atoi(argv[4]));
+	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "gen"))
+		return gen(argv[2], atoi(argv[3]), atoi(argv[4]), argc == 6 ? atoi(argv[5]) : 0);
 	if (argc == 6 && !strcmp(argv[1], "patch"))
 		return patch(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
-	if (argc == 5 && !strcmp(argv[1], "claims"))
-		return claims(argv[2], argv[3], atoi(argv[4]));
+	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "claims"))
+		return claims(argv[2], argv[3], atoi(argv[4]), argc == 6 ? atoi(argv[5]) : 0);
 	if (argc == 5 && !strcmp(argv[1], "consume"))
 		return consume(argv[2], argv[3], atol(argv[4]));
 	if (argc == 4 && !strcmp(argv[1], "lines"))
 		return lines(atol(argv[2]), atol(argv[3]));
-	fprintf(stderr, "usage: watch_bench gen URL NODES MODS | claims URL NS N | consume URL RV N | lines SKIP N\n");
+	fprintf(stderr, "usage: watch_bench gen URL NODES MODS [FIRST] | claims URL NS N [FIRST] | consume URL RV N | lines SKIP N\n");
 	return 2;
 }

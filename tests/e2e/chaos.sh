@@ -62,11 +62,7 @@ trap cleanup EXIT
 # kubesim's restarts: its signing key is in the state dir), fake-kmm as the admin
 KUBESIM_NO_TRAP=1 KUBESIM_RBAC=1 kubesim_start --state-dir "$D/state" || { nok "kubesim starts"; exit 1; }
 echo "# seed $SEED, ${DUR}s of chaos, converge within ${CONVERGE}s, gater: ${CHAOS_GATER:-not built}, up to $MAX_NODES GPU nodes"
-k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml -f deploy/crd/gpukmm.io_nodereportrequests.yaml \
-	-f tests/fixtures/kmm/modules.kmm.sigs.x-k8s.io.crd.yaml >"$D/setup.log" 2>&1
-k wait --for condition=established --timeout=10s crd/clusterpolicies.intel.com crd/nodereportrequests.gpukmm.io crd/modules.kmm.sigs.x-k8s.io >>"$D/setup.log" 2>&1
-kubesim_kubeconfigs "$D" "$NS" || { nok "the shipped RBAC and the ServiceAccounts' kubeconfigs"; exit 1; }
-kraw POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"user"}}' >/dev/null
+ctrl_cluster || { nok "the shipped RBAC and the ServiceAccounts' kubeconfigs"; exit 1; }
 mknode() { # NAME KERNEL
 	kraw POST /api/v1/nodes "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"$1\",\"labels\":{\"kubernetes.io/arch\":\"amd64\",\"intel.feature.node.kubernetes.io/gpu\":\"true\"}},\"status\":{\"nodeInfo\":{\"kernelVersion\":\"$2\"}}}" >/dev/null
 	kraw PATCH "/api/v1/nodes/$1/status" "{\"status\":{\"nodeInfo\":{\"kernelVersion\":\"$2\"}}}" application/merge-patch+json >/dev/null
@@ -119,11 +115,7 @@ for p in "${POLICIES[@]}"; do mkpolicy "$p"; done
 declare -A VER=()
 CLAIMS=0 KILLS=0 FAULTS=0 RESTARTS=0 SUPKILLS=0 NODESUPKILLS=0 LEADERKILLS=0 ACTIONS=0
 claim_new() {
-	local c="claim-$RANDOM"
-	kraw POST /apis/resource.k8s.io/v1/namespaces/user/resourceclaims "{\"apiVersion\":\"resource.k8s.io/v1\",\"kind\":\"ResourceClaim\",\"metadata\":{\"name\":\"$c\",\"namespace\":\"user\"},\"spec\":{\"devices\":{\"requests\":[{\"name\":\"gpu\",\"exactly\":{\"deviceClassName\":\"gpu.intel.com\"}}]}}}" >/dev/null
-	kraw PATCH "/apis/resource.k8s.io/v1/namespaces/user/resourceclaims/$c/status" \
-		'{"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.intel.com","pool":"gpu-1","device":"gpu-0"}]}}}}' \
-		application/merge-patch+json >/dev/null
+	claim_alloc user "claim-$RANDOM"
 	CLAIMS=$((CLAIMS + 1))
 }
 claims_list() { kraw GET /apis/resource.k8s.io/v1/namespaces/user/resourceclaims | jq -r '.items[]?.metadata.name' 2>/dev/null; }
@@ -137,30 +129,18 @@ sup_dirs() { # the runtime dirs of every running supervisor
 	for c in "${!SUP[@]}"; do echo "$D/run-$c"; done
 	for n in $(np_nodes); do echo "$NP_DIR/$n/run"; done
 }
-child_pids() { # DIR...: the services' pids of those supervisors
-	local d
-	for d in "$@"; do
-		"$GPUKMM_BIN/gpukmmctl" status --runtime-dir "$d" --json --timeout-ms 1000 2>/dev/null |
-			jq -r '.. | objects | select(has("pid")) | .pid | select(. > 0)' 2>/dev/null
-	done
-}
 kill_child() { # any service of any supervisor, controller or node
 	local pids pid
-	pids=$(child_pids $(sup_dirs))
+	pids=$(sup_child_pids $(sup_dirs))
 	[ -n "$pids" ] || return 0
 	pid=$(shuf -n1 --random-source=<(yes "$RANDOM") <<<"$pids")
 	kill -KILL "$pid" 2>/dev/null && KILLS=$((KILLS + 1))
 }
-none_alive() { local p; for p in "$@"; do kill -0 "$p" 2>/dev/null && return 1; done; return 0; }
-sup_kill9() { # PID RUNTIME_DIR: like the pod's node dying; its children die with it (PR_SET_PDEATHSIG)
-	local kids
-	kids=$(child_pids "$2")
-	kill -KILL "$1" 2>/dev/null
-	wait "$1" 2>/dev/null
-	wait_until 20 none_alive $kids || nok "children of a killed supervisor exit (PDEATHSIG): $kids"
+kill9() { # PID RUNTIME_DIR: sup_kill9, its children must die with it (PR_SET_PDEATHSIG)
+	sup_kill9 "$1" "$2" || nok "children of a killed supervisor exit (PDEATHSIG)"
 }
 kill_controller() { # CONTROLLER: kill -9 it, start it again (a new identity)
-	sup_kill9 "${SUP[$1]}" "$D/run-$1"
+	kill9 "${SUP[$1]}" "$D/run-$1"
 	ctrl_start "$1"
 	SUPKILLS=$((SUPKILLS + 1))
 }
@@ -168,7 +148,7 @@ kill_node_sup() { # a random node supervisor: kill -9, start again
 	local n
 	n=$(np_nodes | shuf -n1 --random-source=<(yes "$RANDOM"))
 	[ -n "$n" ] || return 0
-	sup_kill9 "${NP_PID[$n]}" "$NP_DIR/$n/run"
+	kill9 "${NP_PID[$n]}" "$NP_DIR/$n/run"
 	np_start "$n"
 	NODESUPKILLS=$((NODESUPKILLS + 1))
 }
@@ -179,7 +159,7 @@ kill_leader() { # kill -9 the leading controller: the other must take the Lease 
 	[ -n "$l" ] || return 0
 	o=$([ "$l" = A ] && echo B || echo A)
 	t0=$(date +%s%N)
-	sup_kill9 "${SUP[$l]}" "$D/run-$l"
+	kill9 "${SUP[$l]}" "$D/run-$l"
 	LEADERKILLS=$((LEADERKILLS + 1))
 	# the Lease lasts 4 s; under API faults a takeover may take longer: give it 20 s
 	if wait_until 20 eval "[ \"\$(holder)\" = ctrl-$o-${GEN[$o]} ]"; then

@@ -8,7 +8,7 @@ set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
 . tests/lib/gater.sh
 
-MM_WATCHER_FLAGS="--discovery-interval 1"
+MM_WATCHER_FLAGS="--discovery-interval 1 --discovery-confirm 2"
 gt_setup
 
 # DaemonSets that exist before the policy (the operator deployed them)

@@ -2,7 +2,9 @@
 # kubesim fault injection set at runtime through /kubesim/faults, each fault seen by
 # a client and counted in /kubesim/stats: error codes per verb/resource (500, 409,
 # 429 + Retry-After, 503), latency, watch streams closed after N events or T s, a
-# forced 410 on the next watch only, refused connections for T s.
+# forced 410 on the next watch only, refused connections for T s; rules matching a
+# path prefix (discovery documents included), answering with a given body (a lying
+# 200: {}, null, a Status, truncated JSON), spent after N faults.
 set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
 . tests/lib/kubesim.sh
@@ -45,6 +47,27 @@ check "refuse connections for 2 s" faults '{"refuseConnectionsSeconds":2}'
 check "a connection during the window fails" bash -c "! curl -sf --max-time 5 $KUBESIM_URL/healthz >/dev/null"
 check "connections accepted again after the window" wait_for 10 curl -sf "$KUBESIM_URL/healthz"
 check "stats: refused connections counted" test "$(stat 'd["connectionsRefused"]')" -ge 1
+# ---- path prefixes, discovery, lying bodies, spent rules ----
+check "one 404 for the apps/v1 discovery document" faults '{"rules":[{"verb":"discovery","path":"/apis/apps/v1","code":404,"times":1}]}'
+kraw GET /apis/apps/v1 >/dev/null
+check "discovery of apps/v1 answered 404" test "$(kraw_code)" = 404
+check "the rule is spent: the next discovery of apps/v1 answers 200" bash -c "curl -sf $KUBESIM_URL/apis/apps/v1 | grep -q APIResourceList"
+check "other discovery documents untouched" bash -c "curl -sf $KUBESIM_URL/api/v1 | grep -q APIResourceList"
+check "stats: the discovery fault counted" test "$(stat 'd["faults"]["discovery"]["-"]')" = 1
+lies_with() { local out; out=$(kraw GET /api/v1/nodes); [ "$(kraw_code)" = 200 ] && [ "$out" = "$1" ]; }
+for body in '{}' 'null' '{"kind":"Status","apiVersion":"v1","status":"Failure","code":500}' '{"kind":"NodeList","items":[{"meta'; do
+	faults "{\"rules\":[{\"verb\":\"list\",\"path\":\"/api/v1/nodes\",\"code\":200,\"body\":$(jq -Rn --arg b "$body" '$b')}]}"
+	check "lying 200 for list nodes with body $body" lies_with "$body"
+done
+check "a lying answer leaves get alone" bash -c "curl -sf $KUBESIM_URL/api/v1/nodes/a | jq -e '.metadata.name == \"a\"' >/dev/null"
+reads_back() { kraw GET /kubesim/faults | jq -e '.rules[0].path == "/api/v1/nodes" and (.rules[0].body | startswith("{\"kind\":\"NodeList\""))' >/dev/null; }
+check "the rule reads back with its path and body" reads_back
+check "a path prefix covers every version and resource under it" faults '{"rules":[{"path":"/apis/apps/","code":503}]}'
+kraw GET /apis/apps/v1/daemonsets >/dev/null; c1=$(kraw_code)
+kraw GET /apis/apps/v1 >/dev/null; c2=$(kraw_code)
+kraw GET /api/v1/nodes >/dev/null; c3=$(kraw_code)
+check "…daemonsets 503, apps/v1 discovery 503, nodes 200 ($c1 $c2 $c3)" test "$c1 $c2 $c3" = "503 503 200"
+check "a 2xx without a body is refused" bash -c "! curl -sf -X PUT -d '{\"rules\":[{\"code\":200}]}' $KUBESIM_URL/kubesim/faults >/dev/null"
 faults '{}'
 check "faults cleared: list works" bash -c "curl -sf $KUBESIM_URL/api/v1/nodes >/dev/null"
 kubesim_stop

@@ -8,7 +8,7 @@ cd "${GPUKMM_SRC:-.}" || exit 1
 . tests/lib/statusd.sh
 
 MM_NO_KMM=1
-MM_WATCHER_FLAGS="--discovery-interval 1"
+MM_WATCHER_FLAGS="--discovery-interval 1 --discovery-confirm 2"
 MM_STATUSD_FLAGS="--fail-first 2"
 MM_NO_START=1 sd_setup
 MM_MODMGR_FLAGS="--control $SD_CONTROL --heartbeat-ms 200"

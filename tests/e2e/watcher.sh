@@ -29,7 +29,7 @@ start_watcher() {
 	chmod 700 "$T/$name"
 	"$WATCHER" --kubeconfig "$T/kubeconfig" --namespace "$NS" \
 		--listen "ipc://$T/$name/watcher.sock" --events "ipc://$T/$name/events.sock" \
-		--discovery-interval 0.3 "$@" >>"$T/$name.log" 2>&1 &
+		--discovery-interval 0.3 --discovery-confirm 3 "$@" >>"$T/$name.log" 2>&1 &
 	WPID=$!
 	KUBESIM_CLIENTS+=("$WPID")
 }
@@ -88,8 +88,9 @@ ready_and_heartbeats() {
 check "Ready sent to Control after the initial lists; heartbeats carry events, relists, errors, cache sizes" \
 	ready_and_heartbeats
 check "snapshot has the 3 nodes" test "$(names_in_snap w1 nodes)" = "node-1 node-2 node-3"
-check "discovery: KMM absent, DRA and ClusterPolicy present" \
-	bash -c "snap w1 | grep -q '\"discovery\":{\"kmm\":false,\"dra\":true,\"cluster_policy\":true,'"
+disc_is() { snap w1 | jq -e '.discovery | .kmm == false and .dra == true and .cluster_policy == true and
+	.dra_version == "v1" and ([.unconfirmed[]?.topic] | index("module") == null)' >/dev/null; }
+check "discovery: KMM absent (confirmed after the debounce), DRA (v1) and ClusterPolicy present" wait_for 10 disc_is
 
 # ---- a subscriber sees every change, in order, with consecutive numbers ----
 "$CTL" ipc sub "ipc://$T/w1/events.sock" node --count 1000 --timeout-ms 60000 >"$T/sub.out" 2>"$T/sub.err" &
@@ -177,7 +178,7 @@ check "Watcher.Get finds a node" bash -c "'$CTL' ipc call 'ipc://$T/w1/watcher.s
 check "Watcher.Get: NOT_FOUND for an absent object" bash -c "! '$CTL' ipc call 'ipc://$T/w1/watcher.sock' gpukmm.Watcher.Get '{\"topic\":\"node\",\"name\":\"nope\"}' 2>&1 | grep -v NOT_FOUND >/dev/null; '$CTL' ipc call 'ipc://$T/w1/watcher.sock' gpukmm.Watcher.Get '{\"topic\":\"node\",\"name\":\"nope\"}' 2>&1 | grep -q NOT_FOUND"
 
 # ---- KMM installed after the watcher started ----
-"$CTL" ipc sub "ipc://$T/w1/events.sock" discovery --count 1 --timeout-ms 20000 >"$T/disc.out" 2>/dev/null &
+"$CTL" ipc sub "ipc://$T/w1/events.sock" discovery --count 50 --timeout-ms 20000 >"$T/disc.out" 2>/dev/null &
 DSUB=$!
 KUBESIM_CLIENTS+=("$DSUB")
 k apply -f "$KMM_CRD" >/dev/null
@@ -195,6 +196,17 @@ spec:
 EOM
 check "Modules are watched without a restart" \
 	wait_for 15 names_are w1 modules cp-gpu
+# ---- the safety rule: a discovery blip is not an absence ----
+"$CTL" ipc sub "ipc://$T/w1/events.sock" module --count 1000 --timeout-ms 30000 >"$T/mods.out" 2>/dev/null &
+KUBESIM_CLIENTS+=("$!")
+unconfirmed() { snap w1 | jq -e --arg t "$1" '[.discovery.unconfirmed[]? | select(.topic == $t)] | length == 1' >/dev/null; }
+confirmed() { ! unconfirmed "$1"; }
+kraw PUT /kubesim/faults '{"rules":[{"verb":"discovery","path":"/apis/kmm.sigs.x-k8s.io/v1beta1","code":404,"times":4}]}' >/dev/null
+check "four 404s (in ~1 s, under the 3 s debounce) of KMM's discovery: the module topic is unconfirmed meanwhile" wait_for 10 unconfirmed module
+check "…and confirmed again once discovery answers" wait_for 10 confirmed module
+kraw PUT /kubesim/faults '{}' >/dev/null
+check "…the Module stayed cached, no DELETE published" bash -c "names_are w1 modules cp-gpu && ! grep -q DELETED '$T/mods.out'"
+check "…the log says the absence is not believed yet" grep -q "kmm.sigs.x-k8s.io/v1beta1 answered absent; kept as served" "$T/w1.log"
 k delete -f "$KMM_CRD" >/dev/null 2>&1
 check "CRD removal: modules gone from the cache, discovery says so" \
 	wait_for 15 bash -c "names_are w1 modules '' && snap w1 | grep -q '\"kmm\":false'"

@@ -11,15 +11,23 @@
 #   ctrl_ready NAME             running and every service Ready (gpukmmctl status)
 #   ctrl_stop NAME              SIGTERM, SIGKILL after 30 s; STOP_RC = its exit code
 #   holder / leader / has_leader   the Lease's holderIdentity / the NAME holding it
+#   ctrl_cluster                the operator namespace, the ClusterPolicy, NodeReportRequest and KMM CRDs (established),
+#                               the shipped RBAC and the kubeconfigs (kubesim_kubeconfigs $D $NS),
+#                               the namespace "user" ($D/setup.log); 1 when the RBAC part failed
+#   sup_child_pids DIR...       the services' pids of the supervisors with those runtime dirs
+#   sup_kill9 PID DIR           kill -9 a supervisor like its node dying; 1 if its children
+#                               (PR_SET_PDEATHSIG) do not all exit within 20 s
 #   (and stop_pid, wait_until from tests/lib/proc.sh)
 # SUP[NAME] = supervisor pid, GEN[NAME] = starts so far. CTRL_GRACE_MS: statusd's
-# grace period (default 2000).
+# grace period (default 2000). CTRL_WATCHER_ARGS: more watcher flags (JSON strings,
+# comma-separated: '"--watch-timeout", "2"').
 declare -A SUP=() GEN=()
 . "${GPUKMM_SRC:-.}/tests/lib/kubesim.sh"
 . "$GPUKMM_SRC/tests/lib/proc.sh"
 ctrl_config() { # NAME IDENTITY_OR_EMPTY(no leader election)
-	local le='"args": []'
-	[ -n "$2" ] && le="\"args\": [\"--leader-elect\", \"--identity\", \"$2\", \"--lease-duration\", \"4\", \"--renew-deadline\", \"3\", \"--retry-period\", \"1\"]"
+	local extra=${CTRL_WATCHER_ARGS:-} le
+	le="\"args\": [$extra]"
+	[ -n "$2" ] && le="\"args\": [\"--leader-elect\", \"--identity\", \"$2\", \"--lease-duration\", \"4\", \"--renew-deadline\", \"3\", \"--retry-period\", \"1\"${extra:+, $extra}]"
 	local svcs="{\"name\": \"watcher\", \"credentials\": true, $le},
  {\"name\": \"modmgr\", \"credentials\": true},"
 	[ -x "$GPUKMM_BIN/gpukmm-gater" ] && svcs="$svcs {\"name\": \"gater\", \"credentials\": true},"
@@ -45,3 +53,26 @@ leader() { # the controller whose current identity holds the Lease (empty: none)
 	for c in "${!SUP[@]}"; do [ "$h" = "ctrl-$c-${GEN[$c]}" ] && echo "$c"; done
 }
 has_leader() { [ -n "$(leader)" ]; }
+ctrl_cluster() {
+	k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml \
+		-f deploy/crd/gpukmm.io_nodereportrequests.yaml -f tests/fixtures/kmm/modules.kmm.sigs.x-k8s.io.crd.yaml >"$D/setup.log" 2>&1
+	k wait --for condition=established --timeout=10s crd/clusterpolicies.intel.com crd/nodereportrequests.gpukmm.io \
+		crd/modules.kmm.sigs.x-k8s.io >>"$D/setup.log" 2>&1
+	kubesim_kubeconfigs "$D" "$NS" || return 1
+	kraw POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"user"}}' >/dev/null
+}
+sup_child_pids() {
+	local d
+	for d in "$@"; do
+		"$GPUKMM_BIN/gpukmmctl" status --runtime-dir "$d" --json --timeout-ms 1000 2>/dev/null |
+			jq -r '.. | objects | select(has("pid")) | .pid | select(. > 0)' 2>/dev/null
+	done
+}
+none_alive() { local p; for p in "$@"; do kill -0 "$p" 2>/dev/null && return 1; done; return 0; }
+sup_kill9() {
+	local kids
+	kids=$(sup_child_pids "$2")
+	kill -KILL "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+	wait_until 20 none_alive $kids
+}

@@ -19,7 +19,7 @@ FKPID=
 FK_RC=
 
 fakekmm_start() {
-	"$FK_BIN" --kubeconfig "$KUBESIM_DIR/kubeconfig" --load-delay-ms 200 --unload-delay-ms 200 "$@" \
+	"$FK_BIN" --kubeconfig "${KUBESIM_DIR:?kubesim not running}/kubeconfig" --load-delay-ms 200 --unload-delay-ms 200 "$@" \
 		2>>"$KUBESIM_DIR/fk.log" &
 	FKPID=$!
 }
@@ -47,7 +47,7 @@ fakekmm_setup() {
 	kubesim_start || return 1
 	trap fakekmm_cleanup EXIT
 	k apply -f "$FK_CRD" >/dev/null || return 1
-	cat >"$KUBESIM_DIR/kubeconfig" <<EOT
+	cat >"${KUBESIM_DIR:?kubesim not running}/kubeconfig" <<EOT
 apiVersion: v1
 kind: Config
 clusters: [{name: sim, cluster: {server: "$KUBESIM_URL"}}]

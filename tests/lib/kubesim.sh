@@ -210,20 +210,22 @@ kubesim_need_kubectl() {
 
 # kubectl against kubesim; extra global flags via KUBECTL_FLAGS (e.g. a token).
 k() {
-	KUBECONFIG=/dev/null "$KUBECTL" --server "$KUBESIM_URL" --cache-dir "$KUBESIM_DIR/kcache" \
+	KUBECONFIG=/dev/null "$KUBECTL" --server "${KUBESIM_URL:?kubesim not running}" \
+		--cache-dir "${KUBESIM_DIR:?kubesim not running}/kcache" \
 		${KUBESIM_CA:+--certificate-authority "$KUBESIM_CA"} ${KUBESIM_ADMIN_TOKEN:+--token "$KUBESIM_ADMIN_TOKEN"} \
 		${KUBECTL_FLAGS:-} "$@"
 }
 
 # kraw METHOD PATH [BODY [CONTENT-TYPE]]: raw request, prints the body; the HTTP code
-# goes to $KRAW_CODE_FILE (default $KUBESIM_DIR/code) and is echoed by kraw_code.
+# goes to $KUBESIM_DIR/code and is echoed by kraw_code. Both (and k) fail loudly when
+# kubesim is not running (no KUBESIM_DIR: a path at the filesystem root otherwise).
 kraw() {
 	local method=$1 path=$2 body=${3:-} ctype=${4:-application/json}
 	local args=(-sS -X "$method" -o - -w '%{stderr}%{http_code}' ${KRAW_FLAGS:-})
 	[ -n "$body" ] && args+=(-H "Content-Type: $ctype" --data-binary "$body")
-	kcurl "${args[@]}" "$KUBESIM_URL$path" 2>"$KUBESIM_DIR/code"
+	kcurl "${args[@]}" "${KUBESIM_URL:?kubesim not running}$path" 2>"${KUBESIM_DIR:?kubesim not running}/code"
 }
-kraw_code() { cat "$KUBESIM_DIR/code"; }
+kraw_code() { cat "${KUBESIM_DIR:?kubesim not running}/code"; }
 
 # kubesim_settled [RV]: kubesim's controllers have handled every change up to RV
 # (default: the server's resourceVersion now) and have no write pending; for
@@ -255,4 +257,15 @@ check() {
 	else
 		echo "not ok - $name"
 	fi
+}
+
+# claim_alloc NS NAME [VERSION]: a GPU ResourceClaim, allocated (what the scheduler does).
+claim_alloc() {
+	local v=${3:-v1} req="{\"name\":\"gpu\",\"deviceClassName\":\"gpu.intel.com\"}"
+	case $v in v1beta2 | v1) req="{\"name\":\"gpu\",\"exactly\":{\"deviceClassName\":\"gpu.intel.com\"}}" ;; esac
+	kraw POST "/apis/resource.k8s.io/$v/namespaces/$1/resourceclaims" \
+		"{\"apiVersion\":\"resource.k8s.io/$v\",\"kind\":\"ResourceClaim\",\"metadata\":{\"name\":\"$2\",\"namespace\":\"$1\"},\"spec\":{\"devices\":{\"requests\":[$req]}}}" >/dev/null &&
+		kraw PATCH "/apis/resource.k8s.io/$v/namespaces/$1/resourceclaims/$2/status" \
+			'{"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.intel.com","pool":"gpu-1","device":"gpu-0"}]}}}}' \
+			application/merge-patch+json >/dev/null
 }

@@ -6,6 +6,7 @@
 #   op_start / op_stop [SIG]         (re)start or stop gpukmm-opmgr ($OP_FLAGS appended)
 #   op_synced                        opmgr has built its view
 #   obj PATH / obj_jq PATH JQ / obj_gone PATH   GET an API path / jq -e on it / 404
+#                                    (in a `bash -c`: $(declare -f kcurl kraw obj obj_jq ...))
 #   ds / ds_gone NAME                a DaemonSet of the operator namespace
 #   op_writes [RESOURCE]             kubesim writes (of that resource) so far
 #   op_report_has JQ [POLICY]        the last opmgr report matches JQ
@@ -30,7 +31,9 @@ op_start() {
 op_stop() { stop_var OP_PID "${1:-TERM}"; }
 op_synced() { grep -q "view rebuilt from snapshot" "$MM_DIR/opmgr.log"; }
 obj() { kraw GET "$1"; }
-obj_jq() { obj "$1" | jq -e "$2" >/dev/null 2>&1; }
+# (an empty answer — kubesim unreachable, kraw without kcurl in a `bash -c` — is no match:
+# jq -e accepts no input at all)
+obj_jq() { local o; o=$(obj "$1") && [ -n "$o" ] && jq -e "$2" >/dev/null 2>&1 <<<"$o"; }
 obj_gone() { obj_jq "$1" '.kind == "Status" and .code == 404'; }
 DSP="/apis/apps/v1/namespaces/$MM_NS/daemonsets"
 ds() { obj "$DSP/$1"; }

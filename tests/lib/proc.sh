@@ -9,6 +9,9 @@
 #   log_tails N FILE...        the last N lines of each FILE, as comments
 #   ok NAME / notok NAME       a TAP-ish line; notok also sets FAILED=1 (the script exits $FAILED)
 #   checkf NAME CMD...         ok or notok by CMD's exit status (its output discarded)
+#   watcher_has SOCKET TOPIC NS NAME   the gpukmm-watcher serving SOCKET (ipc:// URL) has the object
+#                              (what a test waits for before a change that must be seen after it:
+#                              the watcher publishes in the order it saw)
 STOP_RC=0
 ok() { echo "ok - $1"; }
 notok() { echo "not ok - $1"; FAILED=1; }
@@ -52,4 +55,8 @@ log_tails() {
 		echo "# ---- $f (last $n lines)"
 		tail -"$n" "$f" | sed 's/^/#   /'
 	done
+}
+watcher_has() {
+	"$GPUKMM_BIN/gpukmmctl" ipc call "$1" gpukmm.Watcher.Get \
+		"{\"topic\":\"$2\",\"namespace\":\"$3\",\"name\":\"$4\"}" --timeout-ms 2000 >/dev/null 2>&1
 }

@@ -447,3 +447,97 @@ Test(gater_pass, garbage_events_are_ignored)
 	cr_assert_eq(st.ignored, 4);
 	cr_assert_eq(st.daemonsets, 0);
 }
+
+/* ---- the safety rule: nothing ungates on a state the watcher cannot vouch for ---- */
+
+static void ev_disc_unconfirmed(gk_gtv *v, bool kmm, const char *topic, const char *reason, const char *unreadable)
+{
+	Gpukmm__Discovery d = GPUKMM__DISCOVERY__INIT;
+	d.has_kmm = 1;
+	d.kmm = kmm;
+	Gpukmm__Unconfirmed u = GPUKMM__UNCONFIRMED__INIT;
+	Gpukmm__Unconfirmed *us[1] = { &u };
+	char *k[1] = { (char *)unreadable }, *e[1] = { "spec: expected object, got string" };
+	if (topic) {
+		u.topic = (char *)topic;
+		u.reason = (char *)(reason ? reason : "");
+		if (unreadable) {
+			u.unreadable = k;
+			u.unreadable_errors = e;
+			u.n_unreadable = u.n_unreadable_errors = 1;
+		}
+		d.unconfirmed = us;
+		d.n_unconfirmed = 1;
+	}
+	Gpukmm__Event ev = GPUKMM__EVENT__INIT;
+	ev.object_case = GPUKMM__EVENT__OBJECT_DISCOVERY;
+	ev.discovery = &d;
+	cr_assert_eq(gk_gtv_apply(v, "discovery", &ev, NULL), 0);
+}
+
+Test(gater_pass, a_kmm_discovery_blip_does_not_ungate)
+{
+	const char *sel = "{\"kubernetes.io/arch\":\"amd64\",\"" KEY "\":\"\"}";
+	ev_ds(V, 1, dsjson("gpu-device-plugin", NS, sel, NULL, "5"));
+	ev_cp(V, 1, "gpu", true, NULL);
+	/* KMM answered absent once: not believed yet */
+	n_dirty = 0;
+	ev_disc_unconfirmed(V, false, "module", "kmm.sigs.x-k8s.io/v1beta1 is absent in 1 discovery read over 0 s", NULL);
+	cr_assert(is_dirty("gpu"));
+	gk_gater_result r;
+	pass(&r);
+	cr_assert_eq(FK.n, 0, "no ungating on an unconfirmed absence: %s", FK.n ? FK.calls[0] : "");
+	cr_assert(r.held);
+	cr_assert_eq(r.n_gated, 1, "still gated");
+	cr_assert_eq(r.n_errors, 1);
+	cr_assert(strstr(r.errors[0], "ungating of the DaemonSets of ClusterPolicy gpu waits: kmm.sigs.x-k8s.io"),
+		  "%s", r.errors[0]);
+	gk_gater_result_free(&r);
+	/* confirmed gone: ungated */
+	ev_disc_unconfirmed(V, false, NULL, NULL, NULL);
+	pass(&r);
+	cr_assert_eq(FK.n, 1);
+	cr_assert(strstr(FK.calls[0], "\"" KEY "\":null"), "%s", FK.calls[0]);
+	cr_assert_not(r.held);
+	gk_gater_result_free(&r);
+}
+
+Test(gater_pass, a_policy_missing_from_an_unconfirmed_view_is_not_ungated_nor_reported_gone)
+{
+	const char *sel = "{\"kubernetes.io/arch\":\"amd64\",\"" KEY "\":\"\"}";
+	ev_ds(V, 1, dsjson("gpu-device-plugin", NS, sel, NULL, "5"));
+	/* the ClusterPolicies' list lied: "gpu" is not in the view */
+	ev_disc_unconfirmed(V, true, "clusterpolicy", "clusterpolicies: list failed: items is nothing", NULL);
+	gk_gater_result r;
+	pass(&r);
+	cr_assert_eq(FK.n, 0);
+	cr_assert(r.held);
+	cr_assert_not(r.deleted, "not reported gone");
+	gk_gater_result_free(&r);
+	ev_disc_unconfirmed(V, true, NULL, NULL, NULL);
+	pass(&r);
+	cr_assert_eq(FK.n, 1, "confirmed gone: ungated");
+	cr_assert(r.deleted);
+	gk_gater_result_free(&r);
+}
+
+Test(gater_pass, an_unreadable_policy_is_written_for_neither_way)
+{
+	ev_ds(V, 1, dsjson("gpu-device-plugin", NS, NULL, NULL, "5"));
+	ev_cp(V, 1, "gpu", true, NULL);
+	ev_disc_unconfirmed(V, true, "clusterpolicy", NULL, "gpu");
+	gk_gater_result r;
+	pass(&r);
+	cr_assert_eq(FK.n, 0, "not gated from a stale copy either");
+	cr_assert(r.held);
+	cr_assert(strstr(r.errors[0], "ClusterPolicy gpu could not be read: spec"), "%s", r.errors[0]);
+	gk_gater_result_free(&r);
+	/* another policy is not held by it */
+	ev_cp(V, 1, "other", true, NULL);
+	ev_ds(V, 1, dsjson("other-device-plugin", NS, NULL, NULL, "5"));
+	gk_err e;
+	cr_assert_eq(gk_gater_pass(V, "other", &OPS, &r, NULL, &e), 0);
+	cr_assert_eq(FK.n, 1);
+	cr_assert_not(r.held);
+	gk_gater_result_free(&r);
+}

@@ -351,6 +351,27 @@ Test(async, discovery, .init = setup, .fini = teardown)
 	gk_kube_call *k;
 	cr_assert_eq(gk_kube_discover_async(mux, "apps", "v1", "daemonsets", on_disc, &a, &k, &e), 0);
 	gk_kube_call_cancel(k);
+	/* a lying 200 for apps/v1 (not an APIResourceList of apps/v1): an error,
+	 * never "absent" */
+	static const char *lies[] = { "{}", "null", "{\"kind\":\"Status\",\"code\":500}",
+				      "{\"kind\":\"APIResourceList\",\"groupVersion\":\"apps/v1\",\"resou",
+				      "{\"kind\":\"APIResourceList\",\"groupVersion\":\"v1\",\"resources\":[]}" };
+	for (size_t i = 0; i < sizeof lies / sizeof lies[0]; i++) {
+		cJSON *f = cJSON_Parse("{\"rules\":[{\"verb\":\"discovery\",\"path\":\"/apis/apps/v1\",\"code\":200}]}");
+		cJSON_AddStringToObject(cJSON_GetArrayItem(cJSON_GetObjectItem(f, "rules"), 0), "body", lies[i]);
+		char *txt = cJSON_PrintUnformatted(f);
+		ksim_faults(&sim, txt);
+		free(txt);
+		cJSON_Delete(f);
+		dres l = {0};
+		cr_assert_eq(gk_kube_discover_async(mux, "apps", "v1", "daemonsets", on_disc, &l, NULL, &e), 0);
+		PUMP_UNTIL(l.calls, 5000);
+		cr_assert_eq(l.r, -GK_INTERNAL, "lie %zu (%s): %d", i, lies[i], l.r);
+		cr_assert_lt(gk_kube_discover(kc, "apps", "v1", "daemonsets", 60000, true, &e), 0,
+			     "lie %zu: a blocking re-read is an error too", i);
+	}
+	ksim_faults(&sim, "{}");
+	cr_assert_eq(gk_kube_discover(kc, "apps", "v1", "daemonsets", 60000, true, &e), 1);
 	/* unreachable server: -UNAVAILABLE */
 	ksim_stop(&sim);
 	dres d = {0};

@@ -405,6 +405,24 @@ Test(status, decode_bodies)
 	cJSON_Delete(ev);
 }
 
+/* the safety rule: only a NotFound that names the object confirms its absence */
+Test(status, a_404_confirms_only_the_object_it_names)
+{
+	gk_kube_status st = {.retry_after_s = -1};
+	const char *b = "{\"kind\":\"Status\",\"reason\":\"NotFound\",\"details\":{\"name\":\"gpu-gpu-dra\","
+			"\"kind\":\"daemonsets\"},\"code\":404}";
+	gk_kube_status_decode(&st, b, strlen(b));
+	cr_assert(gk_kube_gone(GK_NOT_FOUND, &st, "gpu-gpu-dra"));
+	cr_assert_not(gk_kube_gone(GK_NOT_FOUND, &st, "gpu-device-plugin"), "another object's NotFound");
+	cr_assert_not(gk_kube_gone(GK_OK, &st, "gpu-gpu-dra"));
+	cr_assert_not(gk_kube_gone(GK_UNAVAILABLE, &st, "gpu-gpu-dra"));
+	gk_kube_status path = {.retry_after_s = -1}; /* a 404 of the path: no details */
+	gk_kube_status_decode(&path, "404 page not found", 18);
+	cr_assert_not(gk_kube_gone(GK_NOT_FOUND, &path, "gpu-gpu-dra"));
+	cr_assert_not(gk_kube_gone(GK_NOT_FOUND, NULL, "gpu-gpu-dra"));
+	cr_assert_not(gk_kube_gone(GK_NOT_FOUND, &st, NULL));
+}
+
 Test(status, retry_after)
 {
 	cr_assert_eq(gk_kube_parse_retry_after("7", 0), 7);

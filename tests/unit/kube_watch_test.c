@@ -107,7 +107,7 @@ static gk_kube_watch *start(rec *r)
 {
 	gk_kube_ref ref = {"", "v1", "configmaps", "w", NULL, NULL};
 	gk_kube_watch_opts o = {.page_limit = 7, .seed = 1};
-	gk_kube_watch_cbs cbs = {on_event, on_synced, on_error};
+	gk_kube_watch_cbs cbs = {.on_event = on_event, .on_synced = on_synced, .on_error = on_error};
 	gk_kube_watch *w;
 	gk_err e = {0};
 	cr_assert_eq(gk_kube_watch_start(&w, mux, &ref, &o, &cbs, r, &e), 0, "%s", e.msg);
@@ -320,11 +320,151 @@ Test(watch, survives_server_restart_cycle, .init = setup, .fini = teardown)
 	gk_kube_watch_stop(w);
 }
 
+static void lie_on_relist(const char *body)
+{
+	cJSON *f = cJSON_CreateObject(), *rules = cJSON_AddArrayToObject(f, "rules");
+	cJSON *w410 = cJSON_CreateObject(), *lie = cJSON_CreateObject();
+	cJSON_AddStringToObject(w410, "verb", "watch");
+	cJSON_AddNumberToObject(w410, "code", 410);
+	cJSON_AddStringToObject(lie, "verb", "list");
+	cJSON_AddStringToObject(lie, "path", "/api/v1/namespaces/w/configmaps");
+	cJSON_AddNumberToObject(lie, "code", 200);
+	cJSON_AddStringToObject(lie, "body", body);
+	cJSON_AddItemToArray(rules, w410);
+	cJSON_AddItemToArray(rules, lie);
+	char *txt = cJSON_PrintUnformatted(f);
+	ksim_faults(&sim, txt);
+	free(txt);
+	cJSON_Delete(f);
+}
+
+Test(watch, a_lying_200_list_is_a_failed_list, .init = setup, .fini = teardown)
+{
+	/* the relist after a 410 is answered 200 with something that is not a
+	 * list: an error and a backoff, never an empty cluster (no DELETE of
+	 * what the cache holds); once the lists are true again, only what is
+	 * really gone is deleted. (Every shape is covered by
+	 * wellformed/lists_and_discovery_documents; here the live path, one
+	 * fresh watch per lie so the backoff does not add up.) */
+	static const char *lies[] = {
+		"{}", "null",
+		"{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\",\"code\":500}",
+		"{\"kind\":\"ConfigMapList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"9\"},\"items\":[",
+		"{\"kind\":\"ConfigMapList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"9\"},\"items\":[{}]}",
+	};
+	cm_put("a", "1");
+	for (size_t i = 0; i < sizeof lies / sizeof lies[0]; i++) {
+		static rec r;
+		memset(&r, 0, sizeof r);
+		char b[8];
+		snprintf(b, sizeof b, "b%zu", i);
+		cm_put(b, "1");
+		gk_kube_ref ref = {"", "v1", "configmaps", "w", NULL, NULL};
+		gk_kube_watch_opts o = {.page_limit = 7, .seed = 1, .min_timeout_s = 1, .max_timeout_s = 1};
+		gk_kube_watch_cbs cbs = {.on_event = on_event, .on_synced = on_synced, .on_error = on_error};
+		gk_kube_watch *w;
+		gk_err e = {0};
+		cr_assert_eq(gk_kube_watch_start(&w, mux, &ref, &o, &cbs, &r, &e), 0, "%s", e.msg);
+		PUMP_UNTIL(r.synced == 1, 10000);
+		cm_del(b); /* really gone while the lists lie */
+		lie_on_relist(lies[i]);
+		gk_kube_watch_stats st;
+		PUMP_UNTIL((gk_kube_watch_stats_get(w, &st), st.bad_lists >= 1), 20000);
+		cr_assert_not(st.current, "lie %zu: the cache is not current", i);
+		cr_assert_eq(count_key(&r, 'D', "w/a"), 0, "lie %zu (%s) read as an absence", i, lies[i]);
+		ksim_faults(&sim, "{}");
+		PUMP_UNTIL(r.synced == 2 || count_key(&r, 'D', b) == 1, 20000);
+		PUMP_UNTIL(r.synced == 2, 20000);
+		cr_assert_eq(count_key(&r, 'D', "w/a"), 0, "lie %zu: a is still there", i);
+		char k[16];
+		snprintf(k, sizeof k, "w/%s", b);
+		cr_assert_eq(count_key(&r, 'D', k), 1, "lie %zu: %s, really deleted, is deleted once", i, b);
+		gk_kube_watch_stats_get(w, &st);
+		cr_assert(st.current);
+		cr_assert_eq(st.cached, 1);
+		gk_kube_watch_stop(w);
+	}
+}
+
+static int resumed_n;
+static void on_resumed(void *user) { resumed_n++; }
+
+Test(watch, a_failed_watch_resumes_and_says_so, .init = setup, .fini = teardown)
+{
+	/* 503 on the watch requests: the cache is not current (on_error); once a
+	 * watch from the same resourceVersion is open again, on_resumed — no
+	 * relist, the changes made meanwhile arrive through the resumed watch */
+	static rec r;
+	resumed_n = 0;
+	gk_kube_ref ref = {"", "v1", "configmaps", "w", NULL, NULL};
+	gk_kube_watch_opts o = {.seed = 1, .min_timeout_s = 1, .max_timeout_s = 1};
+	gk_kube_watch_cbs cbs = {.on_event = on_event, .on_synced = on_synced, .on_error = on_error,
+				 .on_resumed = on_resumed};
+	gk_kube_watch *w;
+	gk_err e = {0};
+	cr_assert_eq(gk_kube_watch_start(&w, mux, &ref, &o, &cbs, &r, &e), 0, "%s", e.msg);
+	PUMP_UNTIL(r.synced == 1, 10000);
+	ksim_faults(&sim, "{\"rules\":[{\"verb\":\"watch\",\"code\":503}]}");
+	PUMP_UNTIL(r.errors >= 1, 10000);
+	gk_kube_watch_stats st;
+	gk_kube_watch_stats_get(w, &st);
+	cr_assert_not(st.current);
+	cm_put("late", "1");
+	ksim_faults(&sim, "{}");
+	PUMP_UNTIL(resumed_n == 1 && count_key(&r, 'A', "w/late") == 1, 20000);
+	gk_kube_watch_stats_get(w, &st);
+	cr_assert(st.current);
+	cr_assert_eq(r.synced, 1, "resumed, not relisted");
+	gk_kube_watch_stop(w);
+}
+
+Test(wellformed, lists_and_discovery_documents)
+{
+	static const struct { const char *j; int ok; } lists[] = {
+		{"{\"kind\":\"ConfigMapList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"5\"},\"items\":[]}", 1},
+		{"{\"metadata\":{\"resourceVersion\":\"5\",\"continue\":\"x\"},\"items\":[{\"metadata\":{\"name\":\"a\"}}]}", 1},
+		{"{}", 0}, {"null", 0}, {"[]", 0},
+		{"{\"kind\":\"Status\",\"metadata\":{\"resourceVersion\":\"5\"},\"items\":[]}", 0},
+		{"{\"metadata\":{\"resourceVersion\":\"5\"},\"items\":null}", 0},
+		{"{\"metadata\":{\"resourceVersion\":\"\"},\"items\":[]}", 0},
+		{"{\"metadata\":{\"resourceVersion\":\"5\"},\"items\":[{\"metadata\":{}}]}", 0},
+		{"{\"metadata\":{\"resourceVersion\":\"5\"},\"items\":[3]}", 0},
+		{"{\"apiVersion\":\"apps/v1\",\"metadata\":{\"resourceVersion\":\"5\"},\"items\":[]}", 0},
+		{"{\"metadata\":{\"resourceVersion\":\"5\",\"continue\":1},\"items\":[]}", 0},
+	};
+	for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+		cJSON *j = cJSON_Parse(lists[i].j);
+		gk_err e = {0};
+		int rc = gk_kube_check_list(j, "", "v1", &e);
+		cr_assert_eq(rc == 0, lists[i].ok, "%s: %s", lists[i].j, e.msg);
+		if (!lists[i].ok)
+			cr_assert(strstr(e.msg, "not a list"), "%s", e.msg);
+		cJSON_Delete(j);
+	}
+	static const struct { const char *j; int ok; } docs[] = {
+		{"{\"kind\":\"APIResourceList\",\"groupVersion\":\"kmm.sigs.x-k8s.io/v1beta1\",\"resources\":[{\"name\":\"modules\"}]}", 1},
+		{"{\"groupVersion\":\"kmm.sigs.x-k8s.io/v1beta1\",\"resources\":[]}", 1},
+		{"{}", 0}, {"null", 0},
+		{"{\"kind\":\"Status\",\"groupVersion\":\"kmm.sigs.x-k8s.io/v1beta1\",\"resources\":[]}", 0},
+		{"{\"groupVersion\":\"kmm.sigs.x-k8s.io/v1\",\"resources\":[]}", 0},
+		{"{\"groupVersion\":\"kmm.sigs.x-k8s.io/v1beta1\"}", 0},
+		{"{\"groupVersion\":\"kmm.sigs.x-k8s.io/v1beta1\",\"resources\":[{}]}", 0},
+	};
+	for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
+		cJSON *j = cJSON_Parse(docs[i].j);
+		gk_err e = {0};
+		int rc = gk_kube_check_resource_list(j, "kmm.sigs.x-k8s.io", "v1beta1", &e);
+		cr_assert_eq(rc == 0, docs[i].ok, "%s: %s", docs[i].j, e.msg);
+		cJSON_Delete(j);
+	}
+}
+
 /* ---- a canned watch stream (what kubesim never sends: a garbage line) ---- */
 
 typedef struct canned {
 	int lfd;
 	const char *body;
+	const char *body2;   /* for the second and later connections (NULL = body) */
 	int max_conns;       /* connections to serve (0 = 1) */
 	int hold_ms;         /* after the body: keep the connection open and silent */
 	bool keepalive;      /* answer every request of a connection (Content-Length) */
@@ -370,16 +510,17 @@ static void *serve(void *arg)
 			c->second_accept_ms = ksim_now_ms();
 		char hdr[256];
 		bool ok = true;
+		const char *body = c->accepts >= 2 && c->body2 ? c->body2 : c->body;
 		while (ok && read_request(c, fd)) {
 			if (c->keepalive)
 				snprintf(hdr, sizeof hdr, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-					 "Content-Length: %zu\r\n\r\n", strlen(c->body));
+					 "Content-Length: %zu\r\n\r\n", strlen(body));
 			else
 				snprintf(hdr, sizeof hdr, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
 					 "Connection: close\r\n\r\n");
 			/* MSG_NOSIGNAL: a client already gone must not SIGPIPE the test */
 			ok = send(fd, hdr, strlen(hdr), MSG_NOSIGNAL) >= 0 &&
-			     send(fd, c->body, strlen(c->body), MSG_NOSIGNAL) >= 0;
+			     send(fd, body, strlen(body), MSG_NOSIGNAL) >= 0;
 			if (!c->keepalive)
 				break;
 		}
@@ -422,7 +563,7 @@ static void canned_watch(canned_client *cl, const char *url, const gk_kube_watch
 	cr_assert_eq(gk_kube_client_new(&cl->kc, &cfg, &ko, &e), 0, "%s", e.msg);
 	cr_assert_eq(gk_kube_mux_new(&cl->mux, cl->kc, &e), 0, "%s", e.msg);
 	gk_kube_ref ref = {"", "v1", "configmaps", "w", NULL, NULL};
-	gk_kube_watch_cbs cbs = {on_event, on_synced, on_error};
+	gk_kube_watch_cbs cbs = {.on_event = on_event, .on_synced = on_synced, .on_error = on_error};
 	cr_assert_eq(gk_kube_watch_start(&cl->w, cl->mux, &ref, o, &cbs, r, &e), 0, "%s", e.msg);
 }
 
@@ -448,30 +589,40 @@ static void quiet(void) { gk_log_set_stream(fopen("/dev/null", "w")); }
 Test(watch, garbage_line_bookmark_and_query_from_a_canned_stream, .init = quiet)
 {
 	/* a stream with a garbage line, a BOOKMARK and a split last event: the
-	 * garbage is skipped and counted, the stream goes on, the bookmark moves
-	 * the resourceVersion without an event; the request asks for bookmarks and
-	 * a timeoutSeconds inside the configured range */
+	 * events of the stream are applied, the bookmark moves the
+	 * resourceVersion without an event, and the garbage line is counted and
+	 * makes the watch give the stream up and relist (it may have been an
+	 * event): the next request is a list, which here answers a list without
+	 * "a" → "a" is deleted, "b" (same resourceVersion) is not repeated. The
+	 * request asks for bookmarks and a timeoutSeconds inside the range. */
 	static canned c;
 	c.body = CEV("ADDED", "a", "11") "this is not json {\n" CEV("MODIFIED", "a", "12")
 		"{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"40\"}}}\n"
 		CEV("ADDED", "b", "41");
+	c.body2 = "{\"kind\":\"ConfigMapList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"50\"},"
+		  "\"items\":[{\"metadata\":{\"name\":\"b\",\"namespace\":\"w\",\"resourceVersion\":\"41\"}}]}";
+	c.max_conns = 2;
 	char url[64];
 	pthread_t th = canned_start(&c, url, sizeof url);
 	static rec r;
-	gk_kube_watch_opts o = {.start_resource_version = "10", .min_timeout_s = 301, .max_timeout_s = 302};
+	gk_kube_watch_opts o = {.start_resource_version = "10", .min_timeout_s = 301, .max_timeout_s = 302, .seed = 1};
 	canned_client cl;
 	canned_watch(&cl, url, &o, &r);
-	int64_t dl = ksim_now_ms() + 10000;
-	while (r.n < 3 && ksim_now_ms() < dl)
+	int64_t dl = ksim_now_ms() + 15000;
+	while (r.synced < 1 && ksim_now_ms() < dl)
 		canned_pump(&cl);
-	cr_assert_eq(r.n, 3, "events around the garbage line: %d", r.n);
+	cr_assert_eq(r.synced, 1, "relisted after the garbage line");
+	cr_assert_eq(r.n, 4, "a, a, b, then the relist's DELETE of a: %d", r.n);
 	cr_assert_str_eq(r.key[2], "w/b");
 	cr_assert_eq(r.type[1], 'M');
+	cr_assert_eq(r.type[3], 'D');
+	cr_assert_str_eq(r.key[3], "w/a");
+	cr_assert_geq(r.errors, 1, "the unreadable line is reported");
 	gk_kube_watch_stats st;
 	gk_kube_watch_stats_get(cl.w, &st);
 	cr_assert_eq(st.bad_docs, 1, "the garbage line is counted: %llu", (unsigned long long)st.bad_docs);
 	cr_assert_eq(st.bookmarks, 1);
-	cr_assert_str_eq(st.rv, "41");
+	cr_assert_eq(st.cached, 1);
 	pthread_join(th, NULL);
 	cr_assert(strstr(c.request, "GET /api/v1/namespaces/w/configmaps?"), "%s", c.request);
 	cr_assert(strstr(c.request, "watch=1"), "%s", c.request);
@@ -481,6 +632,45 @@ Test(watch, garbage_line_bookmark_and_query_from_a_canned_stream, .init = quiet)
 		  "%s", c.request);
 	canned_client_free(&cl);
 	close(c.lfd);
+}
+
+Test(watch, unreadable_events_relist_instead_of_being_skipped, .init = quiet)
+{
+	/* each of these may have been an event we would miss: the stream is
+	 * given up and the kind relisted, never skipped */
+	static const char *bad[] = {
+		"{\"type\":\"ADDED\"}\n",
+		"{\"type\":\"ADDED\",\"object\":\"x\"}\n",
+		"{\"type\":\"ADDDED\",\"object\":{\"metadata\":{\"name\":\"z\"}}}\n",
+		"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"resourceVersion\":\"13\"}}}\n",
+		"{\"object\":{\"metadata\":{\"name\":\"z\"}}}\n",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		static canned c;
+		static char body[512];
+		memset(&c, 0, sizeof c);
+		snprintf(body, sizeof body, "%s%s%s", CEV("ADDED", "a", "11"), bad[i], CEV("ADDED", "b", "14"));
+		c.body = body;
+		c.body2 = "{\"kind\":\"ConfigMapList\",\"metadata\":{\"resourceVersion\":\"50\"},\"items\":[]}";
+		c.max_conns = 2;
+		char url[64];
+		pthread_t th = canned_start(&c, url, sizeof url);
+		static rec r;
+		memset(&r, 0, sizeof r);
+		gk_kube_watch_opts o = {.start_resource_version = "10", .seed = 1};
+		canned_client cl;
+		canned_watch(&cl, url, &o, &r);
+		int64_t dl = ksim_now_ms() + 15000;
+		while (r.synced < 1 && ksim_now_ms() < dl)
+			canned_pump(&cl);
+		cr_assert_eq(r.synced, 1, "case %zu: relisted", i);
+		cr_assert_geq(r.errors, 1, "case %zu: reported", i);
+		cr_assert_eq(count_key(&r, 'A', "w/b"), 0, "case %zu: the stream was given up at the bad document", i);
+		cr_assert_eq(count_key(&r, 'D', "w/a"), 1, "case %zu: the relist is the truth", i);
+		canned_client_free(&cl);
+		pthread_join(th, NULL);
+		close(c.lfd);
+	}
 }
 
 Test(watch, a_silent_stream_is_cut_by_the_low_speed_limit, .init = quiet)

@@ -318,6 +318,13 @@ Test(route, paths)
 }
 
 /* ---- faults ---- */
+static int decide(ks_faults *f, const char *verb, const char *resource, const char *path)
+{
+	ks_fault_hit h;
+	ks_faults_decide(f, verb, resource, path, &h);
+	return h.code;
+}
+
 Test(faults, deterministic_with_seed)
 {
 	cJSON *j = J("{\"seed\":7,\"rules\":[{\"verb\":\"list\",\"resource\":\"nodes\",\"rate\":0.5,\"code\":503}]}");
@@ -326,18 +333,20 @@ Test(faults, deterministic_with_seed)
 	cr_assert_eq(ks_faults_parse(&b, j, NULL), 0);
 	int hits = 0;
 	for (int i = 0; i < 1000; i++) {
-		int ra, lat;
-		int x = ks_faults_decide(&a, "list", "nodes", &ra, &lat);
-		int y = ks_faults_decide(&b, "list", "nodes", &ra, &lat);
+		int x = decide(&a, "list", "nodes", "/api/v1/nodes");
+		int y = decide(&b, "list", "nodes", "/api/v1/nodes");
 		cr_assert_eq(x, y);
 		hits += x == 503;
-		cr_assert_eq(ks_faults_decide(&a, "get", "nodes", &ra, &lat), 0);
-		ks_faults_decide(&b, "get", "nodes", &ra, &lat);
+		cr_assert_eq(decide(&a, "get", "nodes", "/api/v1/nodes/a"), 0);
+		decide(&b, "get", "nodes", "/api/v1/nodes/a");
 	}
 	cr_assert(hits > 400 && hits < 600, "%d", hits);
 	cJSON_Delete(j);
 	const char *bad[] = { "[]", "{\"rules\":[{\"rate\":2}]}", "{\"rules\":[{\"code\":200}]}", "{\"nope\":1}",
-			      "{\"watch\":{\"closeAfterEvents\":-1}}", NULL };
+			      "{\"watch\":{\"closeAfterEvents\":-1}}", "{\"rules\":[{\"code\":302,\"body\":\"x\"}]}",
+			      "{\"rules\":[{\"body\":\"{}\"}]}", "{\"rules\":[{\"code\":200,\"body\":1}]}",
+			      "{\"rules\":[{\"path\":\"apis\",\"code\":500}]}", "{\"rules\":[{\"code\":500,\"tiems\":1}]}",
+			      NULL };
 	for (int i = 0; bad[i]; i++) {
 		ks_faults f;
 		gk_err e = { 0 };
@@ -345,6 +354,34 @@ Test(faults, deterministic_with_seed)
 		cr_assert_neq(ks_faults_parse(&f, x, &e), 0, "accepted %s", bad[i]);
 		cJSON_Delete(x);
 	}
+}
+
+Test(faults, path_prefix_lying_body_and_times)
+{
+	cJSON *j = J("{\"rules\":[{\"verb\":\"discovery\",\"path\":\"/apis/kmm.sigs.x-k8s.io/v1beta1\",\"code\":404,"
+		     "\"times\":1},{\"verb\":\"list\",\"path\":\"/apis/resource.k8s.io/\",\"code\":200,"
+		     "\"body\":\"{\\\"kind\\\":\\\"Status\\\"}\"}]}");
+	ks_faults f;
+	gk_err e = { 0 };
+	cr_assert_eq(ks_faults_parse(&f, j, &e), 0, "%s", e.msg);
+	cJSON_Delete(j);
+	ks_fault_hit h;
+	/* another group's discovery: untouched; ours: one 404, then the rule is spent */
+	cr_assert_eq(decide(&f, "discovery", "", "/apis/apps/v1"), 0);
+	cr_assert_eq(decide(&f, "discovery", "", "/apis/kmm.sigs.x-k8s.io/v1beta1"), 404);
+	cr_assert_eq(decide(&f, "discovery", "", "/apis/kmm.sigs.x-k8s.io/v1beta1"), 0);
+	/* a lying 200 for every list under the prefix, with the body verbatim */
+	ks_faults_decide(&f, "list", "resourceclaims", "/apis/resource.k8s.io/v1/resourceclaims", &h);
+	cr_assert_eq(h.code, 200);
+	cr_assert_eq(h.body_len, 17);
+	cr_assert(strncmp(h.body, "{\"kind\":\"Status\"}", 17) == 0);
+	cr_assert_eq(decide(&f, "get", "resourceclaims", "/apis/resource.k8s.io/v1/namespaces/a/resourceclaims/x"), 0);
+	cr_assert_eq(decide(&f, "list", "nodes", "/api/v1/nodes"), 0);
+	cJSON *echo = ks_faults_to_json(&f);
+	char *txt = cJSON_PrintUnformatted(echo);
+	cr_assert(strstr(txt, "\"path\":\"/apis/kmm.sigs.x-k8s.io/v1beta1\"") && strstr(txt, "\"used\":1"), "%s", txt);
+	free(txt);
+	cJSON_Delete(echo);
 }
 
 /* ---- server-side printing (Table) ---- */

@@ -656,6 +656,157 @@ Test(decide, pod_blocks_while_running_with_gpu_resources)
 	cr_assert_not(gk_mm_pod_blocks(&p));
 }
 
+/* ---- the safety rule (ARCHITECTURE.md §4, issue #15) ------------------------------ */
+
+static bool finalizer_kept(const gk_mm_plan *p)
+{
+	return p->finalizer_op != GK_MM_FIN_REMOVE && p->module_op != GK_MM_MOD_DELETE;
+}
+
+Test(decide, deleting_policy_keeps_its_finalizer_while_claims_are_allocated_even_without_a_module)
+{
+	/* "Module missing from the view": the Module has an owner reference to
+	 * the policy; removing the finalizer would let the garbage collector
+	 * delete a Module the view does not see, under allocated GPUs */
+	F.cp_md.deletion_timestamp = "2026-12-02T12:00:00Z";
+	F.v.claims_allocated = true;
+	const gk_mm_plan *p = run();
+	cr_assert(finalizer_kept(p));
+	cr_assert(has_error(p, "allocated GPU ResourceClaims blocking modules.kmm.sigs.x-k8s.io/gpu-gpu deletion"));
+	cr_assert_eq(p->requeue_after_ms, GK_MM_REQUEUE_MS);
+	F.v.claims_allocated = false;
+	cr_assert_eq(run()->finalizer_op, GK_MM_FIN_REMOVE, "released once the claims are");
+}
+
+Test(decide, kmm_not_served_deleting_policy_keeps_its_finalizer_while_the_guard_blocks)
+{
+	F.v.kmm = false;
+	F.cp_md.deletion_timestamp = "2026-12-02T12:00:00Z";
+	F.v.claims_allocated = true;
+	cr_assert(finalizer_kept(run()));
+	F.v.claims_allocated = false;
+	F.cp_spec.resource_registration = "dp";
+	F.v.gpu_pods = true;
+	cr_assert(finalizer_kept(run()), "dp mode: GPU pods block too");
+	F.v.gpu_pods = false;
+	cr_assert_eq(run()->finalizer_op, GK_MM_FIN_REMOVE);
+}
+
+Test(decide, a_live_policy_without_a_module_releases_its_finalizer_whatever_the_claims)
+{
+	/* the finalizer only matters once the policy is deleted */
+	F.cp_spec.kernel_module = NULL;
+	F.v.claims_allocated = true;
+	const gk_mm_plan *p = run();
+	cr_assert_eq(p->finalizer_op, GK_MM_FIN_REMOVE);
+	cr_assert_eq(p->n_errors, 0);
+}
+
+Test(decide, kmm_absent_but_unconfirmed_holds_everything)
+{
+	/* one 404 from discovery: not believed; nothing released or written */
+	F.v.kmm = false;
+	F.v.module_unconfirmed = "kmm.sigs.x-k8s.io/v1beta1 was served, but is absent in 1 discovery read over 0 s";
+	F.cp_md.deletion_timestamp = "2026-12-02T12:00:00Z";
+	const gk_mm_plan *p = run();
+	cr_assert(p->held);
+	cr_assert(finalizer_kept(p));
+	cr_assert_eq(p->module_op, GK_MM_MOD_NONE);
+	cr_assert(has_error(p, "deletion of ClusterPolicy gpu waits: the KMM API state could not be confirmed "
+			       "(kmm.sigs.x-k8s.io/v1beta1 was served, but is absent in 1 discovery read over 0 s)"),
+		  "%s", p->n_errors ? p->errors[0] : "");
+	cr_assert_str_eq(p->cond_status, "Unknown");
+	cr_assert_str_eq(p->cond_reason, "StateUnconfirmed");
+	cr_assert_eq(p->requeue_after_ms, GK_MM_REQUEUE_MS);
+	/* a live policy: held too, but its status is left alone (a blip passes) */
+	F.cp_md.deletion_timestamp = NULL;
+	p = run();
+	cr_assert(p->held);
+	cr_assert_not(p->report);
+	cr_assert(!has_error(p, "KMM is not installed in the cluster."), "not claimed before it is confirmed");
+}
+
+Test(decide, module_state_unconfirmed_keeps_the_finalizer_of_a_deleted_policy)
+{
+	/* the Module missing from the view, but the Modules' list failed */
+	F.cp_md.deletion_timestamp = "2026-12-02T12:00:00Z";
+	F.v.module_unconfirmed = "modules (v1beta1): list failed: the kmm.sigs.x-k8s.io/v1beta1 list answer is not a list: "
+				 "the body is null";
+	const gk_mm_plan *p = run();
+	cr_assert(p->held);
+	cr_assert(finalizer_kept(p));
+	cr_assert(p->n_errors == 1 && strstr(p->errors[0], "deletion of ClusterPolicy gpu waits: the state of KMM Module "
+							   "intel-gpu-base-operator/gpu-gpu could not be confirmed"),
+		  "%s", p->errors[0]);
+	/* a Module that exists but cannot be read: not deleted either */
+	module_exists(1, 1);
+	F.v.module_unreadable = true;
+	F.v.module_unconfirmed = "KMM Module intel-gpu-base-operator/gpu-gpu could not be read: spec: expected object";
+	cr_assert(finalizer_kept(run()));
+}
+
+Test(decide, gpu_use_that_cannot_be_confirmed_blocks_deletion_and_recreation)
+{
+	module_exists(1, 1);
+	F.cp_spec.kernel_module = NULL;
+	F.v.claims_unconfirmed = "resourceclaims: list failed: HTTP 403 Forbidden";
+	const gk_mm_plan *p = run();
+	cr_assert_eq(p->module_op, GK_MM_MOD_NONE);
+	cr_assert(has_error(p, "modules.kmm.sigs.x-k8s.io/gpu-gpu deletion waits: GPU ResourceClaims could not be "
+			       "confirmed (resourceclaims: list failed: HTTP 403 Forbidden)"),
+		  "%s", p->n_errors ? p->errors[0] : "");
+	cr_assert_str_eq(p->cond_reason, "DeletionBlocked");
+	cr_assert(strstr(p->cond_message, "waits until GPU use can be confirmed"), "%s", p->cond_message);
+	cr_assert(has_event(p, "ModuleDeletionBlocked"));
+	/* even when DRA looks not served: unconfirmed is unconfirmed */
+	F.v.dra = false;
+	cr_assert_eq(run()->module_op, GK_MM_MOD_NONE);
+	/* the version-toggle recreate waits the same way */
+	F.cp_spec.kernel_module = &F.km;
+	F.km.version = "1.2";
+	p = run();
+	cr_assert_eq(p->module_op, GK_MM_MOD_NONE);
+	cr_assert_str_eq(p->cond_reason, "RecreationBlocked");
+	/* pods that cannot be confirmed block in dp mode only */
+	F.km.version = NULL;
+	F.cp_spec.kernel_module = NULL;
+	F.v.claims_unconfirmed = NULL;
+	F.v.pods_unconfirmed = "pods: watch failed after 12 ms: Connection refused";
+	cr_assert_eq(run()->module_op, GK_MM_MOD_DELETE, "dra mode: pods do not guard");
+	F.cp_spec.resource_registration = "dp";
+	cr_assert_eq(run()->module_op, GK_MM_MOD_NONE);
+}
+
+Test(decide, a_policy_absent_from_an_unconfirmed_view_deletes_nothing)
+{
+	/* the ClusterPolicies' list lied (`{}`): the policy vanished from the
+	 * view while it exists; its Module must not be deleted */
+	module_exists(1, 1);
+	F.v.policy = NULL;
+	F.v.policy_unconfirmed = "clusterpolicies: list failed: the intel.com/v1alpha1 list answer is not a list: "
+				 "items is nothing";
+	const gk_mm_plan *p = run();
+	cr_assert(p->held);
+	cr_assert_eq(p->module_op, GK_MM_MOD_NONE);
+	cr_assert_not(p->report, "nor reported deleted");
+	/* confirmed gone: the ordinary path */
+	F.v.policy_unconfirmed = NULL;
+	cr_assert_eq(run()->module_op, GK_MM_MOD_DELETE);
+}
+
+Test(decide, an_unreadable_module_is_neither_patched_nor_recreated)
+{
+	module_exists(1, 1);
+	F.v.module_up_to_date = false;
+	F.v.module_unreadable = true;
+	F.v.module_unconfirmed = "KMM Module intel-gpu-base-operator/gpu-gpu could not be read: spec: expected object";
+	const gk_mm_plan *p = run();
+	cr_assert_eq(p->module_op, GK_MM_MOD_NONE);
+	cr_assert(p->report, "an unreadable object lasts: said in the status");
+	cr_assert(p->n_errors == 1 && strstr(p->errors[0], "is left as it is"), "%s", p->errors[0]);
+}
+
+
 /* the ordered teardown: while gpukmm-opmgr's finalizer is on the deleted
  * policy, its operands are still there and the Module waits */
 Test(decide, deletion_waits_for_the_operands)

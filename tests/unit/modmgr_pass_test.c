@@ -1,6 +1,7 @@
 /* gpukmm-modmgr: one pass against a fake API — write order, conflicts (409 →
- * re-read + backoff), 404 on delete ignored, preconditions, admission errors
- * surfaced verbatim, idempotence (a second pass writes nothing). */
+ * re-read, plan->conflict: retried soon, not a failure), 404 on delete
+ * ignored, preconditions, admission errors surfaced verbatim, idempotence (a
+ * second pass writes nothing). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +14,7 @@
 typedef struct fake {
 	char calls[32][96];
 	int n;
-	int rc_create, rc_patch, rc_del, rc_get, rc_fin, rc_diff;
+	int rc_create, rc_patch, rc_del, rc_get, rc_fin, rc_diff, rc_get_policy;
 	int rc_start;                  /* a verb that cannot even start (mux full) */
 	const char *msg;
 	bool diff_says_changed;
@@ -152,6 +153,28 @@ static int f_fin(void *u, gk_mm_run *r, const char *policy, const char *rv, char
 	}
 	return start(r, 0, &cp->base, h, err);
 }
+static int f_get_policy(void *u, gk_mm_run *r, const char *policy, void **h, gk_err *err)
+{
+	call("get policy %s", policy);
+	if (FK.rc_get_policy)
+		return start(r, FK.rc_get_policy, NULL, h, err);
+	/* the policy as it is now: moved on (a status write), our finalizer kept */
+	Gpukmm__ClusterPolicy *cp = calloc(1, sizeof(*cp));
+	gpukmm__cluster_policy__init(cp);
+	cp->metadata = calloc(1, sizeof(*cp->metadata));
+	gpukmm__object_meta__init(cp->metadata);
+	cp->metadata->name = strdup(policy);
+	cp->metadata->resource_version = strdup("rv-9");
+	cp->metadata->finalizers = calloc(2, sizeof(char *));
+	cp->metadata->finalizers[0] = strdup("other.io/keep");
+	cp->metadata->finalizers[1] = strdup(GK_MM_FINALIZER);
+	cp->metadata->n_finalizers = 2;
+	cp->metadata->deletion_timestamp = strdup("2026-12-02T12:00:00Z");
+	cp->spec = calloc(1, sizeof(*cp->spec));
+	gpukmm__cluster_policy_spec__init(cp->spec);
+	cp->spec->resource_registration = strdup("dra");
+	return start(r, 0, &cp->base, h, err);
+}
 static void f_cancel(void *u, void *h)
 {
 	cr_assert_eq(h, &FK);
@@ -164,7 +187,7 @@ static void f_cancel(void *u, void *h)
 
 static const gk_mm_ops OPS = {
 	.diff = f_diff, .render = f_render, .create = f_create, .patch = f_patch,
-	.del = f_del, .get = f_get, .set_finalizers = f_fin, .cancel = f_cancel,
+	.del = f_del, .get = f_get, .set_finalizers = f_fin, .get_policy = f_get_policy, .cancel = f_cancel,
 };
 
 /* ---- view fixture ----------------------------------------------------------- */
@@ -327,9 +350,46 @@ Test(pass, finalizer_conflict_retries_without_error)
 	FK.rc_fin = GK_ABORTED;
 	FK.msg = "the object has been modified";
 	pass();
-	cr_assert(P.failed, "retried through the backoff");
+	cr_assert(P.conflict, "retried soon");
+	cr_assert_not(P.failed, "a 409 is not a failure (no growing backoff)");
 	cr_assert_eq(P.n_errors, 0, "a conflict is not a user-facing error");
 	cr_assert_eq(ST.conflicts, 1);
+	cr_assert_eq(ST.failures, 0);
+	cr_assert_str_eq(FK.calls[FK.n - 1], "get policy gpu", "the policy is re-read");
+	cr_assert_not(FK.calls[0][0] == 'c', "no Module created without the finalizer");
+}
+
+Test(pass, finalizer_removal_conflict_rereads_the_policy_then_retries_against_it)
+{
+	/* issue #15 item 6: a deleted policy whose finalizer removal 409s (its
+	 * status was written meanwhile) must not wait on the failure backoff */
+	put_cp(false, true, true);
+	FK.rc_fin = GK_ABORTED;
+	FK.msg = "Operation cannot be fulfilled on clusterpolicies.intel.com \"gpu\": the object has been modified";
+	pass();
+	cr_assert_eq(FK.n, 2);
+	cr_assert_str_eq(FK.calls[0], "finalizers gpu");
+	cr_assert_str_eq(FK.calls[1], "get policy gpu");
+	cr_assert(P.conflict);
+	cr_assert_not(P.failed);
+	cr_assert_str_eq(gk_mmv_policy(V, "gpu")->metadata->resource_version, "rv-9", "the fresh policy is in the view");
+	FK.rc_fin = 0;
+	pass();
+	cr_assert_str_eq(FK.calls[0], "finalizers gpu");
+	cr_assert_str_eq(FK.last_rv, "rv-9", "retried against the re-read resourceVersion");
+	cr_assert_not(P.conflict);
+	cr_assert_eq(FK.n_fins, 1);
+}
+
+Test(pass, a_failed_policy_reread_folds_nothing)
+{
+	put_cp(false, true, true);
+	FK.rc_fin = GK_ABORTED;
+	FK.rc_get_policy = GK_NOT_FOUND;
+	FK.msg = "not found";
+	pass();
+	cr_assert(P.conflict);
+	cr_assert_not_null(gk_mmv_policy(V, "gpu"), "an absence comes from the watch, not from a re-read");
 }
 
 Test(pass, admission_denial_surfaces_verbatim)
@@ -354,7 +414,8 @@ Test(pass, create_already_exists_rereads_and_retries)
 	FK.get_result = mkmodule("gpu-gpu", "uid-x", false);
 	pass();
 	cr_assert_str_eq(FK.calls[FK.n - 1], "get gpu-gpu");
-	cr_assert(P.failed);
+	cr_assert(P.conflict);
+	cr_assert_not(P.failed);
 	cr_assert_eq(P.n_errors, 0);
 	cr_assert_not_null(gk_mmv_module(V, "gpu-gpu"), "the re-read object is in the view");
 	/* next pass compares instead of creating */
@@ -382,7 +443,7 @@ Test(pass, patch_conflict_or_gone_rereads)
 	FK.rc_patch = GK_NOT_FOUND;
 	FK.msg = "not found";
 	pass();
-	cr_assert(P.failed);
+	cr_assert(P.conflict);
 	cr_assert_eq(P.n_errors, 0);
 	cr_assert_null(gk_mmv_module(V, "gpu-gpu"), "re-read found nothing");
 	pass();
@@ -463,7 +524,7 @@ Test(pass, delete_precondition_conflict_rereads)
 	FK.msg = "Precondition failed: UID in precondition: uid-m1, UID in object meta: uid-m2";
 	FK.get_result = mkmodule("gpu-gpu", "uid-m2", false);
 	pass();
-	cr_assert(P.failed);
+	cr_assert(P.conflict);
 	cr_assert_eq(P.n_errors, 0);
 	pass();
 	cr_assert_str_eq(FK.last_uid, "uid-m2", "retried against the object it re-read");

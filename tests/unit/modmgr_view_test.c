@@ -389,3 +389,123 @@ Test(view, garbage_events_are_ignored)
 	cr_assert(strstr(err.msg, "more than 1"), "%s", err.msg);
 	gk_mmv_free(v);
 }
+
+/* ---- the safety rule: what the watcher cannot vouch for ---- */
+
+static void discovery_with(gk_mmv *v, Gpukmm__Unconfirmed **u, size_t n)
+{
+	Gpukmm__Discovery d;
+	gpukmm__discovery__init(&d);
+	d.has_kmm = d.kmm = d.has_dra = d.dra = 1;
+	d.unconfirmed = u;
+	d.n_unconfirmed = n;
+	Gpukmm__Event e = ev_of(GPUKMM__EVENT_TYPE__MODIFIED);
+	e.object_case = GPUKMM__EVENT__OBJECT_DISCOVERY;
+	e.discovery = &d;
+	cr_assert_eq(gk_mmv_apply(v, "discovery", &e, NULL), 0);
+}
+
+Test(view, unconfirmed_topics_and_unreadable_objects)
+{
+	gk_mmv *v = mk(0);
+	cpfx a, b;
+	mkcp(&a, "gpu");
+	mkcp(&b, "other");
+	gk_mmv_put_policy(v, "gpu", &a.cp, NULL);
+	gk_mmv_put_policy(v, "other", &b.cp, NULL);
+	discovery_with(v, NULL, 0);
+	gk_mm_view mv;
+	gk_mmv_view(v, "gpu", &mv);
+	cr_assert_null(mv.policy_unconfirmed);
+	cr_assert_null(mv.module_unconfirmed);
+	cr_assert_null(mv.claims_unconfirmed);
+	cr_assert_null(mv.pods_unconfirmed);
+
+	/* the claims' list fails, Module gpu-gpu and policy "gpu" cannot be read */
+	char *mk_[] = { NS "/gpu-gpu" }, *me[] = { "spec.selector: expected object, got string" };
+	char *pk[] = { "gpu" }, *pe[] = { "spec: expected object, got array" };
+	Gpukmm__Unconfirmed uc, um, up;
+	gpukmm__unconfirmed__init(&uc);
+	uc.topic = "resourceclaim";
+	uc.reason = "resourceclaims: list failed: the resource.k8s.io/v1 list answer is not a list: items is nothing";
+	gpukmm__unconfirmed__init(&um);
+	um.topic = "module";
+	um.reason = "";
+	um.unreadable = mk_;
+	um.unreadable_errors = me;
+	um.n_unreadable = um.n_unreadable_errors = 1;
+	um.has_unreadable_count = 1;
+	um.unreadable_count = 1;
+	gpukmm__unconfirmed__init(&up);
+	up.topic = "clusterpolicy";
+	up.reason = "";
+	up.unreadable = pk;
+	up.unreadable_errors = pe;
+	up.n_unreadable = up.n_unreadable_errors = 1;
+	Gpukmm__Unconfirmed *all[] = { &uc, &um, &up };
+	reset_dirty();
+	discovery_with(v, all, 3);
+	cr_assert(is_dirty("gpu") && is_dirty("other"), "a change of what is unconfirmed marks every policy");
+	gk_mmv_view(v, "gpu", &mv);
+	cr_assert_not_null(mv.claims_unconfirmed);
+	cr_assert(strstr(mv.claims_unconfirmed, "items is nothing"), "%s", mv.claims_unconfirmed);
+	cr_assert(mv.module_unreadable && mv.policy_unreadable);
+	cr_assert(strstr(mv.module_unconfirmed, "KMM Module " NS "/gpu-gpu could not be read: spec.selector"), "%s",
+		  mv.module_unconfirmed);
+	cr_assert(strstr(mv.policy_unconfirmed, "ClusterPolicy gpu could not be read"), "%s", mv.policy_unconfirmed);
+	/* another policy: only the kind-level reasons apply to it */
+	gk_mmv_view(v, "other", &mv);
+	cr_assert_null(mv.policy_unconfirmed);
+	cr_assert_null(mv.module_unconfirmed, "other-gpu is not the unreadable Module");
+	cr_assert_not_null(mv.claims_unconfirmed);
+	/* the same state again: nothing to do */
+	reset_dirty();
+	discovery_with(v, all, 3);
+	cr_assert_eq(n_dirty, 0);
+	/* one unreadable pod: the pods are unconfirmed as a whole */
+	char *podk[] = { "user/p" }, *pode[] = { "spec: expected object" };
+	Gpukmm__Unconfirmed upod;
+	gpukmm__unconfirmed__init(&upod);
+	upod.topic = "pod";
+	upod.reason = "";
+	upod.unreadable = podk;
+	upod.unreadable_errors = pode;
+	upod.n_unreadable = upod.n_unreadable_errors = 1;
+	Gpukmm__Unconfirmed *pods[] = { &upod };
+	discovery_with(v, pods, 1);
+	gk_mmv_view(v, "gpu", &mv);
+	cr_assert_not_null(mv.pods_unconfirmed);
+	cr_assert(strstr(mv.pods_unconfirmed, "user/p"), "%s", mv.pods_unconfirmed);
+	cr_assert_null(mv.claims_unconfirmed, "the claims are confirmed again");
+	cr_assert_null(mv.policy_unconfirmed);
+	gk_mmv_state st;
+	gk_mmv_state_get(v, &st);
+	cr_assert_eq(st.unconfirmed, 1u << 3);
+	gk_mmv_free(v);
+}
+
+Test(view, snapshot_carries_the_unconfirmed_topics)
+{
+	gk_mmv *v = mk(0);
+	Gpukmm__SnapshotReply s;
+	gpukmm__snapshot_reply__init(&s);
+	Gpukmm__Discovery d;
+	gpukmm__discovery__init(&d);
+	d.has_kmm = 1;
+	d.kmm = 0;
+	Gpukmm__Unconfirmed um;
+	gpukmm__unconfirmed__init(&um);
+	um.topic = "module";
+	um.reason = "kmm.sigs.x-k8s.io/v1beta1 was served, but is absent in 1 discovery read over 0 s";
+	Gpukmm__Unconfirmed *u[] = { &um };
+	d.unconfirmed = u;
+	d.n_unconfirmed = 1;
+	s.discovery = &d;
+	s.has_synced = s.synced = 1;
+	cr_assert_eq(gk_mmv_load_snapshot(v, &s, NULL), 0);
+	gk_mm_view mv;
+	gk_mmv_view(v, "gpu", &mv);
+	cr_assert_not(mv.kmm);
+	cr_assert_not_null(mv.module_unconfirmed, "KMM absent but not confirmed: not believed");
+	gk_mmv_free(v);
+}

@@ -590,3 +590,170 @@ Test(opmgr_pass, upstream_leftover_unread_keeps_the_finalizer)
 	cr_assert(logged("probe NodeFeatureRule intel-gpu-devices"));
 	cr_assert(logged("finalizers"), "every read said 404: the finalizers go");
 }
+
+/* ---- fail closed on what the watcher cannot vouch for (ARCHITECTURE.md §4) ---------------- */
+static Gpukmm__Unconfirmed UC[3];
+static Gpukmm__Unconfirmed *UCP[3];
+static char *UC_KEYS[3][2], *UC_ERRS[3][2];
+
+/* topic unconfirmed as a whole (reason) or with one unreadable object (key) */
+static void unconfirmed(const char *topic, const char *reason, const char *key)
+{
+	size_t i = DISC.n_unconfirmed;
+	gpukmm__unconfirmed__init(&UC[i]);
+	UC[i].topic = (char *)topic;
+	UC[i].reason = (char *)(reason ? reason : "");
+	if (key) {
+		UC_KEYS[i][0] = (char *)key;
+		UC_ERRS[i][0] = "spec: not an object";
+		UC[i].unreadable = UC_KEYS[i];
+		UC[i].n_unreadable = 1;
+		UC[i].unreadable_errors = UC_ERRS[i];
+		UC[i].n_unreadable_errors = 1;
+		UC[i].has_unreadable_count = 1;
+		UC[i].unreadable_count = 1;
+	}
+	UCP[i] = &UC[i];
+	DISC.unconfirmed = UCP;
+	DISC.n_unconfirmed = i + 1;
+}
+
+#define DRA_SPEC "{\"metadata\":{\"name\":\"gpu\",\"uid\":\"u1\"},\"spec\":{\"resourceRegistration\":\"dra\"}}"
+
+/* dra -> dp with the claims' list failing: no claim is seen, none is known free */
+Test(opmgr_pass, unconfirmed_claims_block_the_dra_removal)
+{
+	gk_op_opts o = { .namespace_ = NS, .kmm = true, .dra_version = "v1" };
+	add_policy(CP_DP(OURS, ""));
+	add_rendered(DRA_SPEC, &o, NULL);
+	unconfirmed("resourceclaim", "resourceclaims (v1): list failed: the body is null", NULL);
+	load();
+	pass();
+	cr_assert_not(logged("delete DaemonSet gpu-gpu-dra"), "the claims cannot be vouched for: the DRA driver stays");
+	cr_assert_not(logged("delete DeviceClass gpu.intel.com"));
+	cr_assert_eq(R.requeue_ms, GK_OPP_REQUEUE_MS);
+	cr_assert(strstr(R.errors[0], "GPU ResourceClaims that could not be confirmed (resourceclaims (v1): list failed") &&
+			  strstr(R.errors[0], "blocking the removal of the DRA driver gpu-gpu-dra"),
+		  "%s", R.errors[0]);
+	/* one unreadable claim makes all of them unconfirmed (they are read as a set) */
+	reset();
+	add_policy(CP_DP(OURS, ""));
+	add_rendered(DRA_SPEC, &o, NULL);
+	unconfirmed("resourceclaim", NULL, "apps/c");
+	load();
+	pass();
+	cr_assert_not(logged("delete DaemonSet gpu-gpu-dra"));
+	/* the policy deleted: the DRA stage and the finalizers wait too */
+	reset();
+	add_policy(CP_DP(OURS ",\"gpukmm.io/module-protection\"", DELETING));
+	add_rendered(DRA_SPEC, &o, NULL);
+	unconfirmed("resourceclaim", "resourceclaims (v1): watch failed: 503", NULL);
+	load();
+	pass();
+	cr_assert_eq(F.n, 0, "%s", F.log[0]);
+	/* confirmed again, none allocated: removed */
+	reset();
+	add_policy(CP_DP(OURS, ""));
+	add_rendered(DRA_SPEC, &o, NULL);
+	load();
+	pass();
+	cr_assert(logged("delete DaemonSet gpu-gpu-dra"));
+}
+
+/* the teardown reads "gone" from the view: only when the watcher can vouch for the operands */
+Test(opmgr_pass, teardown_absence_must_be_confirmed)
+{
+	const char *cpj = CP_DP(OURS ",\"gpukmm.io/module-protection\"", DELETING);
+	add_policy(cpj);
+	unconfirmed("operand", "daemonsets: list failed: 503 Service Unavailable", NULL);
+	load();
+	pass();
+	cr_assert_eq(F.n, 0, "an operand list failing is not an absence: %s", F.log[0]);
+	cr_assert_eq(R.requeue_ms, GK_OPP_REQUEUE_MS);
+	cr_assert(strstr(R.errors[0], "deletion of ClusterPolicy gpu waits: DaemonSet " NS "/gpu-device-plugin could "
+				      "not be confirmed gone (daemonsets: list failed: 503") != NULL,
+		  "%s", R.errors[0]);
+	/* one operand of ours unreadable (it exists): it is not gone */
+	reset();
+	add_policy(cpj);
+	unconfirmed("operand", NULL, "daemonsets/" NS "/gpu-gpu-dra");
+	load();
+	pass();
+	cr_assert_eq(F.n, 0, "%s", F.log[0]);
+	cr_assert(strstr(R.errors[0], "DaemonSet " NS "/gpu-gpu-dra could not be confirmed gone (spec: not an object)"),
+		  "%s", R.errors[0]);
+	/* someone else's unreadable object: not ours to wait for */
+	reset();
+	add_policy(cpj);
+	unconfirmed("operand", NULL, "configmaps/" NS "/users-own");
+	load();
+	pass();
+	cr_assert_eq(F.n, 1);
+	cr_assert_str_eq(F.log[0], "finalizers gpukmm.io/module-protection");
+}
+
+/* a live policy we cannot read: the copy we hold may be stale, no operand is removed on it */
+Test(opmgr_pass, unreadable_policy_removes_nothing)
+{
+	gk_op_opts o = { .namespace_ = NS, .kmm = true, .dra_version = "v1" };
+	add_policy(CP_DP(OURS, ""));
+	add_rendered(DRA_SPEC, &o, NULL);
+	unconfirmed("clusterpolicy", NULL, "gpu");
+	load();
+	pass();
+	cr_assert_not(logged("delete DaemonSet gpu-gpu-dra"));
+	cr_assert_not(logged("delete ClusterRole gpu-gpu-dra"));
+	cr_assert(logged("create DaemonSet gpu-device-plugin"), "creation is not held");
+	cr_assert(strstr(R.errors[0], "removal of operands of ClusterPolicy gpu waits: the ClusterPolicy could not be "
+				      "confirmed (spec: not an object)"),
+		  "%s", R.errors[0]);
+	/* another policy unreadable: not this one's business */
+	reset();
+	add_policy(CP_DP(OURS, ""));
+	add_rendered(DRA_SPEC, &o, NULL);
+	unconfirmed("clusterpolicy", NULL, "other");
+	load();
+	pass();
+	cr_assert(logged("delete DaemonSet gpu-gpu-dra"));
+}
+
+/* Kueue removals obey the same gates: an unreadable LocalQueue or an operand watch gap is not
+ * an absence (the finalizers stay), a policy we cannot read removes no queue */
+Test(opmgr_pass, kueue_removal_fails_closed_on_the_unconfirmed)
+{
+	const char *dying = CP_KUEUE(OURS, DELETING, "dp", "true");
+	kueue_disc(true, true);
+	add_policy(dying);
+	unconfirmed("operand", NULL, "localqueues/team/lq");
+	load();
+	pass();
+	cr_assert_eq(F.n, 0, "an unreadable LocalQueue is not gone: %s", F.log[0]);
+	cr_assert(has_error("deletion of ClusterPolicy gpu waits: its LocalQueues could not be confirmed gone "
+			    "(spec: not an object)"));
+	cr_assert_eq(R.requeue_ms, GK_OPP_REQUEUE_MS);
+	/* the Kueue watches in a gap */
+	reset();
+	kueue_disc(true, true);
+	add_policy(dying);
+	unconfirmed("operand", "clusterqueues (v1beta2): watch failed: 503", NULL);
+	load();
+	pass();
+	cr_assert_not(logged("finalizers"), "%s", F.log[0]);
+	/* confirmed, none there: the finalizers go */
+	reset();
+	kueue_disc(true, true);
+	add_policy(dying);
+	load();
+	pass();
+	cr_assert(logged("finalizers"));
+	/* a live policy with enableKueue off that we cannot read: its queues stay */
+	reset();
+	kueue_disc(true, true);
+	add_policy(CP_KUEUE(OURS, "", "dp", "false"));
+	add_kueue_rendered(CP_KUEUE(OURS, "", "dp", "true"), 4);
+	unconfirmed("clusterpolicy", NULL, "gpu");
+	load();
+	pass();
+	cr_assert_not(kueue_written(), "%s", F.log[0]);
+	cr_assert(has_error("removal of operands of ClusterPolicy gpu waits"));
+}

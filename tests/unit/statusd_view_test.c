@@ -2,6 +2,7 @@
  * leadership) and which changes mark policies dirty. */
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../../services/statusd/view.h"
@@ -162,4 +163,59 @@ Test(statusd_view, leadership_term)
 	cr_assert_eq(gk_sd_view_term(v), 0);
 	cr_assert(gk_sd_view_leader(v));
 	gk_sd_view_free(v);
+}
+
+/* #21: a cluster of 15,000 Nodes is kept whole (the view held 10,000 and left
+ * the rest out of status.nodes), and their digests share their strings: the
+ * pool holds each label key and value once, not once per node */
+Test(statusd_view, fifteen_thousand_nodes_share_their_strings)
+{
+	enum { N = 15000 };
+	gk_sd_view *v;
+	gk_err e;
+	cr_assert_eq(gk_sd_view_new(&v, NULL, NULL, &e), GK_OK);
+	Gpukmm__SnapshotReply s = GPUKMM__SNAPSHOT_REPLY__INIT;
+	Gpukmm__Node *nodes = calloc(N, sizeof(*nodes)), **np = calloc(N, sizeof(*np));
+	Gpukmm__ObjectMeta *meta = calloc(N, sizeof(*meta));
+	char(*names)[24] = calloc(N, sizeof(*names));
+	cr_assert(nodes && np && meta && names);
+	Gpukmm__KeyValue kv[3], *kvp[3];
+	const char *k[3] = { "kubernetes.io/arch", "kubernetes.io/os", "node.kubernetes.io/instance-type" };
+	const char *val[3] = { "amd64", "linux", "gpu-large" };
+	for (int i = 0; i < 3; i++) {
+		gpukmm__key_value__init(&kv[i]);
+		kv[i].key = (char *)k[i];
+		kv[i].value = (char *)val[i];
+		kvp[i] = &kv[i];
+	}
+	for (int i = 0; i < N; i++) {
+		gpukmm__node__init(&nodes[i]);
+		gpukmm__object_meta__init(&meta[i]);
+		snprintf(names[i], sizeof(names[i]), "node-%05d", i);
+		meta[i].name = names[i];
+		meta[i].labels = kvp;
+		meta[i].n_labels = 3;
+		nodes[i].metadata = &meta[i];
+		nodes[i].kernel_version = "6.8.0-45-generic";
+		np[i] = &nodes[i];
+	}
+	s.nodes = np;
+	s.n_nodes = N;
+	s.has_synced = s.synced = true;
+	cr_assert_eq(gk_sd_view_load_snapshot(v, &s, &e), GK_OK);
+	gk_sd_view_stats st;
+	gk_sd_view_stats_get(v, &st);
+	cr_assert_eq(st.nodes, N);
+	cr_assert_eq(st.node_dropped, 0);
+	size_t n;
+	const gk_sd_node *const *d = gk_sd_view_nodes(v, &n);
+	cr_assert_eq(d[0]->labels[0], d[N - 1]->labels[0], "one copy of a label key");
+	cr_assert_eq(d[0]->kernel, d[N - 1]->kernel, "one copy of a kernel version");
+	cr_assert_eq(gk_sd_node_pooled(), N + 7, "the names, 3 keys, 3 values and the kernel");
+	gk_sd_view_free(v);
+	cr_assert_eq(gk_sd_node_pooled(), 0, "every string is given back");
+	free(names);
+	free(meta);
+	free(np);
+	free(nodes);
 }

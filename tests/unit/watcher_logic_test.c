@@ -137,3 +137,71 @@ Test(lease, bodies)
 	free(s);
 	cJSON_Delete(b);
 }
+
+/* ---- debounced discovery (disc.c) ---- */
+#include "../../services/watcher/disc.h"
+
+Test(disc, served_at_once_absent_only_after_three_reads_over_the_span)
+{
+	wd_gate g = {0};
+	char why[256];
+	cr_assert_not(wd_confirmed(&g), "never answered: unknown");
+	wd_why(&g, "kmm.sigs.x-k8s.io/v1beta1", 0, 20000, why, sizeof why);
+	cr_assert(strstr(why, "has not answered yet"), "%s", why);
+	cr_assert(wd_note(&g, 1, 1000, 20000));
+	cr_assert_eq(g.state, WD_SERVED);
+	cr_assert(wd_confirmed(&g));
+	/* one 404: still served, but unconfirmed */
+	cr_assert_not(wd_note(&g, 0, 2000, 20000));
+	cr_assert_eq(g.state, WD_SERVED);
+	cr_assert_not(wd_confirmed(&g));
+	wd_why(&g, "kmm.sigs.x-k8s.io/v1beta1", 2000, 20000, why, sizeof why);
+	cr_assert(strstr(why, "was served, but is absent in 1 discovery read"), "%s", why);
+	/* failed reads change nothing, neither way */
+	cr_assert_not(wd_note(&g, -503, 3000, 20000));
+	cr_assert_eq(g.absent_reads, 1);
+	/* served again: the streak is over */
+	wd_note(&g, 1, 4000, 20000);
+	cr_assert(wd_confirmed(&g));
+	cr_assert_eq(g.absent_reads, 0);
+	/* many absent reads in a short time: not believed */
+	for (int t = 5000; t < 24000; t += 1000)
+		cr_assert_not(wd_note(&g, 0, t, 20000));
+	cr_assert_eq(g.state, WD_SERVED);
+	/* 20 s after the first: gone */
+	cr_assert(wd_note(&g, 0, 25000, 20000));
+	cr_assert_eq(g.state, WD_ABSENT);
+	cr_assert(wd_confirmed(&g));
+	/* 20 s with only two reads: not yet */
+	wd_gate h = {0};
+	wd_note(&h, 0, 0, 20000);
+	wd_note(&h, 0, 30000, 20000);
+	cr_assert_eq(h.state, WD_UNKNOWN, "two reads are not enough, however far apart");
+	wd_note(&h, -1, 31000, 20000);
+	cr_assert(wd_note(&h, 0, 32000, 20000));
+	cr_assert_eq(h.state, WD_ABSENT);
+}
+
+Test(disc, dra_version_newest_served)
+{
+	wd_gate g[WD_DRA_N] = {0};
+	cr_assert_eq(wd_dra_pick(g), -1);
+	cr_assert_not(wd_dra_none(g), "unknown is not 'not enabled'");
+	/* Kubernetes 1.33: v1beta1 + v1beta2 */
+	wd_note(&g[1], 1, 0, 1000);
+	wd_note(&g[2], 1, 0, 1000);
+	cr_assert_str_eq(wd_dra_versions[wd_dra_pick(g)], "v1beta2");
+	/* upgraded to 1.34: v1 served */
+	wd_note(&g[0], 1, 0, 1000);
+	cr_assert_str_eq(wd_dra_versions[wd_dra_pick(g)], "v1");
+	/* v1 blips: still picked while its absence is debounced */
+	wd_note(&g[0], 0, 100, 1000);
+	cr_assert_str_eq(wd_dra_versions[wd_dra_pick(g)], "v1");
+	/* nothing served, every version confirmed absent: DRA is not enabled */
+	wd_gate n[WD_DRA_N] = {0};
+	for (int v = 0; v < WD_DRA_N; v++)
+		for (int t = 0; t <= 2000; t += 1000)
+			wd_note(&n[v], 0, t, 1000);
+	cr_assert(wd_dra_none(n));
+	cr_assert_eq(wd_dra_pick(n), -1);
+}

@@ -760,7 +760,8 @@ int fk_ctrl_start(fk_ctrl **out, gk_loop *loop, const fk_ctrl_opts *o, gk_err *e
 		goto fail;
 	if (c->webhook_url)
 		reg_try(loop, 0, c);
-	gk_kube_watch_cbs mcb = { on_module, on_synced_modules, on_error }, ncb = { on_node, on_synced_nodes, on_error };
+	gk_kube_watch_cbs mcb = { .on_event = on_module, .on_synced = on_synced_modules, .on_error = on_error },
+			  ncb = { .on_event = on_node, .on_synced = on_synced_nodes, .on_error = on_error };
 	gk_kube_watch_opts wo = { 0 };
 	if ((rc = gk_kube_watch_start(&c->wm, c->mux, &MODULES, &wo, &mcb, c, err)) != 0 ||
 	    (rc = gk_kube_watch_start(&c->wn, c->mux, &NODES, &wo, &ncb, c, err)) != 0)

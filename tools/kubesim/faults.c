@@ -2,15 +2,30 @@
  *
  * Faults JSON (for --faults and PUT /kubesim/faults):
  *   {"seed": 1,
- *    "rules": [{"verb": "list"|"*", "resource": "nodes"|"*", "rate": 0.5,
- *               "code": 500|503|429|409, "retryAfter": 2, "latencyMs": 0}],
+ *    "rules": [{"verb": "list"|"*", "resource": "nodes"|"*", "path": "/apis/kmm.sigs.x-k8s.io/v1beta1",
+ *               "rate": 0.5, "code": 500|503|429|409|404|403|200, "body": "{}",
+ *               "times": 0, "retryAfter": 2, "latencyMs": 0}],
  *    "latencyMs": 0,
  *    "watch": {"closeAfterEvents": 0, "closeAfterSeconds": 0, "force410": 0},
  *    "refuseConnectionsSeconds": 0}
- * The random stream is a splitmix64 sequence from the seed, so a given seed and
- * request sequence always injects the same faults. */
+ * A rule matches a request when its verb, resource and path all match: "*" (or
+ * absent) matches anything; verbs are get, list, watch, create, update, patch,
+ * delete, deletecollection, and "discovery" for /api, /apis and the
+ * group/version documents (resource ""); path is a prefix of the request path
+ * (query excluded), e.g. "/apis/kmm.sigs.x-k8s.io/v1beta1" matches that
+ * group-version's discovery document and every request on its resources.
+ * The fault answers `code` with a Status naming the resource, or with `body`
+ * verbatim (application/json) when given: a lying answer, "code": 200 with
+ * "{}", "null", a Status object or truncated JSON (a 2xx code needs a body).
+ * `times` spends the rule after that many faults (0 = never). The random
+ * stream is a splitmix64 sequence from the seed, so a given seed and request
+ * sequence always injects the same faults. */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+
+#include <pthread.h>
+#include <stdlib.h>
 
 #include "kubesim.h"
 
@@ -99,19 +114,54 @@ int ks_faults_parse(ks_faults *f, const cJSON *j, gk_err *err)
 			return gk_err_set(err, GK_INVALID_ARGUMENT, "rules[%d] must be an object", f->nrules);
 		ks_fault_rule *fr = &f->rules[f->nrules];
 		memset(fr, 0, sizeof(*fr));
+		static const char *rknown[] = { "verb", "resource", "path", "rate", "code", "body", "times",
+						"retryAfter", "latencyMs" };
+		const cJSON *rf;
+		cJSON_ArrayForEach(rf, r) {
+			int ok = 0;
+			for (size_t i = 0; i < sizeof(rknown) / sizeof(rknown[0]); i++)
+				ok |= strcmp(rf->string, rknown[i]) == 0;
+			if (!ok)
+				return gk_err_set(err, GK_INVALID_ARGUMENT, "rules[%d]: unknown field \"%s\"", f->nrules,
+						  rf->string);
+		}
 		if (str(r, "verb", fr->verb, sizeof(fr->verb), err) ||
-		    str(r, "resource", fr->resource, sizeof(fr->resource), err))
+		    str(r, "resource", fr->resource, sizeof(fr->resource), err) ||
+		    str(r, "path", fr->path, sizeof(fr->path), err))
 			return err ? err->code : GK_INVALID_ARGUMENT;
-		double rate = 1, code = 0, ra = 0, lat = 0;
+		if (strcmp(fr->path, "*") == 0)
+			fr->path[0] = 0;
+		else if (fr->path[0] != '/')
+			return gk_err_set(err, GK_INVALID_ARGUMENT, "rules[%d]: path must start with /", f->nrules);
+		double rate = 1, code = 0, ra = 0, lat = 0, times = 0;
 		if (num(r, "rate", 0, 1, &rate, err) || num(r, "code", 0, 599, &code, err) ||
-		    num(r, "retryAfter", 0, 3600, &ra, err) || num(r, "latencyMs", 0, 60000, &lat, err))
+		    num(r, "retryAfter", 0, 3600, &ra, err) || num(r, "latencyMs", 0, 60000, &lat, err) ||
+		    num(r, "times", 0, 1e9, &times, err))
 			return gk_err_set(err, GK_INVALID_ARGUMENT, "rules[%d]: %s", f->nrules, err ? err->msg : "invalid");
-		if (code != 0 && (code < 400 || code > 599))
-			return gk_err_set(err, GK_INVALID_ARGUMENT, "rules[%d]: code must be 4xx or 5xx", f->nrules);
+		const cJSON *body = cJSON_GetObjectItemCaseSensitive(r, "body");
+		fr->body_len = -1;
+		if (body) {
+			if (!cJSON_IsString(body))
+				return gk_err_set(err, GK_INVALID_ARGUMENT, "rules[%d]: body must be a string", f->nrules);
+			size_t bl = strlen(body->valuestring);
+			if (bl > (size_t)(KS_FAULT_BODY_POOL - f->body_used))
+				return gk_err_set(err, GK_INVALID_ARGUMENT, "rules' bodies exceed %d bytes together",
+						  KS_FAULT_BODY_POOL);
+			memcpy(f->body_pool + f->body_used, body->valuestring, bl);
+			fr->body_off = f->body_used;
+			fr->body_len = (int)bl;
+			f->body_used += (int)bl;
+			if (code == 0)
+				return gk_err_set(err, GK_INVALID_ARGUMENT, "rules[%d]: a body needs a code", f->nrules);
+		}
+		if (code != 0 && (code < 200 || (code < 400 && body == NULL) || (code >= 300 && code < 400)))
+			return gk_err_set(err, GK_INVALID_ARGUMENT,
+					  "rules[%d]: code must be 4xx or 5xx, or 2xx with a body", f->nrules);
 		fr->rate = rate;
 		fr->code = (int)code;
 		fr->retry_after = (int)ra;
 		fr->latency_ms = (int)lat;
+		fr->times = (int)times;
 		f->nrules++;
 	}
 	return 0;
@@ -139,6 +189,18 @@ cJSON *ks_faults_to_json(const ks_faults *f)
 			break;
 		cJSON_AddStringToObject(r, "verb", f->rules[i].verb);
 		cJSON_AddStringToObject(r, "resource", f->rules[i].resource);
+		if (f->rules[i].path[0])
+			cJSON_AddStringToObject(r, "path", f->rules[i].path);
+		if (f->rules[i].body_len >= 0) {
+			char *b = strndup(f->body_pool + f->rules[i].body_off, (size_t)f->rules[i].body_len);
+			if (b)
+				cJSON_AddStringToObject(r, "body", b);
+			free(b);
+		}
+		if (f->rules[i].times) {
+			cJSON_AddNumberToObject(r, "times", f->rules[i].times);
+			cJSON_AddNumberToObject(r, "used", f->rules[i].used);
+		}
 		cJSON_AddNumberToObject(r, "rate", f->rules[i].rate);
 		cJSON_AddNumberToObject(r, "code", f->rules[i].code);
 		cJSON_AddNumberToObject(r, "retryAfter", f->rules[i].retry_after);
@@ -153,24 +215,78 @@ static int match(const char *pat, const char *v)
 	return strcmp(pat, "*") == 0 || strcmp(pat, v) == 0;
 }
 
-int ks_faults_decide(ks_faults *f, const char *verb, const char *resource, int *retry_after, int *latency_ms)
+static int path_match(const char *prefix, const char *path)
 {
-	*retry_after = 0;
-	*latency_ms = f->latency_ms;
+	return !prefix[0] || (path && strncmp(path, prefix, strlen(prefix)) == 0);
+}
+
+void ks_faults_decide(ks_faults *f, const char *verb, const char *resource, const char *path, ks_fault_hit *hit)
+{
+	memset(hit, 0, sizeof(*hit));
+	hit->latency_ms = f->latency_ms;
 	for (int i = 0; i < f->nrules; i++) {
 		ks_fault_rule *r = &f->rules[i];
-		if (!match(r->verb, verb) || !match(r->resource, resource))
+		if (!match(r->verb, verb) || !match(r->resource, resource) || !path_match(r->path, path))
+			continue;
+		if (r->times && r->used >= r->times)
 			continue;
 		double x = (double)(next_rand(&f->rng) >> 11) / 9007199254740992.0;
 		if (x >= r->rate)
 			continue;
-		*latency_ms += r->latency_ms;
+		hit->latency_ms += r->latency_ms;
 		if (r->code) {
-			*retry_after = r->retry_after;
-			return r->code;
+			r->used++;
+			hit->code = r->code;
+			hit->retry_after = r->retry_after;
+			if (r->body_len >= 0) {
+				hit->body = f->body_pool + r->body_off;
+				hit->body_len = r->body_len;
+			}
+			return;
 		}
 	}
-	return 0;
+}
+
+int ks_faults_respond(struct ks_server *s, const ks_req *rq, const char *verb, const char *resource,
+		      const char *kind, const char *name, const char *group, ks_resp *out)
+{
+	ks_fault_hit hit;
+	char *body = NULL;
+	pthread_mutex_lock(&s->mu);
+	ks_faults_decide(&s->faults, verb, resource, rq->path, &hit);
+	if (hit.code) {
+		s->stats.faults_injected++;
+		ks_stats_count(s->stats.fault, &s->stats.nfault, verb, resource);
+		/* the pool changes when the faults are replaced: copy under the lock */
+		if (hit.body && !(body = strndup(hit.body, (size_t)hit.body_len)))
+			hit.body = NULL;
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (hit.latency_ms > 0) {
+		struct timespec ts = { hit.latency_ms / 1000, (long)(hit.latency_ms % 1000) * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	if (!hit.code)
+		return 0;
+	if (body) {
+		free(out->body);
+		out->code = hit.code;
+		out->content_type = "application/json";
+		out->body = body;
+		out->body_len = (size_t)hit.body_len;
+	} else {
+		const char *reason = hit.code == 429   ? "TooManyRequests"
+				     : hit.code == 409 ? "Conflict"
+				     : hit.code == 503 ? "ServiceUnavailable"
+				     : hit.code == 404 ? "NotFound"
+				     : hit.code == 403 ? "Forbidden"
+				     : hit.code < 500  ? "BadRequest"
+							: "InternalError";
+		ks_resp_status(out, hit.code, reason, kind, name, group, NULL, "kubesim: injected fault (%d) for %s %s",
+			       hit.code, verb, *resource ? resource : rq->path);
+	}
+	out->retry_after = hit.code == 429 ? (hit.retry_after > 0 ? hit.retry_after : 1) : 0;
+	return 1;
 }
 
 int ks_verb_is_write(const char *verb)

@@ -511,8 +511,10 @@ void ks_handle(ks_server *s, const ks_req *r, ks_resp *out)
 		} else if (strncmp(r->path, "/kubesim/", 9) == 0)
 			kubesim_endpoints(s, r, out);
 		else if (strcmp(r->path, "/api") == 0 || strcmp(r->path, "/apis") == 0 ||
-			 strcmp(r->path, "/api/") == 0 || strcmp(r->path, "/apis/") == 0)
-			discovery(s, r, &rt, out);
+			 strcmp(r->path, "/api/") == 0 || strcmp(r->path, "/apis/") == 0) {
+			if (!ks_faults_respond(s, r, "discovery", "", NULL, NULL, NULL, out))
+				discovery(s, r, &rt, out);
+		}
 		else
 			ks_resp_status(out, 404, "NotFound", NULL, NULL, NULL, NULL, "404 page not found");
 		return;
@@ -523,7 +525,8 @@ void ks_handle(ks_server *s, const ks_req *r, ks_resp *out)
 	}
 	if (rt.kind == KS_ROUTE_GV || rt.kind == KS_ROUTE_GROUP) {
 		count(s, "discovery", "");
-		discovery(s, r, &rt, out);
+		if (!ks_faults_respond(s, r, "discovery", "", NULL, NULL, NULL, out))
+			discovery(s, r, &rt, out);
 		return;
 	}
 	/* a resource */
@@ -540,29 +543,8 @@ void ks_handle(ks_server *s, const ks_req *r, ks_resp *out)
 		return;
 	}
 	const ks_rtype *t = t0;
-	/* faults */
-	int retry_after = 0, latency = 0;
-	pthread_mutex_lock(&s->mu);
-	int fcode = ks_faults_decide(&s->faults, verb, rt.resource, &retry_after, &latency);
-	if (fcode) {
-		s->stats.faults_injected++;
-		ks_stats_count(s->stats.fault, &s->stats.nfault, verb, rt.resource);
-	}
-	pthread_mutex_unlock(&s->mu);
-	if (latency > 0) {
-		struct timespec ts = { latency / 1000, (long)(latency % 1000) * 1000000L };
-		nanosleep(&ts, NULL);
-	}
-	if (fcode) {
-		const char *reason = fcode == 429 ? "TooManyRequests"
-				     : fcode == 409 ? "Conflict"
-				     : fcode == 503 ? "ServiceUnavailable"
-						    : "InternalError";
-		ks_resp_status(out, fcode, reason, t->resource, rt.name[0] ? rt.name : NULL, t->group, NULL,
-			       "kubesim: injected fault (%d) for %s %s", fcode, verb, rt.resource);
-		out->retry_after = fcode == 429 ? (retry_after > 0 ? retry_after : 1) : 0;
+	if (ks_faults_respond(s, r, verb, rt.resource, t->resource, rt.name[0] ? rt.name : NULL, t->group, out))
 		return;
-	}
 	if (t->namespaced && !rt.ns[0] && (strcmp(verb, "create") == 0 || rt.name[0])) {
 		ks_resp_status(out, 404, "NotFound", NULL, NULL, NULL, NULL,
 			       "the server could not find the requested resource");

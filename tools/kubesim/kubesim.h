@@ -161,12 +161,17 @@ const char *ks_req_param(const ks_req *r, const char *k);
 
 /* ---- faults & stats ------------------------------------------------------ */
 #define KS_MAX_FAULT_RULES 32
+#define KS_FAULT_BODY_POOL 32768 /* bytes of every rule's "body" together */
 typedef struct ks_fault_rule {
 	char verb[16], resource[64];
+	char path[256];  /* request path prefix, "" = any */
 	double rate;
-	int code; /* 500, 503, 429, 409 */
+	int code; /* 500, 503, 429, 409, ...; 2xx only with a body (a lying answer) */
 	int retry_after;
 	int latency_ms;
+	int body_off, body_len; /* into ks_faults.body_pool; body_len < 0 = none (a Status) */
+	int times;       /* 0 = unlimited, else the rule is spent after injecting this many */
+	int used;        /* faults injected by this rule */
 } ks_fault_rule;
 
 typedef struct ks_faults {
@@ -178,7 +183,18 @@ typedef struct ks_faults {
 	int force_410_next_watch;
 	int64_t refuse_until_ms; /* monotonic ms */
 	int latency_ms;          /* every request */
+	char body_pool[KS_FAULT_BODY_POOL];
+	int body_used;
 } ks_faults;
+
+/* What ks_faults_decide chose for one request. */
+typedef struct ks_fault_hit {
+	int code;            /* 0 = no fault */
+	int retry_after;
+	int latency_ms;
+	const char *body;    /* the rule's body (into the faults' pool, copy it), NULL = a Status */
+	int body_len;
+} ks_fault_hit;
 
 #define KS_STATS_MAX 128
 typedef struct ks_stat_ent {
@@ -196,9 +212,15 @@ typedef struct ks_stats {
 
 int ks_faults_parse(ks_faults *f, const cJSON *j, gk_err *err);
 cJSON *ks_faults_to_json(const ks_faults *f);
-/* Decide whether a request verb/resource gets a fault: returns the HTTP code (0 none),
- * *retry_after and *latency_ms filled. Deterministic given the seed. */
-int ks_faults_decide(ks_faults *f, const char *verb, const char *resource, int *retry_after, int *latency_ms);
+/* Decide whether a request (verb, resource, path) gets a fault: fills *hit (code 0
+ * = none, latency always). Deterministic given the seed. path may be NULL. */
+void ks_faults_decide(ks_faults *f, const char *verb, const char *resource, const char *path, ks_fault_hit *hit);
+struct ks_server;
+/* The request's fault, if any, applied: counted in the stats, its latency slept,
+ * and when it injects one, *out is the answer (the rule's body, or a Status
+ * naming kind/name/group) and 1 is returned. Locks s->mu itself. */
+int ks_faults_respond(struct ks_server *s, const ks_req *r, const char *verb, const char *resource,
+		      const char *kind, const char *name, const char *group, ks_resp *out);
 void ks_stats_count(ks_stat_ent *t, int *n, const char *verb, const char *resource);
 cJSON *ks_stats_to_json(const ks_stats *s);
 int ks_verb_is_write(const char *verb);

@@ -99,18 +99,8 @@ bool ks_review_route(ks_server *s, const ks_req *r, const ks_route *rt, ks_resp 
 		return true;
 	}
 	/* --faults apply to reviews too: an API server that fails them */
-	int retry_after = 0, latency = 0;
-	pthread_mutex_lock(&s->mu);
-	int fcode = ks_faults_decide(&s->faults, "create", rt->resource, &retry_after, &latency);
-	if (fcode)
-		s->stats.faults_injected++;
-	pthread_mutex_unlock(&s->mu);
-	if (fcode) {
-		ks_resp_status(out, fcode, fcode == 429 ? "TooManyRequests" : "InternalError", NULL, NULL, NULL, NULL,
-			       "kubesim: injected fault (%d) for create %s", fcode, rt->resource);
-		out->retry_after = fcode == 429 ? (retry_after > 0 ? retry_after : 1) : 0;
+	if (ks_faults_respond(s, r, "create", rt->resource, "tokenreviews", NULL, rt->group, out))
 		return true;
-	}
 	token_review(s, r, out);
 	return true;
 }
