@@ -131,19 +131,7 @@ static gk_op_ktotals T;
 
 static void render(const char *spec_yaml)
 {
-	char *src = NULL;
-	cr_assert(asprintf(&src, "apiVersion: intel.com/v1alpha1\nkind: ClusterPolicy\nmetadata: {name: gpu, uid: u-1}\n"
-				 "spec:\n%s", spec_yaml) > 0);
-	cJSON *j = yaml(src);
-	free(src);
-	Gpukmm__ClusterPolicy *cp = NULL;
-	gk_err e = { 0 };
-	cr_assert_eq(gk_kobj_cluster_policy_from_json(j, &cp, &e), 0, "%s", e.msg);
-	cJSON_Delete(j);
-	cr_assert(gk_policy_default(cp) >= 0);
-	gk_op_set_free(&S);
-	cr_assert_eq(gk_op_render(cp, &O, &S, &e), 0, "%s", e.msg);
-	gk_kobj_free(cp);
+	render_yaml(&S, &O, spec_yaml);
 	/* only the Kueue objects (the device plugin of dp mode is operands_test.c's) */
 	size_t k = 0;
 	for (size_t i = 0; i < S.n; i++) {

@@ -14,31 +14,12 @@
 #include "gpukmm/yamljson.h"
 #include "yaml_expect.h"
 
-static Gpukmm__ClusterPolicy *policy(const char *spec_yaml)
-{
-	char *src = NULL;
-	cr_assert(asprintf(&src, "apiVersion: intel.com/v1alpha1\nkind: ClusterPolicy\nmetadata: {name: gpu, uid: u-1}\n"
-				 "spec:\n%s", spec_yaml) > 0);
-	cJSON *j = yaml(src);
-	free(src);
-	Gpukmm__ClusterPolicy *cp = NULL;
-	gk_err e = { 0 };
-	cr_assert_eq(gk_kobj_cluster_policy_from_json(j, &cp, &e), 0, "%s", e.msg);
-	cr_assert(gk_policy_default(cp) >= 0);
-	cJSON_Delete(j);
-	return cp;
-}
-
 static gk_op_set S;
 static gk_op_opts O;
 
 static void render(const char *spec_yaml)
 {
-	Gpukmm__ClusterPolicy *cp = policy(spec_yaml);
-	gk_err e = { 0 };
-	gk_op_set_free(&S);
-	cr_assert_eq(gk_op_render(cp, &O, &S, &e), 0, "%s", e.msg);
-	gk_kobj_free(cp);
+	render_yaml(&S, &O, spec_yaml);
 }
 
 static void fini(void)
@@ -332,7 +313,7 @@ Test(operands, xpu_dra_mode_claim_template)
 /* §7.4: the configuration text and what the policy changes in it */
 Test(operands, otel_config_text)
 {
-	Gpukmm__ClusterPolicy *cp = policy("  resourceRegistration: dp\n");
+	Gpukmm__ClusterPolicy *cp = policy_of_yaml("  resourceRegistration: dp\n");
 	char *t = gk_op_otel_config(cp);
 	cJSON *j = yaml(t);
 	/* the embedded configuration (re-serialised): defaults, level error at 0 */
@@ -357,7 +338,7 @@ Test(operands, otel_config_text)
 	free(t);
 	gk_kobj_free(cp);
 	/* health and level: interval, both thresholds, max(spec, xpu) level */
-	cp = policy("  resourceRegistration: dp\n  logLevel: 1\n  xpu: {logLevel: 3}\n"
+	cp = policy_of_yaml("  resourceRegistration: dp\n  logLevel: 1\n  xpu: {logLevel: 3}\n"
 		    "  health: {checkIntervalSeconds: 7, coreTemperatureThreshold: 90, memoryTemperatureThreshold: 85}\n");
 	t = gk_op_otel_config(cp);
 	cr_expect(strstr(t, "    collection_interval: 7s\n") != NULL);
@@ -374,7 +355,7 @@ Test(operands, otel_config_text)
 		char spec[128], want_line[64];
 		snprintf(spec, sizeof(spec), "  resourceRegistration: dp\n  logLevel: %s\n", lv[i][0]);
 		snprintf(want_line, sizeof(want_line), "      level: %s\n", lv[i][1]);
-		cp = policy(spec);
+		cp = policy_of_yaml(spec);
 		t = gk_op_otel_config(cp);
 		cr_expect(strstr(t, want_line) != NULL, "level %s", lv[i][0]);
 		free(t);
@@ -508,7 +489,7 @@ Test(operands, openshift)
 
 Test(operands, deleting_policy_renders_nothing)
 {
-	Gpukmm__ClusterPolicy *cp = policy("  resourceRegistration: dp\n");
+	Gpukmm__ClusterPolicy *cp = policy_of_yaml("  resourceRegistration: dp\n");
 	cp->metadata->deletion_timestamp = strdup("2026-01-01T00:00:00Z");
 	gk_err e = { 0 };
 	cr_assert_eq(gk_op_render(cp, &O, &S, &e), 0);
