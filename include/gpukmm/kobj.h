@@ -8,7 +8,7 @@
  * repeated KeyValue sorted by key.
  *
  * Ownership of the files in lib/kobj/: meta.c, clusterpolicy.c, module.c
- * (policy side); node.c, resourceclaim.c, daemonset.c, pod.c (watcher side). */
+ * (policy side); node.c, resourceclaim.c, resourceslice.c, daemonset.c, pod.c, object.c (watcher side). */
 #ifndef GPUKMM_KOBJ_H
 #define GPUKMM_KOBJ_H
 
@@ -53,6 +53,10 @@ int gk_kobj_daemon_set_from_json(const cJSON *obj, Gpukmm__DaemonSet **out, gk_e
  * ResourceClaims it holds (by name, in its namespace); empty_dir and mirror
  * (annotations kept: gpukmm.io/... and kubernetes.io/config.mirror). */
 int gk_kobj_pod_from_json(const cJSON *obj, Gpukmm__Pod **out, gk_err *err);
+
+/* ResourceSlices (any resource.k8s.io version): driver, node, pool, generation, and
+ * the devices that have attributes or capacity. */
+int gk_kobj_resource_slice_from_json(const cJSON *obj, Gpukmm__ResourceSlice **out, gk_err *err);
 
 /* Any object: metadata (all annotations), apiVersion, kind, and the object as
  * JSON without metadata.managedFields (operands, lib/operands). */

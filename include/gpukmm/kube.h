@@ -386,6 +386,9 @@ int gk_kube_delete(gk_kube_client *c, const gk_kube_ref *r, const gk_kube_delete
  * never an absence. */
 int gk_kube_discover(gk_kube_client *c, const char *group, const char *version,
 		     const char *resource, int64_t ttl_ms, bool refresh, gk_err *err);
+/* From the discovery cache (filled by gk_kube_discover or gk_kube_discover_async):
+ * is that served resource namespaced? 1 yes, 0 cluster-scoped, -1 not known. */
+int gk_kube_disc_namespaced(gk_kube_client *c, const char *group, const char *version, const char *resource);
 
 /* ---- async engine: curl multi behind one pollable fd ------------------------
  *

@@ -15,6 +15,10 @@
  *   NFD             NodeFeatureRule intel-gpu-devices (useNFDLabeling, NFD CRD served)
  *   Prometheus      Service + ServiceMonitor intel-xpumanager (resourceMonitoring and
  *                   prometheusIntegration, ServiceMonitor CRD served)
+ *   Kueue           ResourceFlavor gpu.intel.com-kueue-flavor, a ClusterQueue per
+ *                   spec.kueue.equalResources[] entry with an even share of the
+ *                   cluster's GPUs, cpu and memory, and its LocalQueues (enableKueue,
+ *                   the Kueue CRDs served)
  *
  * Unlike upstream, every object carries the label app.kubernetes.io/managed-by=gpukmm
  * (the watcher lists and watches operands by it) and a controller owner reference
@@ -41,6 +45,40 @@
 #define GK_OP_OTEL_HASH_KEY    "gpu.intel.com/xpum-otel-config-hash"
 #define GK_OP_OTEL_KEY         "config.yaml"
 #define GK_OP_GPU_DRIVER       "gpu.intel.com"
+#define GK_OP_KUEUE_API_VERSION "kueue.x-k8s.io/v1beta2"
+#define GK_OP_KUEUE_FLAVOR     "gpu.intel.com-kueue-flavor"
+#define GK_OP_KUEUE_APP        "gpu.intel.com-kueue-queue" /* upstream's `app` label of its Kueue objects */
+/* status.errors while enableKueue cannot be acted on (no error loop: nothing is retried) */
+#define GK_OP_MSG_KUEUE_ABSENT "Kueue is not installed (kueue.x-k8s.io/v1beta2 resourceflavors, clusterqueues, localqueues not served): enableKueue has no effect"
+#define GK_OP_MSG_KUEUE_NO_RESOURCES "Kueue enabled, but cluster has no resources"
+
+/* ---- Kueue quotas (operands.md §8.3) --------------------------------------------- */
+/* The resources a queue may get, in name order (the order they are listed in). */
+enum gk_op_kres { GK_OP_KR_CPU, GK_OP_KR_DRA, GK_OP_KR_I915, GK_OP_KR_XE, GK_OP_KR_MEMORY, GK_OP_KR_N };
+extern const char *const gk_op_kres_names[GK_OP_KR_N];
+/* A node: its name and the allocatable quantities that count (NULL = not there). */
+typedef struct gk_op_knode {
+	const char *name, *cpu, *memory, *i915, *xe;
+} gk_op_knode;
+/* A ResourceSlice: driver, node (NULL: not one node's), pool and its generation, and
+ * how many of its devices have attributes or capacity (upstream's test of a device). */
+typedef struct gk_op_kslice {
+	const char *driver, *node, *pool;
+	int64_t generation;
+	int32_t devices;
+} gk_op_kslice;
+/* The cluster totals, in whole units (rounded up); 0 = none. */
+typedef struct gk_op_ktotals {
+	int64_t value[GK_OP_KR_N];
+} gk_op_ktotals;
+/* dp mode (!dra): nodes only; dra mode: slices and their nodes. -1 on OOM. Pure. */
+int gk_op_kueue_totals(bool dra, const gk_op_knode *nodes, size_t n, const gk_op_kslice *slices, size_t ns,
+		       gk_op_ktotals *out);
+/* Something to share (upstream does nothing otherwise). */
+bool gk_op_kueue_any(const gk_op_ktotals *t);
+/* quota[q][r] for q < queues (0 = left out); -1 with upstream's message when a share
+ * would be below 1. */
+int gk_op_kueue_divide(const gk_op_ktotals *t, size_t queues, int64_t (*quota)[GK_OP_KR_N], char *msg, size_t cap);
 
 /* Operator-wide inputs (operands.md §3), discovered at run time by the controller. */
 typedef struct gk_op_opts {
@@ -54,6 +92,10 @@ typedef struct gk_op_opts {
 	bool nfd;                     /* nodefeaturerules.nfd.k8s-sigs.io served */
 	bool nfd_namespaced;          /* ... and namespaced (else cluster-scoped) */
 	bool prometheus;              /* servicemonitors.monitoring.coreos.com served */
+	bool kueue;                   /* resourceflavors, clusterqueues, localqueues (kueue.x-k8s.io/v1beta2) served */
+	/* The cluster totals in the policy's mode (gk_op_kueue_totals); NULL = not known yet:
+	 * the Kueue objects are held as they are. */
+	const gk_op_ktotals *kueue_totals;
 	/* spec.xpu.configMapOverride: the override ConfigMap's config.yaml text as read
 	 * (NULL = not found / no such key; the render then reports the error). */
 	const char *otel_override;
@@ -66,6 +108,7 @@ enum gk_op_component {
 	GK_OP_DRA,
 	GK_OP_NFD,
 	GK_OP_PROMETHEUS,
+	GK_OP_KUEUE,
 };
 const char *gk_op_component_name(int component);
 
@@ -76,6 +119,10 @@ enum gk_op_mode {
 			     e.g. API defaults, are fine), lists element by element, same length */
 	GK_OP_EXACT,      /* live must equal the wanted value (maps owned whole: extra keys removed) */
 	GK_OP_ABSENT,     /* live must not have it */
+	GK_OP_QUOTAS,     /* Kueue resourceGroups: the same flavors, resources (any order) and
+			     numerically equal quotas ("16", 16 and "16e0" are one quota) */
+	GK_OP_REPLACE,    /* live must equal it, and the API forbids changing it: the object is
+			     deleted and created again (gk_op_sync says GK_OP_RECREATE) */
 };
 
 typedef struct gk_op_rule {
@@ -130,6 +177,10 @@ int gk_op_otel_check(const char *text, char *msg, size_t cap);
 typedef struct gk_op_ref {
 	int component;
 	const char *api_version, *kind, *resource;
+	/* The `app` label upstream put on this object (with `owner: <cp>`), NULL when it
+	 * put none: how an object upstream left behind is recognised (gk_op_is_upstream). */
+	const char *upstream_app;
+	bool upstream_ref;          /* upstream put a controller reference to the policy on it */
 	char ns[256];               /* "" = cluster-scoped */
 	char name[256];
 } gk_op_ref;
@@ -143,6 +194,7 @@ enum gk_op_sync {
 	GK_OP_IN_SYNC = 0,
 	GK_OP_PATCH,          /* *patch is the JSON merge patch to send */
 	GK_OP_FOREIGN,        /* another controller owns it: not touched (msg says who) */
+	GK_OP_RECREATE,       /* a GK_OP_REPLACE field differs: delete it, then create it again */
 };
 /* Compare the live object (as the API returns it) with the wanted one: the
  * managed-by label, our controller owner reference (a reference to the same
@@ -151,6 +203,12 @@ enum gk_op_sync {
 int gk_op_sync(const gk_op_obj *want, const cJSON *live, cJSON **patch, char *msg, size_t cap);
 /* Is `live` ours: the label, or a controller reference to a ClusterPolicy named cp? */
 bool gk_op_is_ours(const cJSON *live, const char *cp);
+/* Did gpu-base-operator leave `live` for policy cp: its labels `app: <app>` and
+ * `owner: <cp>`, and no controller reference to anything but that policy? */
+bool gk_op_is_upstream(const cJSON *live, const char *cp, const char *app);
+/* A Kueue object (ResourceFlavor, ClusterQueue, LocalQueue) of policy cp: upstream's
+ * labels (which we set too), or our label with a controller reference to cp. */
+bool gk_op_kueue_mine(const cJSON *live, const char *cp);
 
 /* "<numberReady>/<desiredNumberScheduled>" of a DaemonSet (missing counts 0), "N/A" for NULL. */
 int gk_op_ds_status(char *buf, size_t cap, const Gpukmm__DaemonSet *ds);

@@ -154,6 +154,8 @@ bool gk_wsub_unconf_load(gk_wsub_unconf *u, const Gpukmm__Discovery *d);
 const char *gk_wsub_unconf_reason(const gk_wsub_unconf *u, size_t topic);
 /* The error of an unreadable object of topic, NULL when it is readable. */
 const char *gk_wsub_unconf_unreadable(const gk_wsub_unconf *u, size_t topic, const char *key);
+/* The error of some unreadable object of topic whose key starts with prefix, NULL when none is. */
+const char *gk_wsub_unconf_unreadable_under(const gk_wsub_unconf *u, size_t topic, const char *prefix);
 /* Bit i: topic i is unconfirmed or has unreadable objects. */
 unsigned gk_wsub_unconf_bits(const gk_wsub_unconf *u);
 

@@ -1,5 +1,5 @@
 /* lib/kobj: core/v1 Node → Gpukmm__Node (labels, our annotations, schedulability,
- * taints, kernel version, Ready). */
+ * taints, kernel version, Ready, the allocatable resources Kueue quotas count). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +10,13 @@
 static int keep_gpukmm(const char *key)
 {
 	return strncmp(key, "gpukmm.io/", 10) == 0;
+}
+
+/* the allocatable resources the Kueue quotas count (gpukmm-opmgr) */
+static int keep_allocatable(const char *key)
+{
+	return !strcmp(key, "cpu") || !strcmp(key, "memory") || !strcmp(key, "gpu.intel.com/i915") ||
+	       !strcmp(key, "gpu.intel.com/xe");
 }
 
 static int taints(const cJSON *spec, Gpukmm__Node *n, gk_err *err)
@@ -91,7 +98,9 @@ int gk_kobj_node_from_json(const cJSON *obj, Gpukmm__Node **out, gk_err *err)
 	    (rc = taints(spec, n, err)) || (rc = gk_kj_object(obj, "status", "", &status, err)) ||
 	    (rc = gk_kj_object(status, "nodeInfo", "status", &info, err)) ||
 	    (rc = gk_kj_string(info, "kernelVersion", "status.nodeInfo", &n->kernel_version, err)) ||
-	    (rc = ready(status, n, err))) {
+	    (rc = ready(status, n, err)) ||
+	    (rc = gk_kj_string_map(status, "allocatable", "status", keep_allocatable, &n->n_allocatable,
+				   &n->allocatable, err))) {
 		gk_kobj_free(n);
 		return rc;
 	}

@@ -14,6 +14,7 @@ struct gk_kube_disc_entry {
 	gk_kube_disc_entry *next;
 	char *gv;            /* "group/version" or "v1" */
 	char **resources;    /* served resource names (including subresources "x/status") */
+	bool *namespaced;    /* ... and whether each is namespaced */
 	size_t n;
 	bool present;
 	int64_t fetched_ms;
@@ -24,6 +25,7 @@ static void entry_free(gk_kube_disc_entry *e)
 	for (size_t i = 0; i < e->n; i++)
 		free(e->resources[i]);
 	free(e->resources);
+	free(e->namespaced);
 	free(e->gv);
 	free(e);
 }
@@ -80,19 +82,26 @@ static int store(gk_kube_disc_entry *e, const char *group, const char *version, 
 	const cJSON *res = rc ? NULL : cJSON_GetObjectItemCaseSensitive(j, "resources"), *it;
 	size_t n = (size_t)cJSON_GetArraySize(res);
 	char **names = calloc(n ? n : 1, sizeof *names);
-	if (!names) {
+	bool *namespaced = calloc(n ? n : 1, sizeof *namespaced);
+	if (!names || !namespaced) {
+		free(names);
+		free(namespaced);
 		e->fetched_ms = 0;
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
 	}
 	for (size_t i = 0; i < e->n; i++)
 		free(e->resources[i]);
 	free(e->resources);
+	free(e->namespaced);
 	e->resources = names;
+	e->namespaced = namespaced;
 	e->n = 0;
 	cJSON_ArrayForEach(it, res) {
 		const cJSON *name = cJSON_GetObjectItemCaseSensitive(it, "name");
-		if (cJSON_IsString(name) && e->n < n && (e->resources[e->n] = strdup(name->valuestring)))
+		if (cJSON_IsString(name) && e->n < n && (e->resources[e->n] = strdup(name->valuestring))) {
+			e->namespaced[e->n] = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "namespaced"));
 			e->n++;
+		}
 	}
 	e->present = rc == 0;
 	e->fetched_ms = gk_kube__mono_ms();
@@ -117,6 +126,21 @@ int gk_kube__disc_store(gk_kube_client *c, const char *group, const char *versio
 	if (!e)
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
 	return store(e, group, version, rc, j, err);
+}
+
+int gk_kube_disc_namespaced(gk_kube_client *c, const char *group, const char *version, const char *resource)
+{
+	for (gk_kube_disc_entry *e = c->disc; e; e = e->next) {
+		char gv[256];
+		snprintf(gv, sizeof gv, "%s/%s", group ? group : "", version);
+		if (strcmp(e->gv, gv) != 0)
+			continue;
+		for (size_t i = 0; e->present && i < e->n; i++)
+			if (!strcmp(e->resources[i], resource))
+				return e->namespaced[i] ? 1 : 0;
+		return -1;
+	}
+	return -1;
 }
 
 int gk_kube__disc_lookup(gk_kube_client *c, const char *group, const char *version,

@@ -15,6 +15,7 @@ const char *gk_op_component_name(int c)
 	case GK_OP_DRA: return "DRA driver";
 	case GK_OP_NFD: return "NFD rule";
 	case GK_OP_PROMETHEUS: return "Prometheus";
+	case GK_OP_KUEUE: return "Kueue";
 	default: return "operand";
 	}
 }

@@ -61,6 +61,9 @@ void gk_opr_dp(gk_opr *r);
 void gk_opr_xpu(gk_opr *r);
 void gk_opr_dra(gk_opr *r);
 void gk_opr_misc(gk_opr *r);
+void gk_opr_kueue(gk_opr *r);
+/* GK_OP_QUOTAS: are two Kueue resourceGroups lists the same? */
+bool gk_op_kueue_groups_equal(const cJSON *want, const cJSON *live);
 /* OpenShift SCC plumbing of one component ("gpu-dp", "xpu-manager", "gpu-dra"):
  * SA (unless with_sa is false), SCC, ClusterRole, ClusterRoleBinding for SA sa. */
 void gk_opr_openshift(gk_opr *r, int component, const char *part, bool with_sa, const char *sa);

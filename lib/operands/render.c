@@ -34,6 +34,8 @@ int gk_op_render(const Gpukmm__ClusterPolicy *cp, const gk_op_opts *o, gk_op_set
 	if (sp->has_resource_monitoring && sp->resource_monitoring && sp->has_prometheus_integration &&
 	    sp->prometheus_integration)
 		s->wanted |= 1u << GK_OP_PROMETHEUS;
+	if (sp->has_enable_kueue && sp->enable_kueue)
+		s->wanted |= 1u << GK_OP_KUEUE;
 	/* upstream's order: device plugin, XPU Manager, DRA, misc */
 	if (s->wanted & (1u << GK_OP_DP))
 		gk_opr_dp(&r);
@@ -47,6 +49,8 @@ int gk_op_render(const Gpukmm__ClusterPolicy *cp, const gk_op_opts *o, gk_op_set
 	}
 	if (!r.oom)
 		gk_opr_misc(&r);
+	if (!r.oom && (s->wanted & (1u << GK_OP_KUEUE)))
+		gk_opr_kueue(&r);
 	if (r.oom) {
 		gk_op_set_free(s);
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory rendering the operands");
@@ -64,7 +68,7 @@ typedef struct cat {
 } cat;
 
 static void put(cat *c, int comp, const char *av, const char *kind, const char *res, bool namespaced,
-		const char *suffix_or_name, bool fixed)
+		const char *suffix_or_name, bool fixed, const char *upstream_app)
 {
 	if (c->oom)
 		return;
@@ -84,6 +88,7 @@ static void put(cat *c, int comp, const char *av, const char *kind, const char *
 	r->api_version = av;
 	r->kind = kind;
 	r->resource = res;
+	r->upstream_app = upstream_app;
 	if (namespaced)
 		snprintf(r->ns, sizeof(r->ns), "%s", c->ns);
 	if (fixed)
@@ -98,15 +103,15 @@ static void openshift(cat *c, int comp, const char *part, bool sa)
 	/* the pods first, then what they ran with */
 	if (sa) {
 		snprintf(n, sizeof(n), "-%s-sa", part);
-		put(c, comp, "v1", "ServiceAccount", "serviceaccounts", true, n, false);
+		put(c, comp, "v1", "ServiceAccount", "serviceaccounts", true, n, false, NULL);
 	}
 	snprintf(n, sizeof(n), "-%s-scc-binding", part);
-	put(c, comp, "rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "clusterrolebindings", false, n, false);
+	put(c, comp, "rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "clusterrolebindings", false, n, false, NULL);
 	snprintf(n, sizeof(n), "-%s-scc-role", part);
-	put(c, comp, "rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", false, n, false);
+	put(c, comp, "rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", false, n, false, NULL);
 	snprintf(n, sizeof(n), "-%s-scc", part);
 	put(c, comp, "security.openshift.io/v1", "SecurityContextConstraints", "securitycontextconstraints", false, n,
-	    false);
+	    false, NULL);
 }
 
 int gk_op_catalogue(const char *cp, const gk_op_opts *o, gk_op_ref **out, size_t *n, gk_err *err)
@@ -129,42 +134,47 @@ int gk_op_catalogue(const char *cp, const gk_op_opts *o, gk_op_ref **out, size_t
 	}
 	/* device plugin and XPU Manager DaemonSets first (XPU Manager's monitor claim
 	 * goes with its pods, before the DRA driver), then what they used */
-	put(&c, GK_OP_DP, "apps/v1", "DaemonSet", "daemonsets", true, "-device-plugin", false);
-	put(&c, GK_OP_XPU, "apps/v1", "DaemonSet", "daemonsets", true, "-xpu-manager", false);
-	put(&c, GK_OP_XPU, "v1", "ConfigMap", "configmaps", true, "-xpumanager-otel-config", false);
-	if (dav)
-		put(&c, GK_OP_XPU, dav, "ResourceClaimTemplate", "resourceclaimtemplates", true, "-monitor-claim", false);
+	put(&c, GK_OP_DP, "apps/v1", "DaemonSet", "daemonsets", true, "-device-plugin", false, "intel-gpu-plugin");
+	put(&c, GK_OP_XPU, "apps/v1", "DaemonSet", "daemonsets", true, "-xpu-manager", false, "intel-xpumanager");
+	put(&c, GK_OP_XPU, "v1", "ConfigMap", "configmaps", true, "-xpumanager-otel-config", false, NULL);
+	if (c.n && !c.oom)
+		c.v[c.n - 1].upstream_ref = true;
+	if (dav) {
+		put(&c, GK_OP_XPU, dav, "ResourceClaimTemplate", "resourceclaimtemplates", true, "-monitor-claim", false,
+		    NULL);
+		if (c.n && !c.oom)
+			c.v[c.n - 1].upstream_ref = true;
+	}
 	if (o->openshift) {
 		openshift(&c, GK_OP_DP, "gpu-dp", true);
 		openshift(&c, GK_OP_XPU, "xpu-manager", true);
 	}
 	if (dav) {
-		put(&c, GK_OP_DRA, "apps/v1", "DaemonSet", "daemonsets", true, "-gpu-dra", false);
+		put(&c, GK_OP_DRA, "apps/v1", "DaemonSet", "daemonsets", true, "-gpu-dra", false,
+		    "intel-gpu-resource-driver-kubelet-plugin");
 		put(&c, GK_OP_DRA, "admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding",
-		    "validatingadmissionpolicybindings", false, "-gpu-dra", false);
+		    "validatingadmissionpolicybindings", false, "-gpu-dra", false, NULL);
 		put(&c, GK_OP_DRA, "admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy",
-		    "validatingadmissionpolicies", false, "-gpu-dra", false);
-		put(&c, GK_OP_DRA, dav, "DeviceClass", "deviceclasses", false, "gpu-vfio.intel.com", true);
-		put(&c, GK_OP_DRA, dav, "DeviceClass", "deviceclasses", false, "gpu.intel.com", true);
+		    "validatingadmissionpolicies", false, "-gpu-dra", false, NULL);
+		put(&c, GK_OP_DRA, dav, "DeviceClass", "deviceclasses", false, "gpu-vfio.intel.com", true, NULL);
+		put(&c, GK_OP_DRA, dav, "DeviceClass", "deviceclasses", false, "gpu.intel.com", true, NULL);
 		put(&c, GK_OP_DRA, "rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "clusterrolebindings", false,
-		    "-gpu-dra", false);
-		put(&c, GK_OP_DRA, "rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", false, "-gpu-dra", false);
-		put(&c, GK_OP_DRA, "v1", "ServiceAccount", "serviceaccounts", true, "-gpu-dra", false);
+		    "-gpu-dra", false, NULL);
+		put(&c, GK_OP_DRA, "rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", false, "-gpu-dra", false,
+		    NULL);
+		put(&c, GK_OP_DRA, "v1", "ServiceAccount", "serviceaccounts", true, "-gpu-dra", false, NULL);
 		if (o->openshift)
 			openshift(&c, GK_OP_DRA, "gpu-dra", false);
 	}
 	if (o->nfd) {
-		if (o->nfd_namespaced)
-			put(&c, GK_OP_NFD, "nfd.k8s-sigs.io/v1alpha1", "NodeFeatureRule", "nodefeaturerules", true,
-			    "intel-gpu-devices", true);
-		else
-			put(&c, GK_OP_NFD, "nfd.k8s-sigs.io/v1alpha1", "NodeFeatureRule", "nodefeaturerules", false,
-			    "intel-gpu-devices", true);
+		put(&c, GK_OP_NFD, "nfd.k8s-sigs.io/v1alpha1", "NodeFeatureRule", "nodefeaturerules", o->nfd_namespaced,
+		    "intel-gpu-devices", true, "nfd-gpu");
 	}
 	if (o->prometheus) {
 		put(&c, GK_OP_PROMETHEUS, "monitoring.coreos.com/v1", "ServiceMonitor", "servicemonitors", true,
-		    "intel-xpumanager", true);
-		put(&c, GK_OP_PROMETHEUS, "v1", "Service", "services", true, "intel-xpumanager", true);
+		    "intel-xpumanager", true, "intel-xpumanager");
+		put(&c, GK_OP_PROMETHEUS, "v1", "Service", "services", true, "intel-xpumanager", true,
+		    "intel-xpumanager");
 	}
 	if (c.oom) {
 		free(c.v);

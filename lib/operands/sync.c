@@ -117,6 +117,37 @@ bool gk_op_is_ours(const cJSON *live, const char *cp)
 	return false;
 }
 
+bool gk_op_is_upstream(const cJSON *live, const char *cp, const char *app)
+{
+	const cJSON *md = cJSON_GetObjectItemCaseSensitive(live, "metadata");
+	const cJSON *labels = cJSON_GetObjectItemCaseSensitive(md, "labels");
+	const char *a = str(labels, "app"), *o = str(labels, "owner");
+	if (!app || !cp || !a || !o || strcmp(a, app) != 0 || strcmp(o, cp) != 0)
+		return false;
+	const cJSON *ref;
+	cJSON_ArrayForEach(ref, cJSON_GetObjectItemCaseSensitive(md, "ownerReferences")) {
+		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ref, "controller")) && !names_policy(ref, cp))
+			return false; /* someone else controls it now */
+	}
+	return true;
+}
+
+bool gk_op_kueue_mine(const cJSON *live, const char *cp)
+{
+	if (gk_op_is_upstream(live, cp, GK_OP_KUEUE_APP))
+		return true;
+	const cJSON *md = cJSON_GetObjectItemCaseSensitive(live, "metadata");
+	const char *mb = str(cJSON_GetObjectItemCaseSensitive(md, "labels"), GK_OP_MANAGED_BY_KEY);
+	const cJSON *ref;
+	if (!mb || strcmp(mb, GK_OP_MANAGED_BY_VALUE) != 0)
+		return false;
+	cJSON_ArrayForEach(ref, cJSON_GetObjectItemCaseSensitive(md, "ownerReferences")) {
+		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ref, "controller")) && names_policy(ref, cp))
+			return true;
+	}
+	return false;
+}
+
 /* Our controller reference on the copy: 0 done, 1 foreign controller, -1 OOM. */
 static int owner(cJSON *mut, const cJSON *ours, const char *cp, char *msg, size_t cap)
 {
@@ -177,6 +208,12 @@ static int apply_rule(cJSON *mut, const cJSON *want_obj, const gk_op_rule *r)
 	cJSON *want = gk_op_pointer((cJSON *)want_obj, r->path, false, &oom);
 	cJSON *live = gk_op_pointer(mut, r->path, false, &oom);
 	switch (r->mode) {
+	case GK_OP_REPLACE:
+		return exact(want, live) ? 0 : 2;
+	case GK_OP_QUOTAS:
+		if (gk_op_kueue_groups_equal(want, live))
+			return 0;
+		break;
 	case GK_OP_ABSENT:
 		if (live && !cJSON_IsNull(live))
 			gk_op_pointer_del(mut, r->path);
@@ -225,6 +262,10 @@ int gk_op_sync(const gk_op_obj *want, const cJSON *live, cJSON **patch, char *ms
 		rc = apply_rule(mut, want->obj, &label);
 	for (size_t i = 0; rc == 0 && i < want->n_rules; i++)
 		rc = apply_rule(mut, want->obj, &want->rules[i]);
+	if (rc == 2) {
+		cJSON_Delete(mut);
+		return GK_OP_RECREATE;
+	}
 	cJSON *p = NULL;
 	if (rc == 0 && !gk_policy_merge_diff(live, mut, &p))
 		rc = -1;

@@ -160,25 +160,31 @@ static void validate_kueue(const Gpukmm__ClusterPolicySpec *s, gk_policy_report 
 						  "namespace name: %s", i, j, q, msg);
 				free(q);
 			}
-			for (size_t p = 0; p < j; p++) {
-				const Gpukmm__KueueLocalQueue *o = cq->local_queues[p];
-				if (strcmp(o->name ? o->name : "", ln) == 0 &&
-				    strcmp(o->namespace_ ? o->namespace_ : "", lns) == 0) {
-					char *key = NULL;
-					if (asprintf(&key, "%s/%s", lns, ln) < 0) {
-						r->oom = true;
-						return;
-					}
-					char *q = quote(key);
-					free(key);
-					if (!q) {
-						r->oom = true;
-						return;
-					}
-					gk_policy_reportf(r, field, "kueue.equalResources[%zu]: duplicate localQueue %s", i, q);
-					free(q);
-					break;
+			/* upstream checks within one queue; a LocalQueue belongs to one ClusterQueue,
+			 * so we check across them too (same message): two would fight over it */
+			bool dup = false;
+			for (size_t c = 0; c <= i && !dup; c++) {
+				const Gpukmm__KueueClusterQueue *oc = k->equal_resources[c];
+				for (size_t p = 0; p < (c < i ? oc->n_local_queues : j) && !dup; p++) {
+					const Gpukmm__KueueLocalQueue *o = oc->local_queues[p];
+					dup = strcmp(o->name ? o->name : "", ln) == 0 &&
+					      strcmp(o->namespace_ ? o->namespace_ : "", lns) == 0;
 				}
+			}
+			if (dup) {
+				char *key = NULL;
+				if (asprintf(&key, "%s/%s", lns, ln) < 0) {
+					r->oom = true;
+					return;
+				}
+				char *q = quote(key);
+				free(key);
+				if (!q) {
+					r->oom = true;
+					return;
+				}
+				gk_policy_reportf(r, field, "kueue.equalResources[%zu]: duplicate localQueue %s", i, q);
+				free(q);
 			}
 		}
 	}

@@ -116,6 +116,17 @@ const char *gk_wsub_unconf_unreadable(const gk_wsub_unconf *u, size_t topic, con
 	return NULL;
 }
 
+const char *gk_wsub_unconf_unreadable_under(const gk_wsub_unconf *u, size_t topic, const char *prefix)
+{
+	if (topic >= u->n || !prefix)
+		return NULL;
+	size_t l = strlen(prefix);
+	for (size_t i = 0; i < u->t[topic].n; i++)
+		if (strncmp(u->t[topic].keys[i], prefix, l) == 0)
+			return u->t[topic].errs[i];
+	return NULL;
+}
+
 unsigned gk_wsub_unconf_bits(const gk_wsub_unconf *u)
 {
 	unsigned b = 0;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpukmm/kmap.h"
 #include "gpukmm/kobj.h"
 #include "gpukmm/kube.h"
 #include "gpukmm/kwriter.h"
@@ -14,7 +15,7 @@
 #define MAX_ENTRIES 1024
 #define CONFLICT_PAUSE_MS 1000
 
-enum verb { V_CREATE, V_PATCH, V_DELETE, V_GET, V_FIN };
+enum verb { V_CREATE, V_PATCH, V_DELETE, V_GET, V_FIN, V_PROBE };
 
 /* What the writer keeps per object (the kwriter entry's data). */
 typedef struct wdata {
@@ -29,6 +30,7 @@ struct gk_opk {
 	gk_kube_conn conn;
 	gk_kw *kw;
 	gk_opk_stats st;
+	gk_kmap absent; /* probes a GET answered 404 (kind/ns/name) */
 };
 
 static void count(gk_opk *k)
@@ -41,7 +43,7 @@ static const char *const WRITABLE[] = {
 	"daemonsets", "configmaps", "serviceaccounts", "services", "clusterroles", "clusterrolebindings",
 	"validatingadmissionpolicies", "validatingadmissionpolicybindings", "deviceclasses",
 	"resourceclaimtemplates", "servicemonitors", "nodefeaturerules", "securitycontextconstraints",
-	"clusterpolicies",
+	"clusterpolicies", "resourceflavors", "clusterqueues", "localqueues",
 };
 
 static bool writable(const char *resource)
@@ -139,6 +141,7 @@ static int start(gk_kw_ent *e, enum verb v, const char *body, const cJSON *obj, 
 		break;
 	case V_DELETE: {
 		gk_kube_delete_opts o = { .uid = uid, .propagation = "Background" };
+		gk_kmap_del(&d->k->absent, e->key); /* asked again once it is gone */
 		rc = gk_kube_call_delete(d->k->conn.mux, &r, &o, NULL, on_call, e, &e->call, &err);
 		break;
 	}
@@ -209,7 +212,21 @@ static void on_call(void *user, int rc, cJSON *out, const gk_kube_status *st, co
 		rc = GK_UNAVAILABLE;
 		msg = why;
 	}
-	if (rc == GK_OK || (rc == GK_NOT_FOUND && v != V_CREATE && v != V_FIN)) {
+	if (v == V_PROBE) {
+		/* a read of an object the view cannot see: 404 is remembered, a 2xx goes into the view */
+		if (rc == GK_OK || rc == GK_NOT_FOUND) {
+			gk_kw_ok(e);
+			if (rc == GK_NOT_FOUND)
+				gk_kmap_put(&k->absent, e->key, NULL, NULL);
+			else
+				GK_INFO("%s %s%s%s exists: read it", d->kind, d->ns, d->ns[0] ? "/" : "", d->name);
+			fold(d, rc == GK_OK ? out : NULL, rc == GK_NOT_FOUND);
+		} else {
+			GK_WARN("%s %s%s%s: %s", d->kind, d->ns, d->ns[0] ? "/" : "", d->name, msg);
+			failed(e, msg);
+			touch(d);
+		}
+	} else if (rc == GK_OK || (rc == GK_NOT_FOUND && v != V_CREATE && v != V_FIN)) {
 		if (v != V_GET) {
 			gk_kw_ok(e);
 			GK_INFO("%s %s%s%s: %s", d->kind, d->ns, d->ns[0] ? "/" : "", d->name,
@@ -287,6 +304,20 @@ static int op_del(void *user, const gk_opp_ref *r, const char *uid, const char *
 	return launch(user, r, V_DELETE, NULL, NULL, uid, last);
 }
 
+static int op_probe(void *user, const gk_opp_ref *r, const char **last)
+{
+	gk_opk *k = user;
+	char key[GK_KW_KEY_MAX];
+	snprintf(key, sizeof(key), "%s/%s/%s", r->kind, r->ns ? r->ns : "", r->name);
+	*last = NULL;
+	if (gk_kmap_get(&k->absent, key))
+		return GK_OPP_WR_ABSENT;
+	int w = launch(k, r, V_PROBE, NULL, NULL, NULL, last);
+	if (w == GK_OPP_WR_STARTED)
+		k->st.reads++;
+	return w;
+}
+
 static int op_fin(void *user, const char *policy, const char *rv, char *const *fins, size_t n, const char **last)
 {
 	/* a merge patch with the resourceVersion: 409 when the policy moved meanwhile */
@@ -335,13 +366,15 @@ void gk_opk_free(gk_opk *k)
 	if (!k)
 		return;
 	gk_kw_free(k->kw); /* cancels the calls in flight and the timers */
+	gk_kmap_clear(&k->absent);
 	gk_kube_conn_close(&k->conn);
 	free(k);
 }
 
 void gk_opk_ops(gk_opk *k, gk_opp_ops *ops)
 {
-	*ops = (gk_opp_ops){ .user = k, .create = op_create, .patch = op_patch, .del = op_del, .finalizers = op_fin };
+	*ops = (gk_opp_ops){ .user = k, .create = op_create, .patch = op_patch, .del = op_del, .probe = op_probe,
+			     .finalizers = op_fin };
 }
 
 const gk_opk_stats *gk_opk_stats_get(const gk_opk *k)

@@ -11,6 +11,8 @@
  *   patch or delete 409 → re-read into the view after a short backoff
  *   delete 2xx / 404  → gone from the view
  *   finalizers 2xx    → the policy into the view; 409 → decided again
+ *   probe 2xx / 404   → an object the watcher does not show us (no label: what
+ *                       upstream left) into the view / remembered as absent
  *   other errors      → the API's message kept for the object (the pass
  *                       reports it) and the pass asked again with backoff
  * Freeing cancels the calls in flight. */
@@ -24,7 +26,7 @@
 typedef struct gk_opk gk_opk;
 
 typedef struct gk_opk_stats {
-	uint64_t creates, patches, deletes, finalizer_writes, conflicts, errors, inflight;
+	uint64_t creates, patches, deletes, finalizer_writes, conflicts, errors, inflight, reads;
 } gk_opk_stats;
 
 int gk_opk_new(gk_opk **out, const char *kubeconfig, double qps, gk_loop *loop, gk_opv *view, gk_err *err);

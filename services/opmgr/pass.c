@@ -96,6 +96,12 @@ static void apply_one(const gk_opv *v, const gk_op_obj *o, const gk_opp_ops *ops
 			  o->name, msg);
 		return;
 	}
+	if (s == GK_OP_RECREATE) {
+		/* a field the API will not change (a LocalQueue's clusterQueue): a new object */
+		wrote(res, ops->del(ops->user, &r, have->metadata ? have->metadata->uid : NULL, &last), last, "delete",
+		      &r);
+		return;
+	}
 	if (s < 0) {
 		res->failed = true;
 		return;
@@ -112,27 +118,175 @@ static void apply_one(const gk_opv *v, const gk_op_obj *o, const gk_opp_ops *ops
 	}
 }
 
-/* delete the catalogue entry if the view has it and it is ours; true when it is (still) there */
+static bool deleting_meta(const Gpukmm__ObjectMeta *md)
+{
+	return md && md->deletion_timestamp && *md->deletion_timestamp;
+}
+
+/* delete an object seen in the view (uid precondition); true: it is still there */
+static bool delete_seen(const gk_opp_ref *r, const Gpukmm__ObjectMeta *md, const gk_opp_ops *ops,
+			gk_opp_result *res)
+{
+	if (deleting_meta(md)) {
+		res->pending++;
+		return true;
+	}
+	const char *last = NULL;
+	wrote(res, ops->del(ops->user, r, md ? md->uid : NULL, &last), last, "delete", r);
+	return true;
+}
+
+/* Is this object, seen as typed metadata, one upstream left for the policy? */
+static bool meta_upstream(const Gpukmm__ObjectMeta *md, const char *policy, const gk_op_ref *c)
+{
+	cJSON *j = cJSON_CreateObject();
+	cJSON *m = md ? gk_kobj_meta_to_json(md) : NULL;
+	bool up = false;
+	if (j && m) {
+		cJSON_AddItemToObject(j, "metadata", m);
+		m = NULL;
+		up = (c->upstream_app && gk_op_is_upstream(j, policy, c->upstream_app)) ||
+		     (c->upstream_ref && gk_op_is_ours(j, policy));
+	}
+	cJSON_Delete(m);
+	cJSON_Delete(j);
+	return up;
+}
+
+/* the DaemonSet of a catalogue entry that upstream left (seen in the DaemonSet view) */
+static bool upstream_ds(const gk_opv *v, const gk_op_ref *c, const char *policy)
+{
+	if (strcmp(c->kind, "DaemonSet") != 0 || !c->upstream_app ||
+	    gk_opv_obj(v, c->kind, c->ns[0] ? c->ns : NULL, c->name))
+		return false;
+	const Gpukmm__DaemonSet *ds = gk_opv_ds(v, c->ns[0] ? c->ns : NULL, c->name);
+	return ds && meta_upstream(ds->metadata, policy, c);
+}
+
+/* A catalogue entry the operand view does not hold: is it one upstream left?
+ * DaemonSets of the operator namespace are all in the view (their metadata);
+ * every ConfigMap there is an operand already; other kinds are read once. */
+static bool leftover(const gk_opv *v, const gk_op_ref *c, const char *policy, const gk_opp_ops *ops,
+		     gk_opp_result *res)
+{
+	if (!c->upstream_app && !c->upstream_ref)
+		return false; /* upstream marked nothing there: never ours to tell apart */
+	const char *ns = c->ns[0] ? c->ns : NULL;
+	gk_opp_ref r = { c->api_version, c->kind, c->resource, ns, c->name };
+	if (strcmp(c->kind, "ConfigMap") == 0)
+		return false;
+	if (strcmp(c->kind, "DaemonSet") == 0) {
+		const Gpukmm__DaemonSet *ds = gk_opv_ds(v, ns, c->name);
+		if (!ds || !meta_upstream(ds->metadata, policy, c))
+			return false;
+		return delete_seen(&r, ds->metadata, ops, res);
+	}
+	if (!ops->probe)
+		return false;
+	const char *last = NULL;
+	int w = ops->probe(ops->user, &r, &last);
+	if (w == GK_OPP_WR_ABSENT)
+		return false;
+	/* being read (it goes into the view, and the next pass decides), or waiting to be */
+	if (w == GK_OPP_WR_STARTED || w == GK_OPP_WR_BUSY)
+		res->pending++;
+	if (w == GK_OPP_WR_FAILED)
+		res->failed = true;
+	if (last)
+		add_error(res, "failed to read %s %s%s%s: %s", r.kind, ns ? ns : "", ns ? "/" : "", r.name, last);
+	return true;
+}
+
+/* delete the catalogue entry if it is ours (or upstream left it for this policy); true when
+ * it is (still, or maybe) there */
 static bool remove_one(const gk_opv *v, const gk_op_ref *c, const char *policy, const gk_opp_ops *ops,
 		       gk_opp_result *res)
 {
 	const char *ns = c->ns[0] ? c->ns : NULL;
 	const Gpukmm__Object *have = gk_opv_obj(v, c->kind, ns, c->name);
 	if (!have)
-		return false;
+		return leftover(v, c, policy, ops, res);
 	cJSON *live = live_json(have);
-	bool ours = live && gk_op_is_ours(live, policy);
+	bool ours = live && (gk_op_is_ours(live, policy) ||
+			     (c->upstream_app && gk_op_is_upstream(live, policy, c->upstream_app)));
 	cJSON_Delete(live);
 	if (!ours)
 		return false; /* someone else's object of that name: never ours to delete */
-	if (have->metadata && have->metadata->deletion_timestamp && *have->metadata->deletion_timestamp) {
-		res->pending++;
+	gk_opp_ref r = { c->api_version, c->kind, c->resource, ns, c->name };
+	return delete_seen(&r, have->metadata, ops, res);
+}
+
+/* ---- Kueue: the policy's objects no longer rendered ------------------------------------ */
+
+typedef struct kq_ctx {
+	const gk_op_set *s;
+	const char *policy;
+	const gk_opp_ops *ops;
+	gk_opp_result *res;
+	bool left;
+} kq_ctx;
+
+static bool rendered_obj(const gk_op_set *s, const char *kind, const char *ns, const char *name)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (strcmp(s->v[i].kind, kind) == 0 && strcmp(s->v[i].name, name) == 0 &&
+		    strcmp(s->v[i].ns ? s->v[i].ns : "", ns ? ns : "") == 0)
+			return true;
+	return false;
+}
+
+static void kueue_one(void *user, const Gpukmm__Object *o)
+{
+	kq_ctx *k = user;
+	const Gpukmm__ObjectMeta *md = o->metadata;
+	if (!md || !md->name)
+		return;
+	const char *ns = md->namespace_ && *md->namespace_ ? md->namespace_ : NULL;
+	if (rendered_obj(k->s, o->kind, ns, md->name))
+		return;
+	cJSON *live = live_json(o);
+	bool mine = live && gk_op_kueue_mine(live, k->policy);
+	cJSON_Delete(live);
+	if (!mine)
+		return;
+	const char *res = strcmp(o->kind, "LocalQueue") == 0	  ? "localqueues"
+			  : strcmp(o->kind, "ClusterQueue") == 0 ? "clusterqueues"
+								 : "resourceflavors";
+	gk_opp_ref r = { GK_OP_KUEUE_API_VERSION, o->kind, res, ns, md->name };
+	k->left |= !k->ops || delete_seen(&r, md, k->ops, k->res);
+}
+
+/* LocalQueues, then ClusterQueues, then the flavor they name; true while some are there
+ * (ops NULL: only whether some would be removed) */
+static bool remove_kueue(const gk_opv *v, const gk_op_set *s, const char *policy, const gk_opp_ops *ops,
+			 gk_opp_result *res)
+{
+	kq_ctx k = { s, policy, ops, res, false };
+	static const char *const kinds[] = { "LocalQueue", "ClusterQueue", "ResourceFlavor" };
+	for (size_t i = 0; i < 3; i++)
+		gk_opv_each_obj(v, kinds[i], kueue_one, &k);
+	return k.left;
+}
+
+/* The teardown found none of the policy's Kueue objects in the view: gone only when the
+ * watcher can vouch for the three kinds (listed, watched, none unreadable); else the
+ * finalizers wait (said once per pass, like absent_unconfirmed). */
+static bool kueue_unconfirmed(const gk_opv *v, const char *policy, bool *said, gk_opp_result *res)
+{
+	static const char *const kinds[][2] = { { "LocalQueue", "localqueues" }, { "ClusterQueue", "clusterqueues" },
+						{ "ResourceFlavor", "resourceflavors" } };
+	for (size_t i = 0; i < 3; i++) {
+		const char *uc = gk_opv_operand_unconfirmed(v, kinds[i][1], NULL, NULL);
+		if (!uc)
+			continue;
+		if (!*said)
+			add_error(res, "deletion of ClusterPolicy %s waits: its %ss could not be confirmed gone (%.400s)",
+				  policy, kinds[i][0], uc);
+		*said = true;
+		requeue(res, GK_OPP_REQUEUE_MS);
 		return true;
 	}
-	gk_opp_ref r = { c->api_version, c->kind, c->resource, ns, c->name };
-	const char *last = NULL;
-	wrote(res, ops->del(ops->user, &r, have->metadata ? have->metadata->uid : NULL, &last), last, "delete", &r);
-	return true;
+	return false;
 }
 
 /* A ClusterRoleBinding is created once the ClusterRole it names is there: the API
@@ -179,7 +333,7 @@ static void opts_of(const gk_opv *v, const Gpukmm__ClusterPolicy *cp, const gk_o
 	const gk_opv_disc *d = gk_opv_discovery(v);
 	*o = (gk_op_opts){ .namespace_ = gk_opv_ns(v), .operator_secret = cfg ? cfg->operator_secret : NULL,
 			   .kmm = d->kmm, .openshift = d->openshift, .dra_version = d->dra_version, .nfd = d->nfd,
-			   .prometheus = d->prometheus };
+			   .nfd_namespaced = d->nfd_namespaced, .prometheus = d->prometheus, .kueue = d->kueue };
 	const char *ov = cp && cp->spec && cp->spec->xpu ? cp->spec->xpu->config_map_override : NULL;
 	if (ov && *ov) {
 		const Gpukmm__Object *cm = gk_opv_obj(v, "ConfigMap", gk_opv_ns(v), ov);
@@ -245,6 +399,44 @@ static bool claims_block(const gk_opv *v, char *buf, size_t cap, const char **wh
 	return gk_opv_claims_allocated(v);
 }
 
+/* The Kueue kinds are served but not listed yet: what is there is not known (say so) */
+static bool kueue_unlisted(const gk_opv_disc *d, gk_opp_result *res)
+{
+	if (!d->kueue || d->kueue_listed)
+		return false;
+	add_error(res, "Kueue: waiting for the ResourceFlavors, ClusterQueues and LocalQueues to be listed");
+	return true;
+}
+
+/* The Kueue totals of the policy's mode: 1 known (*kt), 0 not known yet, -1 OOM. */
+static int kueue_totals(const gk_opv *v, const Gpukmm__ClusterPolicy *cp, gk_op_ktotals *kt, gk_opp_result *res,
+			gk_err *err)
+{
+	const gk_opv_disc *d = gk_opv_discovery(v);
+	const Gpukmm__ClusterPolicySpec *sp = cp->spec;
+	memset(kt, 0, sizeof(*kt));
+	if (!sp || !sp->has_enable_kueue || !sp->enable_kueue || !d->kueue || deleting(cp))
+		return 1;
+	if (!d->kueue_listed)
+		return 0; /* what is there is not known yet: held as it is */
+	bool dra = sp->resource_registration && strcmp(sp->resource_registration, "dra") == 0;
+	if (dra && !d->dra_version[0])
+		return 1; /* no DRA: nothing to count (its own message says so) */
+	if (dra && !d->resource_slices) {
+		/* the watcher lists them now: an empty view is not an empty cluster */
+		add_error(res, "Kueue: waiting for the ResourceSlices of driver %s to be listed", GK_OP_GPU_DRIVER);
+		return 0;
+	}
+	gk_opv_kueue in;
+	if (gk_opv_kueue_inputs(v, &in, err))
+		return -1;
+	int rc = gk_op_kueue_totals(dra, in.nodes, in.n_nodes, in.slices, in.n_slices, kt);
+	gk_opv_kueue_free(&in);
+	if (rc)
+		return -gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
+	return 1;
+}
+
 /* An object of the catalogue missing from the view: gone only when the watcher can vouch
  * for the operands (their kinds listed and watched, that object not unreadable). Else the
  * teardown waits for it (said once per pass); true = it counts as left. */
@@ -298,6 +490,14 @@ int gk_opp_pass(const gk_opv *v, const char *policy, const gk_opp_cfg *cfg, cons
 	opts_of(v, cp, cfg, &o);
 	char *ov_text = override_text(v, cp);
 	o.otel_override = ov_text;
+	gk_op_ktotals kt;
+	int krc = kueue_totals(v, cp, &kt, res, err);
+	if (krc < 0) {
+		free(ov_text);
+		res->failed = true;
+		return GK_RESOURCE_EXHAUSTED;
+	}
+	o.kueue_totals = krc ? &kt : NULL;
 	gk_op_ref *cat = NULL;
 	size_t n_cat = 0;
 	gk_op_set s = { 0 };
@@ -330,7 +530,9 @@ int gk_opp_pass(const gk_opv *v, const char *policy, const gk_opp_cfg *cfg, cons
 		bool blocked = claims_block(v, whybuf, sizeof(whybuf), &why);
 		/* a removal decided on a policy we cannot read (or a stale copy of it) waits */
 		const char *pu = gk_opv_policy_unconfirmed(v, policy);
-		bool hold = pu && removals_pending(v, &s, cat, n_cat, policy);
+		bool kueue_rm = d->kueue_listed && !(s.held & (1u << GK_OP_KUEUE));
+		bool hold = pu && (removals_pending(v, &s, cat, n_cat, policy) ||
+				   (kueue_rm && remove_kueue(v, &s, policy, NULL, res)));
 		if (hold) {
 			add_error(res, "removal of operands of ClusterPolicy %s waits: the ClusterPolicy could not be "
 				  "confirmed (%.400s)", policy, pu);
@@ -342,7 +544,7 @@ int gk_opp_pass(const gk_opv *v, const char *policy, const gk_opp_cfg *cfg, cons
 				continue;
 			if (c->component == GK_OP_DRA && blocked) {
 				const char *ns = c->ns[0] ? c->ns : NULL;
-				const Gpukmm__Object *have = gk_opv_obj(v, c->kind, ns, c->name);
+				bool have = gk_opv_obj(v, c->kind, ns, c->name) || upstream_ds(v, c, policy);
 				if (have && !guard_said) {
 					add_error(res, "%s blocking the removal of the DRA driver %s-gpu-dra", why, policy);
 					requeue(res, GK_OPP_REQUEUE_MS);
@@ -352,24 +554,31 @@ int gk_opp_pass(const gk_opv *v, const char *policy, const gk_opp_cfg *cfg, cons
 			}
 			remove_one(v, c, policy, ops, res);
 		}
+		if (kueue_rm && !hold)
+			remove_kueue(v, &s, policy, ops, res);
 	} else {
 		/* ordered teardown: each stage once the previous one is gone */
-		static const int stages[][2] = { { GK_OP_DP, GK_OP_XPU }, { GK_OP_DRA, GK_OP_DRA },
-						 { GK_OP_NFD, GK_OP_PROMETHEUS } };
+		static const unsigned stages[] = { 1u << GK_OP_DP | 1u << GK_OP_XPU, 1u << GK_OP_DRA,
+						   1u << GK_OP_NFD | 1u << GK_OP_PROMETHEUS | 1u << GK_OP_KUEUE };
 		bool left = false, said = false;
 		const char *why = NULL;
 		char whybuf[GK_ERR_MSG_MAX];
 		bool blocked = claims_block(v, whybuf, sizeof(whybuf), &why);
 		for (size_t st = 0; st < 3 && !left; st++) {
-			bool guarded = stages[st][0] == GK_OP_DRA && blocked;
+			bool guarded = stages[st] == 1u << GK_OP_DRA && blocked;
+			/* not served: none can be there; served but not listed yet: the next
+			 * discovery event (kueue_listed) runs the pass again, the finalizer stays */
+			if (stages[st] & (1u << GK_OP_KUEUE))
+				left |= kueue_unlisted(d, res) || remove_kueue(v, &s, policy, ops, res) ||
+					kueue_unconfirmed(v, policy, &said, res);
 			for (size_t i = 0; i < n_cat; i++) {
 				const gk_op_ref *c = &cat[i];
-				if (c->component != stages[st][0] && c->component != stages[st][1])
+				if (!(stages[st] & (1u << c->component)))
 					continue;
 				if (guarded) {
 					const Gpukmm__Object *have = gk_opv_obj(v, c->kind, c->ns[0] ? c->ns : NULL, c->name);
 					cJSON *live = live_json(have);
-					bool ours = live && gk_op_is_ours(live, policy);
+					bool ours = (live && gk_op_is_ours(live, policy)) || upstream_ds(v, c, policy);
 					cJSON_Delete(live);
 					if (ours && !left) {
 						add_error(res, "%s blocking the removal of the DRA driver %s-gpu-dra", why,

@@ -21,6 +21,21 @@
  *                 owner references let the garbage collector, which checks the
  *                 owner's uid with the API server, remove what is left.
  *
+ * Kueue: the ResourceFlavor, ClusterQueues and LocalQueues of the policy that
+ * the view holds (upstream's label app=gpu.intel.com-kueue-queue, owner=<cp>)
+ * and that are no longer rendered are deleted (queues dropped from the spec,
+ * enableKueue off, teardown with NFD and Prometheus); quotas come from the
+ * view's nodes (dp) or ResourceSlices (dra, once listed). A LocalQueue moved to
+ * another ClusterQueue is deleted and created again (immutable in Kueue).
+ *
+ * Upstream's leftovers: an object of the catalogue that is not rendered and is
+ * not ours, but carries gpu-base-operator's markers for this policy (its `app`
+ * and `owner: <cp>` labels, or its controller reference to the policy), is
+ * deleted like ours. The markers are read from the view (DaemonSets of the
+ * operator namespace, ConfigMaps, Kueue objects) or, for the kinds the watcher
+ * only sees by our label, from one GET per object (ops->probe), whose 404 is
+ * remembered; nothing is deleted without that successful read.
+ *
  * Fail closed (ARCHITECTURE.md §4): the DRA guard blocks while the watcher
  * cannot vouch for the claims; in the teardown an object missing from the view
  * is gone only when the watcher can vouch for the operands (else the
@@ -46,12 +61,16 @@
 
 #define GK_OPP_MAX_ERRORS 10
 #define GK_OPP_REQUEUE_MS 5000
+/* node and ResourceSlice changes run a Kueue policy's pass this much later: a
+ * burst of them costs one pass, and a quota is written once it has settled */
+#define GK_OPP_KUEUE_COALESCE_MS 2000
 
 enum gk_opp_wr {
 	GK_OPP_WR_STARTED, /* the call is in flight now */
 	GK_OPP_WR_BUSY,    /* a call for that object is already in flight */
 	GK_OPP_WR_WAIT,    /* backing off after a failure */
 	GK_OPP_WR_FAILED,  /* not started: retry the pass */
+	GK_OPP_WR_ABSENT,  /* probe: a GET answered 404 (remembered) */
 };
 
 /* An object's address for the API. */
@@ -66,6 +85,8 @@ typedef struct gk_opp_ops {
 	int (*create)(void *user, const gk_opp_ref *r, const cJSON *obj, const char **last_err);
 	int (*patch)(void *user, const gk_opp_ref *r, const char *merge_patch, const char **last_err);
 	int (*del)(void *user, const gk_opp_ref *r, const char *uid, const char **last_err);
+	/* read an object the view cannot see into it (GK_OPP_WR_ABSENT once a GET said 404) */
+	int (*probe)(void *user, const gk_opp_ref *r, const char **last_err);
 	/* the policy's finalizers := fins, guarded by its resourceVersion */
 	int (*finalizers)(void *user, const char *policy, const char *rv, char *const *fins, size_t n,
 			  const char **last_err);

@@ -5,14 +5,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpukmm/kmap.h"
+#include "gpukmm/kobj.h"
 #include "gpukmm/operands.h"
 #include "gpukmm/wsub.h"
 
 struct gk_opv {
 	char *ns;
-	gk_opv_dirty_fn dirty;
+	gk_opv_dirty_fn dirty, later;
 	void *user;
 	gk_wsub_tab policies, objects, daemonsets, claims;
+	/* the Kueue inputs, encoded (enc_node, enc_slice): node name → allocatable,
+	 * slice name → driver, node, pool, generation, devices */
+	gk_kmap nodes, slices;
 	gk_opv_disc disc;
 	gk_wsub_unconf uc;       /* what the watcher cannot vouch for (ARCHITECTURE.md §4) */
 	bool leader, synced;
@@ -38,6 +43,8 @@ int gk_opv_new(gk_opv **out, const char *ns, size_t max, gk_opv_dirty_fn fn, voi
 	gk_wsub_tab_init(&v->objects, max);
 	gk_wsub_tab_init(&v->daemonsets, max);
 	gk_wsub_tab_init(&v->claims, max);
+	gk_kmap_init(&v->nodes);
+	gk_kmap_init(&v->slices);
 	gk_wsub_unconf_init(&v->uc, uc_topics, uc_whole, UC_N);
 	v->dirty = fn;
 	v->user = user;
@@ -54,9 +61,16 @@ void gk_opv_free(gk_opv *v)
 	gk_wsub_tab_clear(&v->objects);
 	gk_wsub_tab_clear(&v->daemonsets);
 	gk_wsub_tab_clear(&v->claims);
+	gk_kmap_clear(&v->nodes);
+	gk_kmap_clear(&v->slices);
 	gk_wsub_unconf_free(&v->uc);
 	free(v->ns);
 	free(v);
+}
+
+void gk_opv_set_later(gk_opv *v, gk_opv_dirty_fn later)
+{
+	v->later = later;
 }
 
 static void mark(gk_opv *v, const char *p)
@@ -69,6 +83,64 @@ static void mark_all(gk_opv *v)
 {
 	for (size_t i = 0; i < v->policies.n; i++)
 		mark(v, v->policies.v[i].key);
+}
+
+/* the Kueue inputs moved: the policies that count them, a little later */
+static void mark_kueue(gk_opv *v)
+{
+	for (size_t i = 0; i < v->policies.n; i++) {
+		const Gpukmm__ClusterPolicy *cp = (const Gpukmm__ClusterPolicy *)v->policies.v[i].msg;
+		if (!cp->spec || !cp->spec->has_enable_kueue || !cp->spec->enable_kueue)
+			continue;
+		if (v->later)
+			v->later(v->user, v->policies.v[i].key);
+		else
+			mark(v, v->policies.v[i].key);
+	}
+}
+
+/* "<field>\n..." with "=value" for a present value, "" for an absent one */
+static char *enc_node(const Gpukmm__Node *n)
+{
+	static const char *const keys[] = { "cpu", "memory", "gpu.intel.com/i915", "gpu.intel.com/xe" };
+	const char *v[4];
+	for (size_t i = 0; i < 4; i++)
+		v[i] = gk_kv_get(n->allocatable, n->n_allocatable, keys[i]);
+	char *s = NULL;
+	if (asprintf(&s, "%s%s\n%s%s\n%s%s\n%s%s", v[0] ? "=" : "", v[0] ? v[0] : "", v[1] ? "=" : "",
+		     v[1] ? v[1] : "", v[2] ? "=" : "", v[2] ? v[2] : "", v[3] ? "=" : "", v[3] ? v[3] : "") < 0)
+		return NULL;
+	return s;
+}
+
+static char *enc_slice(const Gpukmm__ResourceSlice *r)
+{
+	char *s = NULL;
+	if (asprintf(&s, "%s\n%s\n%s\n%lld\n%d", r->driver ? r->driver : "", r->node_name ? r->node_name : "",
+		     r->pool ? r->pool : "", (long long)r->generation, r->devices) < 0)
+		return NULL;
+	return s;
+}
+
+/* one node or slice into its map (del: gone); true when a Kueue input changed */
+static int put_enc(gk_kmap *m, const char *key, char *enc, bool del, bool *changed, gk_err *err)
+{
+	gk_kmap_ent *e = gk_kmap_get(m, key);
+	if (del) {
+		*changed = e != NULL;
+		gk_kmap_del(m, key);
+		free(enc);
+		return GK_OK;
+	}
+	if (!enc)
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: out of memory");
+	*changed = !e || strcmp(e->val ? e->val : "", enc) != 0;
+	if (*changed && !gk_kmap_put(m, key, enc, NULL)) {
+		free(enc);
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: out of memory");
+	}
+	free(enc);
+	return GK_OK;
 }
 
 /* the policy an object belongs to: its controller ClusterPolicy reference, or its owner label */
@@ -116,6 +188,10 @@ static void set_disc(gk_opv *v, const Gpukmm__Discovery *d)
 		n.openshift = d->has_openshift && d->openshift;
 		n.nfd = d->has_nfd && d->nfd;
 		n.prometheus = d->has_prometheus && d->prometheus;
+		n.nfd_namespaced = d->has_nfd_namespaced && d->nfd_namespaced;
+		n.kueue = d->has_kueue && d->kueue;
+		n.kueue_listed = n.kueue && d->has_kueue_listed && d->kueue_listed;
+		n.resource_slices = d->has_resource_slices && d->resource_slices;
 		snprintf(n.dra_version, sizeof(n.dra_version), "%s", d->dra_version ? d->dra_version : "");
 	}
 	bool uc = gk_wsub_unconf_load(&v->uc, d);
@@ -141,7 +217,10 @@ int gk_opv_load_snapshot(gk_opv *v, const Gpukmm__SnapshotReply *s, gk_err *err)
 	gk_wsub_tab_clear(&v->objects);
 	gk_wsub_tab_clear(&v->daemonsets);
 	gk_wsub_tab_clear(&v->claims);
+	gk_kmap_clear(&v->nodes);
+	gk_kmap_clear(&v->slices);
 	int rc = GK_OK, r;
+	bool changed;
 	char key[800];
 	for (size_t i = 0; i < s->n_cluster_policies; i++) {
 		const Gpukmm__ClusterPolicy *cp = s->cluster_policies[i];
@@ -174,6 +253,18 @@ int gk_opv_load_snapshot(gk_opv *v, const Gpukmm__SnapshotReply *s, gk_err *err)
 		    obj_key(key, sizeof(key), "", c->metadata->namespace_, c->metadata->name))
 			continue;
 		if ((r = gk_wsub_tab_put(&v->claims, key, &c->base, err)))
+			rc = r;
+	}
+	for (size_t i = 0; i < s->n_nodes; i++) {
+		const Gpukmm__Node *n = s->nodes[i];
+		if (n->metadata && n->metadata->name &&
+		    (r = put_enc(&v->nodes, n->metadata->name, enc_node(n), false, &changed, err)))
+			rc = r;
+	}
+	for (size_t i = 0; i < s->n_resource_slices; i++) {
+		const Gpukmm__ResourceSlice *sl = s->resource_slices[i];
+		if (sl->metadata && sl->metadata->name &&
+		    (r = put_enc(&v->slices, sl->metadata->name, enc_slice(sl), false, &changed, err)))
 			rc = r;
 	}
 	v->disc.known = false;
@@ -228,6 +319,19 @@ int gk_opv_apply(gk_opv *v, const char *topic, const Gpukmm__Event *ev, gk_err *
 		int rc = put_typed(&v->claims, key, &c->base, del || !claim_blocks(c), err);
 		if ((v->claims.n > 0) != before)
 			mark_all(v);
+		return rc;
+	}
+	case GPUKMM__EVENT__OBJECT_NODE:
+	case GPUKMM__EVENT__OBJECT_RESOURCE_SLICE: {
+		bool node = ev->object_case == GPUKMM__EVENT__OBJECT_NODE;
+		const Gpukmm__ObjectMeta *md = node ? ev->node->metadata : ev->resource_slice->metadata;
+		if (!md || !md->name)
+			break;
+		bool changed = false;
+		int rc = put_enc(node ? &v->nodes : &v->slices, md->name,
+				 del ? NULL : node ? enc_node(ev->node) : enc_slice(ev->resource_slice), del, &changed, err);
+		if (changed)
+			mark_kueue(v);
 		return rc;
 	}
 	case GPUKMM__EVENT__OBJECT_DISCOVERY:
@@ -290,6 +394,8 @@ const char *gk_opv_operand_unconfirmed(const gk_opv *v, const char *resource, co
 			 ns && *ns ? "/" : "", name ? name : "");
 	if (n < 0 || (size_t)n >= sizeof(key))
 		return "the object's name is too long to look up";
+	if (!name) /* any object of the kind: "resource/" */
+		return gk_wsub_unconf_unreadable_under(&v->uc, UC_OPERAND, key);
 	return gk_wsub_unconf_unreadable(&v->uc, UC_OPERAND, key);
 }
 
@@ -373,5 +479,87 @@ void gk_opv_each_policy(const gk_opv *v, gk_opv_dirty_fn fn, void *user)
 void gk_opv_state_get(const gk_opv *v, gk_opv_state *out)
 {
 	*out = (gk_opv_state){ .policies = v->policies.n, .objects = v->objects.n, .daemonsets = v->daemonsets.n,
-			       .claims = v->claims.n, .ignored = v->ignored };
+			       .claims = v->claims.n, .nodes = v->nodes.n, .slices = v->slices.n,
+			       .ignored = v->ignored };
+}
+
+void gk_opv_each_obj(const gk_opv *v, const char *kind, void (*fn)(void *user, const Gpukmm__Object *o),
+		     void *user)
+{
+	for (size_t i = 0; i < v->objects.n; i++) {
+		const Gpukmm__Object *o = (const Gpukmm__Object *)v->objects.v[i].msg;
+		if (o->kind && strcmp(o->kind, kind) == 0)
+			fn(user, o);
+	}
+}
+
+/* ---- the Kueue inputs ------------------------------------------------------------------- */
+
+void gk_opv_kueue_free(gk_opv_kueue *k)
+{
+	for (size_t i = 0; i < k->n_bufs; i++)
+		free(k->bufs[i]);
+	free(k->bufs);
+	free(k->nodes);
+	free(k->slices);
+	memset(k, 0, sizeof(*k));
+}
+
+/* split a copy of enc into n fields at '\n' (fields[] point into the copy, kept in k->bufs) */
+static bool split(gk_opv_kueue *k, const char *enc, char **fields, size_t n)
+{
+	char *c = strdup(enc ? enc : "");
+	if (!c)
+		return false;
+	k->bufs[k->n_bufs++] = c;
+	for (size_t i = 0; i < n; i++) {
+		fields[i] = c;
+		char *nl = c ? strchr(c, '\n') : NULL;
+		if (nl) {
+			*nl = 0;
+			c = nl + 1;
+		} else {
+			c = NULL;
+		}
+		if (!fields[i])
+			fields[i] = "";
+	}
+	return true;
+}
+
+int gk_opv_kueue_inputs(const gk_opv *v, gk_opv_kueue *k, gk_err *err)
+{
+	memset(k, 0, sizeof(*k));
+	k->nodes = calloc(v->nodes.n + 1, sizeof(*k->nodes));
+	k->slices = calloc(v->slices.n + 1, sizeof(*k->slices));
+	k->bufs = calloc(v->nodes.n + v->slices.n + 1, sizeof(*k->bufs));
+	bool ok = k->nodes && k->slices && k->bufs;
+	for (size_t b = 0; ok && b < v->nodes.nb; b++)
+		for (const gk_kmap_ent *e = v->nodes.b[b]; ok && e; e = e->next) {
+			char *f[4];
+			if (!(ok = split(k, e->val, f, 4)))
+				break;
+			gk_op_knode *n = &k->nodes[k->n_nodes++];
+			n->name = e->key;
+			const char **dst[] = { &n->cpu, &n->memory, &n->i915, &n->xe };
+			for (size_t i = 0; i < 4; i++)
+				*dst[i] = f[i][0] == '=' ? f[i] + 1 : NULL;
+		}
+	for (size_t b = 0; ok && b < v->slices.nb; b++)
+		for (const gk_kmap_ent *e = v->slices.b[b]; ok && e; e = e->next) {
+			char *f[5];
+			if (!(ok = split(k, e->val, f, 5)))
+				break;
+			gk_op_kslice *s = &k->slices[k->n_slices++];
+			s->driver = f[0];
+			s->node = f[1][0] ? f[1] : NULL;
+			s->pool = f[2];
+			s->generation = strtoll(f[3], NULL, 10);
+			s->devices = (int32_t)strtol(f[4], NULL, 10);
+		}
+	if (!ok) {
+		gk_opv_kueue_free(k);
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: out of memory");
+	}
+	return GK_OK;
 }

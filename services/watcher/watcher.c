@@ -12,7 +12,8 @@
 #include "watcher.h"
 
 const char *const wr_topic_names[WT_N] = {"clusterpolicy", "module", "node",
-					  "resourceclaim", "daemonset", "pod", "operand"};
+					  "resourceclaim", "daemonset", "pod", "operand",
+					  "resourceslice"};
 
 /* ---- the kinds --------------------------------------------------------------
  * Pods: the API cannot select pods by the resources they request, so we narrow
@@ -24,12 +25,15 @@ typedef struct src_def {
 	const char *group, *version, *resource;
 	bool in_operator_ns;
 	const char *label_selector, *field_selector;
-	int gate;                /* WG_DRAV: version = the newest served resource.k8s.io one */
+	int gate;                /* WG_DRAV, WG_KSLICE: version = the newest served resource.k8s.io one */
 } src_def;
 
 /* Operands (gpukmm-opmgr): the objects gpukmm deploys carry this label; every
  * ConfigMap of the operator namespace is kept (a configMapOverride is the user's). */
 #define OPERAND_SEL "app.kubernetes.io/managed-by=gpukmm"
+/* Kueue objects by upstream's label, which ours carry too: the queues the Go
+ * operator left are seen (adopted or removed), not only ours */
+#define KUEUE_SEL "app=gpu.intel.com-kueue-queue"
 
 /* ResourceClaims: resource.k8s.io is served as v1alpha3 (Kubernetes 1.31),
  * v1beta1 (1.32), v1beta1+v1beta2 (1.33), v1 (1.34); the allocation results'
@@ -63,7 +67,14 @@ static const src_def srcs[WR_NSRC] = {
 	{WT_OP, "nfd.k8s-sigs.io", "v1alpha1", "nodefeaturerules", false, OPERAND_SEL, NULL, WG_NFD},
 	{WT_OP, "security.openshift.io", "v1", "securitycontextconstraints", false, OPERAND_SEL, NULL,
 	 WG_OPENSHIFT},
+	{WT_OP, "kueue.x-k8s.io", "v1beta2", "resourceflavors", false, KUEUE_SEL, NULL, WG_KUEUE},
+	{WT_OP, "kueue.x-k8s.io", "v1beta2", "clusterqueues", false, KUEUE_SEL, NULL, WG_KUEUE},
+	{WT_OP, "kueue.x-k8s.io", "v1beta2", "localqueues", false, KUEUE_SEL, NULL, WG_KUEUE},
+	{WT_RS, "resource.k8s.io", NULL, "resourceslices", false, NULL, "spec.driver=gpu.intel.com", WG_KSLICE},
 };
+
+/* the source index of the ResourceSlices */
+#define SRC_RS (WR_NSRC - 1)
 
 static int convert(int topic, const cJSON *obj, ProtobufCMessage **out, gk_err *err)
 {
@@ -77,6 +88,7 @@ static int convert(int topic, const cJSON *obj, ProtobufCMessage **out, gk_err *
 	case WT_DS: rc = gk_kobj_daemon_set_from_json(obj, (Gpukmm__DaemonSet **)&m, err); break;
 	case WT_POD: rc = gk_kobj_pod_from_json(obj, (Gpukmm__Pod **)&m, err); break;
 	case WT_OP: rc = gk_kobj_object_from_json(obj, (Gpukmm__Object **)&m, err); break;
+	case WT_RS: rc = gk_kobj_resource_slice_from_json(obj, (Gpukmm__ResourceSlice **)&m, err); break;
 	default: rc = gk_err_set(err, GK_INTERNAL, "unknown topic %d", topic);
 	}
 	*out = m;
@@ -93,6 +105,7 @@ static void event_set(Gpukmm__Event *ev, int topic, ProtobufCMessage *m)
 	case WT_DS: ev->object_case = GPUKMM__EVENT__OBJECT_DAEMON_SET; ev->daemon_set = (void *)m; break;
 	case WT_POD: ev->object_case = GPUKMM__EVENT__OBJECT_POD; ev->pod = (void *)m; break;
 	case WT_OP: ev->object_case = GPUKMM__EVENT__OBJECT_OPERAND; ev->operand = (void *)m; break;
+	case WT_RS: ev->object_case = GPUKMM__EVENT__OBJECT_RESOURCE_SLICE; ev->resource_slice = (void *)m; break;
 	}
 }
 
@@ -111,7 +124,8 @@ static void publish(wr *w, int topic, Gpukmm__EventType type, ProtobufCMessage *
 
 /* ---- what the watcher can vouch for (the safety rule, ARCHITECTURE.md §4) ---- */
 
-/* The API each gate is (group, version, resource); WG_DRAV is not one (it follows the DRA ones). */
+/* The API each gate is (group, version, resource); WG_DRAV, WG_KUEUE and WG_KSLICE are not
+ * one (they follow others: gates_derive). */
 static const struct { const char *g, *v, *r; } gate_api[WG_N] = {
 	[WG_CP] = {"intel.com", "v1alpha1", "clusterpolicies"},
 	[WG_KMM] = {"kmm.sigs.x-k8s.io", "v1beta1", "modules"},
@@ -119,6 +133,9 @@ static const struct { const char *g, *v, *r; } gate_api[WG_N] = {
 	[WG_NFD] = {"nfd.k8s-sigs.io", "v1alpha1", "nodefeaturerules"},
 	[WG_PROM] = {"monitoring.coreos.com", "v1", "servicemonitors"},
 	[WG_VAP] = {"admissionregistration.k8s.io", "v1", "validatingadmissionpolicies"},
+	[WG_KRF] = {"kueue.x-k8s.io", "v1beta2", "resourceflavors"},
+	[WG_KCQ] = {"kueue.x-k8s.io", "v1beta2", "clusterqueues"},
+	[WG_KLQ] = {"kueue.x-k8s.io", "v1beta2", "localqueues"},
 	[WG_DRA + 0] = {"resource.k8s.io", "v1", "resourceclaims"},
 	[WG_DRA + 1] = {"resource.k8s.io", "v1beta2", "resourceclaims"},
 	[WG_DRA + 2] = {"resource.k8s.io", "v1beta1", "resourceclaims"},
@@ -135,6 +152,51 @@ static const char *gate_gv(int g, char *buf, size_t cap)
 static int64_t span_ms(const wr *w)
 {
 	return w->o.discovery_confirm_ms > 0 ? w->o.discovery_confirm_ms : WD_SPAN_MS;
+}
+
+/* Can the watcher vouch for what gate g starts? 1: served, confirmed (its
+ * sources must run and be current); 0: confirmed not served (nothing of it
+ * exists), or WG_KSLICE off (no policy wants Kueue in dra mode: nobody reads
+ * the slices, Discovery.resource_slices is false); -1: not confirmed (why in buf). */
+static int gate_state(const wr *w, int g, char *buf, size_t cap)
+{
+	char gv[64];
+	int64_t now = gk_mono_ms();
+	buf[0] = 0;
+	switch (g) {
+	case WG_NONE:
+		return 1;
+	case WG_DRAV: {
+		/* follows the newest served resource.k8s.io version */
+		const wd_gate *dg = &w->gates[WG_DRA];
+		if (wd_dra_none(dg))
+			return 0;
+		int pick = wd_dra_pick(dg);
+		for (int v = 0; v < WD_DRA_N && !buf[0] && pick < 0; v++)
+			wd_why(&dg[v], gate_gv(WG_DRA + v, gv, sizeof gv), now, span_ms(w), buf, cap);
+		if (pick >= 0)
+			wd_why(&dg[pick], gate_gv(WG_DRA + pick, gv, sizeof gv), now, span_ms(w), buf, cap);
+		return buf[0] || pick < 0 ? -1 : 1;
+	}
+	case WG_KUEUE:
+		/* the three CRDs: a Kueue kind being debounced is not an absence */
+		for (int k = WG_KRF; k <= WG_KLQ && !buf[0]; k++)
+			wd_why(&w->gates[k], gate_gv(k, gv, sizeof gv), now, span_ms(w), buf, cap);
+		if (buf[0])
+			return -1;
+		return w->gates[WG_KUEUE].state == WD_SERVED ? 1 : 0;
+	case WG_KSLICE: {
+		if (!w->kueue_dra_wanted)
+			return 0;
+		int k = gate_state(w, WG_KUEUE, buf, cap);
+		return k <= 0 ? k : gate_state(w, WG_DRAV, buf, cap);
+	}
+	default:
+		wd_why(&w->gates[g], gate_gv(g, gv, sizeof gv), now, span_ms(w), buf, cap);
+		if (buf[0])
+			return -1;
+		return w->gates[g].state == WD_ABSENT ? 0 : 1;
+	}
 }
 
 /* Is the whole kind `topic` confirmed (its API's discovery, its lists and
@@ -175,28 +237,13 @@ static bool topic_confirmed(const wr *w, int topic, char *buf, size_t cap)
 	}
 	for (int i = 0; i < WR_NSRC; i++) {
 		const wr_src *s = &w->src[i];
-		int g = srcs[i].gate;
 		if (srcs[i].topic != topic)
 			continue;
-		if (g == WG_DRAV) {
-			/* follows the newest served resource.k8s.io version */
-			const wd_gate *dg = &w->gates[WG_DRA];
-			if (wd_dra_none(dg))
-				continue;
-			int pick = wd_dra_pick(dg);
-			for (int v = 0; v < WD_DRA_N && !buf[0] && pick < 0; v++)
-				wd_why(&dg[v], gate_gv(WG_DRA + v, gv, sizeof gv), now, span_ms(w), buf, cap);
-			if (pick >= 0)
-				wd_why(&dg[pick], gate_gv(WG_DRA + pick, gv, sizeof gv), now, span_ms(w), buf, cap);
-			if (buf[0] || pick < 0)
-				return false;
-		} else if (g != WG_NONE) {
-			wd_why(&w->gates[g], gate_gv(g, gv, sizeof gv), now, span_ms(w), buf, cap);
-			if (buf[0])
-				return false;
-			if (w->gates[g].state == WD_ABSENT)
-				continue; /* confirmed not served: nothing of this kind exists */
-		}
+		int st = gate_state(w, srcs[i].gate, buf, cap);
+		if (st < 0)
+			return false;
+		if (st == 0)
+			continue; /* confirmed not served: nothing of this kind exists (or nobody reads it) */
 		if (!s->kw) {
 			snprintf(buf, cap, "%s are not watched", srcs[i].resource);
 			return false;
@@ -206,6 +253,15 @@ static bool topic_confirmed(const wr *w, int topic, char *buf, size_t cap)
 			return false;
 		}
 	}
+	return true;
+}
+
+/* the three Kueue watches have completed their initial list */
+static bool kueue_listed(const wr *w)
+{
+	for (int i = 0; i < WR_NSRC; i++)
+		if (srcs[i].gate == WG_KUEUE && !(w->src[i].kw && w->src[i].synced))
+			return false;
 	return true;
 }
 
@@ -221,6 +277,11 @@ void wr_state_fill(wr *w, Gpukmm__Discovery *d)
 	d->prometheus = w->gates[WG_PROM].state == WD_SERVED;
 	d->dra = w->dra_version[0] != 0;
 	d->dra_version = strdup(w->dra_version);
+	d->has_nfd_namespaced = d->has_kueue = d->has_kueue_listed = d->has_resource_slices = 1;
+	d->nfd_namespaced = d->nfd && w->nfd_namespaced;
+	d->kueue = w->gates[WG_KUEUE].state == WD_SERVED;
+	d->kueue_listed = d->kueue && kueue_listed(w);
+	d->resource_slices = w->src[SRC_RS].kw && w->src[SRC_RS].synced;
 	d->unconfirmed = calloc(WT_N, sizeof *d->unconfirmed);
 	for (int t = 0; d->unconfirmed && t < WT_N; t++) {
 		char why[512];
@@ -402,6 +463,8 @@ static void publish_leadership(wr *w)
 
 /* ---- reflector callbacks ------------------------------------------------------ */
 
+static void kueue_dra_update(wr *w);
+
 static void drop_key(wr *w, int topic, const char *key, uint32_t bit)
 {
 	ProtobufCMessage *gone;
@@ -434,6 +497,8 @@ static void on_event(void *user, enum gk_kube_event type, const char *key0, cons
 	}
 	if (type == GK_KUBE_DELETED || !obj) {
 		drop_key(w, d->topic, key, bit);
+		if (d->topic == WT_CP)
+			kueue_dra_update(w);
 		return;
 	}
 	ProtobufCMessage *m;
@@ -466,6 +531,8 @@ static void on_event(void *user, enum gk_kube_event type, const char *key0, cons
 	w->c_size[d->topic] = w->store[d->topic].n;
 	publish(w, d->topic, r == 1 ? GPUKMM__EVENT_TYPE__ADDED : GPUKMM__EVENT_TYPE__MODIFIED, m);
 	protobuf_c_message_free_unpacked(m, NULL);
+	if (d->topic == WT_CP)
+		kueue_dra_update(w);
 }
 
 static void check_ready(wr *w)
@@ -531,7 +598,7 @@ static void src_start(wr *w, int i)
 	const src_def *d = &srcs[i];
 	if (s->kw)
 		return;
-	const char *ver = d->gate == WG_DRAV ? w->dra_version : d->version;
+	const char *ver = d->gate == WG_DRAV || d->gate == WG_KSLICE ? w->dra_version : d->version;
 	if (!ver || !*ver)
 		return;
 	snprintf(w->src_version[i], sizeof w->src_version[i], "%s", ver);
@@ -620,7 +687,13 @@ static void apply_gates(wr *w)
 				src_stop(w, i);
 			if (pick >= 0)
 				src_start(w, i);
-		} else if (g >= WG_DRA) {
+		} else if (g == WG_KSLICE) {
+			/* the slices follow the newest served version too */
+			if (w->src[i].kw && (w->gates[g].state == WD_ABSENT || strcmp(w->src_version[i], w->dra_version)))
+				src_stop(w, i);
+			if (w->gates[g].state == WD_SERVED)
+				src_start(w, i);
+		} else if (g >= WG_DRA && g < WG_DRAV) {
 			if (pick >= 0 && g == WG_DRA + pick)
 				src_start(w, i);
 			else if (w->src[i].kw && (none || pick_synced))
@@ -632,6 +705,76 @@ static void apply_gates(wr *w)
 		}
 	}
 	check_ready(w);
+}
+
+/* WG_KUEUE and WG_KSLICE from what they follow (WG_KSLICE also from
+ * kueue_dra_wanted); true when one changed. Kueue: served once its three CRDs
+ * are, absent once one is confirmed absent, else unknown (nothing starts or
+ * stops). */
+static bool gates_derive(wr *w)
+{
+	enum wd_state k = WD_SERVED, sl;
+	for (int g = WG_KRF; g <= WG_KLQ; g++)
+		if (w->gates[g].state == WD_ABSENT)
+			k = WD_ABSENT;
+		else if (w->gates[g].state != WD_SERVED && k == WD_SERVED)
+			k = WD_UNKNOWN;
+	if (!w->kueue_dra_wanted || k == WD_ABSENT || wd_dra_none(&w->gates[WG_DRA]))
+		sl = WD_ABSENT;
+	else if (k == WD_SERVED && w->dra_version[0])
+		sl = WD_SERVED;
+	else
+		sl = WD_UNKNOWN;
+	bool changed = k != w->gates[WG_KUEUE].state || sl != w->gates[WG_KSLICE].state;
+	w->gates[WG_KUEUE].state = k;
+	w->gates[WG_KSLICE].state = sl;
+	return changed;
+}
+
+/* ---- the ResourceSlice watch: only while some policy needs it ---------------------- */
+
+typedef struct kw_ctx {
+	const ws_store *s;
+	bool any;
+} kw_ctx;
+
+static void kueue_dra_one(void *user, ws_ent *e)
+{
+	kw_ctx *c = user;
+	if (c->any)
+		return;
+	Gpukmm__ClusterPolicy *cp = (Gpukmm__ClusterPolicy *)ws_obj(c->s, e);
+	const Gpukmm__ClusterPolicySpec *sp = cp ? cp->spec : NULL;
+	c->any = sp && sp->has_enable_kueue && sp->enable_kueue && sp->resource_registration &&
+		 !strcmp(sp->resource_registration, "dra");
+	if (cp)
+		protobuf_c_message_free_unpacked(&cp->base, NULL);
+}
+
+/* A ClusterPolicy changed: does some policy want Kueue in dra mode now? Decided
+ * from the loop, not in the watch callback: a watch is not started or stopped
+ * while curl delivers another one's data. */
+static void kueue_dra_cb(gk_loop *l, gk_timer_id id, void *user)
+{
+	wr *w = user;
+	w->kslice_timer = 0;
+	kw_ctx c = {&w->store[WT_CP], false};
+	ws_each(&w->store[WT_CP], kueue_dra_one, &c);
+	if (c.any == w->kueue_dra_wanted)
+		return;
+	w->kueue_dra_wanted = c.any;
+	if (gates_derive(w)) {
+		apply_gates(w);
+		publish_state(w); /* resource_slices: off, or on once listed */
+	}
+}
+
+static void kueue_dra_update(wr *w)
+{
+	if (!w->loop)
+		kueue_dra_cb(NULL, 0, w); /* no loop (tests of the logic): now */
+	else if (!w->kslice_timer)
+		w->kslice_timer = gk_loop_timer(w->loop, 0, kueue_dra_cb, w);
 }
 
 /* ---- discovery (async: the loop never waits for the API) ------------------------ */
@@ -665,6 +808,15 @@ static void disc_apply(wr *w)
 		GK_INFO("resource.k8s.io: %s%s", *drav ? "read in " : "not served", drav);
 		snprintf(w->dra_version, sizeof w->dra_version, "%s", drav);
 	}
+	/* the NFD CRD's scope: where the NodeFeatureRule goes (upstream reads spec.scope) */
+	if (w->disc_res[WG_NFD - 1] == 1) {
+		int ns = gk_kube_disc_namespaced(w->kc, gate_api[WG_NFD].g, gate_api[WG_NFD].v, gate_api[WG_NFD].r);
+		if (ns >= 0 && (ns == 1) != w->nfd_namespaced) {
+			GK_INFO("nodefeaturerules are %s", ns ? "namespaced" : "cluster-scoped");
+			w->nfd_namespaced = ns == 1;
+		}
+	}
+	gates_derive(w);
 	apply_gates(w);
 	publish_state(w);
 }
@@ -940,7 +1092,8 @@ static void raw_one(void *user, ws_ent *e)
 }
 
 static const char *const rep_field[WT_N] = {"cluster_policies", "modules", "nodes",
-					    "resource_claims", "daemon_sets", "pods", "operands"};
+					    "resource_claims", "daemon_sets", "pods", "operands",
+					    "resource_slices"};
 
 void wr_snapshot_fill(wr *w, const Gpukmm__SnapshotRequest *req, Gpukmm__SnapshotReply *rep,
 		      Gpukmm__Discovery *disc, Gpukmm__Leadership *lead)
@@ -1031,7 +1184,7 @@ static void h_get(Gpukmm__Watcher_Service *svc, const Gpukmm__GetRequest *in,
 			t = i;
 	if (t < 0 || !in->name || !*in->name) {
 		gk_ipc_fail(cd, GK_INVALID_ARGUMENT, "Get needs a topic (clusterpolicy, module, node, "
-			    "resourceclaim, daemonset, pod, operand) and a name");
+			    "resourceclaim, daemonset, pod, operand, resourceslice) and a name");
 		return;
 	}
 	char key[600];
@@ -1146,8 +1299,8 @@ void wr_fini(wr *w)
 		w->src[i].kw = NULL;
 	}
 	if (w->loop) {
-		gk_timer_id *ts[] = {&w->disc_timer, &w->tick_timer, &w->lease_timer};
-		for (size_t i = 0; i < 3; i++)
+		gk_timer_id *ts[] = {&w->disc_timer, &w->tick_timer, &w->lease_timer, &w->kslice_timer};
+		for (size_t i = 0; i < 4; i++)
 			if (*ts[i])
 				gk_loop_cancel(w->loop, *ts[i]);
 	}

@@ -15,15 +15,21 @@
 #include "lease.h"
 #include "store.h"
 
-enum wr_topic { WT_CP, WT_MODULE, WT_NODE, WT_RC, WT_DS, WT_POD, WT_OP, WT_N };
+enum wr_topic { WT_CP, WT_MODULE, WT_NODE, WT_RC, WT_DS, WT_POD, WT_OP, WT_RS, WT_N };
 /* What starts a source: nothing (always), or its API being served (debounced,
  * disc.h). WG_DRA + i: resource.k8s.io/<wd_dra_versions[i]> resourceclaims,
- * newest first; WG_DRAV: the newest of those that is served (the operand
- * sources of that group follow it, wr.dra_version). */
-enum wr_gate { WG_NONE, WG_CP, WG_KMM, WG_OPENSHIFT, WG_NFD, WG_PROM, WG_VAP, WG_DRA,
-	       WG_DRAV = WG_DRA + WD_DRA_N, WG_N };
-#define WR_NSRC 23
-#define WR_NDISC (WG_DRAV - 1)  /* discovery queries: every gate but WG_NONE and WG_DRAV */
+ * newest first; WG_KRF/KCQ/KLQ: each Kueue CRD. Every gate before WG_DRAV is
+ * one discovery query. Derived from those (not queried):
+ * WG_DRAV: the newest of the DRA versions that is served (the operand
+ * sources of that group follow it, wr.dra_version);
+ * WG_KUEUE: all three Kueue CRDs served (upstream's test), absent once one is
+ * confirmed absent;
+ * WG_KSLICE: the ResourceSlices are watched (DRA and Kueue served, and a
+ * ClusterPolicy wants Kueue in dra mode: they are its quotas' input). */
+enum wr_gate { WG_NONE, WG_CP, WG_KMM, WG_OPENSHIFT, WG_NFD, WG_PROM, WG_VAP, WG_KRF, WG_KCQ, WG_KLQ,
+	       WG_DRA, WG_DRAV = WG_DRA + WD_DRA_N, WG_KUEUE, WG_KSLICE, WG_N };
+#define WR_NSRC 27
+#define WR_NDISC (WG_DRAV - 1)  /* discovery queries: every gate from WG_CP up to WG_DRAV */
 #define WR_BAD_MAX 1024         /* unreadable objects remembered per topic */
 
 typedef struct wr wr;
@@ -68,8 +74,10 @@ struct wr {
 	Gpukmm__Watcher_Service rpc;
 	ws_store store[WT_N];
 	wr_src src[WR_NSRC];
-	wd_gate gates[WG_N];         /* indexed by wr_gate (WG_NONE, WG_DRAV unused) */
+	wd_gate gates[WG_N];         /* indexed by wr_gate (WG_NONE, WG_DRAV unused; WG_KUEUE, WG_KSLICE derived) */
 	char dra_version[16];        /* newest served resource.k8s.io version, "" = none */
+	bool nfd_namespaced;         /* nodefeaturerules is namespaced (the NFD CRD's scope) */
+	bool kueue_dra_wanted;       /* a ClusterPolicy wants Kueue in dra mode */
 	char src_version[WR_NSRC][16]; /* the version a running DRA-versioned source watches */
 	wr_bad bad[WT_N];
 	bool disc_known;             /* the ClusterPolicy and KMM APIs answered once */
@@ -82,6 +90,7 @@ struct wr {
 	void (*on_ready)(void *user);
 	void *on_ready_user;
 	gk_timer_id disc_timer, tick_timer, lease_timer;
+	gk_timer_id kslice_timer;    /* kueue_dra_wanted decided again (a ClusterPolicy moved) */
 	/* async API calls on the mux: never block the loop */
 	gk_kube_call *disc_calls[WR_NDISC];
 	struct wr_disc_slot { wr *w; int i; } disc_slot[WR_NDISC];

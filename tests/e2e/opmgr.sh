@@ -107,15 +107,9 @@ check "deleted policy: DaemonSets and ConfigMap gone" wait_for teardown 30 bash 
 	$(declare -f kcurl kraw obj obj_jq obj_gone ds_gone); DSP=$DSP
 	ds_gone gpu-device-plugin && ds_gone gpu-xpu-manager && obj_gone $NSP/configmaps/gpu-xpumanager-otel-config"
 check "deleted policy: finalizer released, the policy is gone" wait_for "cp gone" 30 obj_gone $CPP
-nothing_left() {
-	local r n
-	for r in $DSP $NSP/configmaps $NSP/services $NSP/serviceaccounts /apis/nfd.k8s-sigs.io/v1alpha1/nodefeaturerules \
-		/apis/monitoring.coreos.com/v1/namespaces/$MM_NS/servicemonitors; do
-		n=$(kraw GET "$r?labelSelector=app.kubernetes.io%2Fmanaged-by%3Dgpukmm" | jq '.items | length')
-		[ "$n" = 0 ] || { echo "# $r: $n left" >&2; return 1; }
-	done
-}
-check "nothing labelled managed-by=gpukmm left" nothing_left
+check "nothing labelled managed-by=gpukmm left" op_none_left app.kubernetes.io%2Fmanaged-by%3Dgpukmm \
+	$DSP $NSP/configmaps $NSP/services $NSP/serviceaccounts /apis/nfd.k8s-sigs.io/v1alpha1/nodefeaturerules \
+	/apis/monitoring.coreos.com/v1/namespaces/$MM_NS/servicemonitors
 op_stop TERM
 check "opmgr exits 0 on SIGTERM (end)" test $? = 0
 exit $MM_FAILED

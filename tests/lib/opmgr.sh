@@ -10,6 +10,7 @@
 #   ds / ds_gone NAME                a DaemonSet of the operator namespace
 #   op_writes [RESOURCE]             kubesim writes (of that resource) so far
 #   op_report_has JQ [POLICY]        the last opmgr report matches JQ
+#   op_none_left SELECTOR PATH...    no object (matching the label selector, "" = any) in those lists
 . "${GPUKMM_SRC:-.}/tests/lib/modmgr.sh"
 
 op_setup() {
@@ -45,3 +46,11 @@ op_writes() {
 op_last_report() { grep "\"component\":\"opmgr\",\"policy\":\"${1:-gpu}\"" "$MM_DIR/reports" | tail -1; }
 op_report_has() { op_last_report "${2:-gpu}" | jq -e "$1" >/dev/null; }
 op_counter() { grep -c "$1" "$MM_DIR/opmgr.log"; }
+op_none_left() {
+	local sel=$1 r n
+	shift
+	for r in "$@"; do
+		n=$(kraw GET "$r${sel:+?labelSelector=$sel}" | jq '.items | length')
+		[ "$n" = 0 ] || { echo "# $r: $n left" >&2; return 1; }
+	done
+}

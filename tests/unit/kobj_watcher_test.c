@@ -1,4 +1,4 @@
-/* lib/kobj watcher-side converters: Node, ResourceClaim, DaemonSet, Pod. */
+/* lib/kobj watcher-side converters: Node (with the allocatable Kueue counts), ResourceClaim, DaemonSet, Pod, ResourceSlice. */
 #include <criterion/criterion.h>
 #include <string.h>
 
@@ -143,5 +143,54 @@ Test(kobj_pod, gpu_resources_from_all_containers)
 	cr_assert_eq(gk_kobj_pod_from_json(j, &p, &e), 0);
 	cr_assert_eq(p->n_gpu_resources, 0);
 	gk_kobj_free(p);
+	cJSON_Delete(j);
+}
+
+/* the allocatable resources the Kueue quotas count, and nothing else */
+Test(kobj_node, allocatable_kueue_counts)
+{
+	cJSON *j = J("{\"metadata\":{\"name\":\"n\"},\"status\":{\"allocatable\":{\"cpu\":\"8\",\"memory\":\"16Gi\","
+		     "\"pods\":\"110\",\"gpu.intel.com/xe\":\"2\",\"gpu.intel.com/monitoring\":\"1\",\"gpu.intel.com/i915\":\"1\"}}}");
+	Gpukmm__Node *n;
+	cr_assert_eq(gk_kobj_node_from_json(j, &n, NULL), 0);
+	cr_assert_eq(n->n_allocatable, 4);
+	cr_assert_str_eq(n->allocatable[0]->key, "cpu");
+	cr_assert_str_eq(gk_kv_get(n->allocatable, n->n_allocatable, "gpu.intel.com/xe"), "2");
+	cr_assert_str_eq(gk_kv_get(n->allocatable, n->n_allocatable, "memory"), "16Gi");
+	cr_assert_null(gk_kv_get(n->allocatable, n->n_allocatable, "pods"));
+	gk_kobj_free(n);
+	cJSON_Delete(j);
+}
+
+/* v1 (attributes on the device) and v1beta1 (under basic): the devices upstream counts */
+Test(kobj_slice, devices_counted_in_both_shapes)
+{
+	const char *v[] = {
+		"{\"metadata\":{\"name\":\"s\"},\"spec\":{\"driver\":\"gpu.intel.com\",\"nodeName\":\"n1\",\"pool\":{\"name\":\"n1\","
+		"\"generation\":3},\"devices\":[{\"name\":\"a\",\"attributes\":{}},{\"name\":\"b\",\"capacity\":{\"m\":{\"value\":\"1\"}}},"
+		"{\"name\":\"c\"}]}}",
+		"{\"metadata\":{\"name\":\"s\"},\"spec\":{\"driver\":\"gpu.intel.com\",\"nodeName\":\"n1\",\"pool\":{\"name\":\"n1\","
+		"\"generation\":3},\"devices\":[{\"name\":\"a\",\"basic\":{\"attributes\":{}}},{\"name\":\"b\",\"basic\":{\"capacity\":{}}},"
+		"{\"name\":\"c\",\"basic\":{}}]}}",
+	};
+	for (size_t i = 0; i < 2; i++) {
+		cJSON *j = J(v[i]);
+		Gpukmm__ResourceSlice *s;
+		gk_err e = {0};
+		cr_assert_eq(gk_kobj_resource_slice_from_json(j, &s, &e), 0, "%s", e.msg);
+		cr_assert_str_eq(s->driver, "gpu.intel.com");
+		cr_assert_str_eq(s->node_name, "n1");
+		cr_assert_str_eq(s->pool, "n1");
+		cr_assert_eq(s->generation, 3);
+		cr_assert_eq(s->devices, 2, "shape %zu: the device without attributes or capacity does not count", i);
+		gk_kobj_free(s);
+		cJSON_Delete(j);
+	}
+	cJSON *j = J("{\"metadata\":{\"name\":\"s\"},\"spec\":{\"driver\":\"gpu.intel.com\",\"devices\":[3]}}");
+	Gpukmm__ResourceSlice *s = (void *)1;
+	gk_err e = {0};
+	cr_assert_eq(gk_kobj_resource_slice_from_json(j, &s, &e), GK_INVALID_ARGUMENT);
+	cr_assert_null(s);
+	cr_assert(strstr(e.msg, "spec.devices[0]"), "%s", e.msg);
 	cJSON_Delete(j);
 }

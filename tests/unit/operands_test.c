@@ -12,43 +12,14 @@
 #include "gpukmm/operands.h"
 #include "gpukmm/policy.h"
 #include "gpukmm/yamljson.h"
-
-static cJSON *yaml(const char *text)
-{
-	gk_yamljson_docs d = { 0 };
-	gk_err e = { 0 };
-	cr_assert_eq(gk_yamljson_parse(text, strlen(text), &d, &e), 0, "%s", e.msg);
-	cJSON *j = d.doc[0];
-	d.doc[0] = NULL;
-	gk_yamljson_free(&d);
-	return j;
-}
-
-static Gpukmm__ClusterPolicy *policy(const char *spec_yaml)
-{
-	char *src = NULL;
-	cr_assert(asprintf(&src, "apiVersion: intel.com/v1alpha1\nkind: ClusterPolicy\nmetadata: {name: gpu, uid: u-1}\n"
-				 "spec:\n%s", spec_yaml) > 0);
-	cJSON *j = yaml(src);
-	free(src);
-	Gpukmm__ClusterPolicy *cp = NULL;
-	gk_err e = { 0 };
-	cr_assert_eq(gk_kobj_cluster_policy_from_json(j, &cp, &e), 0, "%s", e.msg);
-	cr_assert(gk_policy_default(cp) >= 0);
-	cJSON_Delete(j);
-	return cp;
-}
+#include "yaml_expect.h"
 
 static gk_op_set S;
 static gk_op_opts O;
 
 static void render(const char *spec_yaml)
 {
-	Gpukmm__ClusterPolicy *cp = policy(spec_yaml);
-	gk_err e = { 0 };
-	gk_op_set_free(&S);
-	cr_assert_eq(gk_op_render(cp, &O, &S, &e), 0, "%s", e.msg);
-	gk_kobj_free(cp);
+	render_yaml(&S, &O, spec_yaml);
 }
 
 static void fini(void)
@@ -79,17 +50,6 @@ static cJSON *at(const char *kind, const char *name, const char *jq_path)
 			n = cJSON_GetObjectItemCaseSensitive(n, tok);
 	}
 	return n;
-}
-
-static void expect_json(const cJSON *got, const char *want_yaml, const char *what)
-{
-	cJSON *want = yaml(want_yaml);
-	char *g = got ? cJSON_PrintUnformatted(got) : strdup("(absent)");
-	char *w = cJSON_PrintUnformatted(want);
-	cr_expect(got && cJSON_Compare(got, want, 1), "%s:\n got  %s\n want %s", what, g, w);
-	free(g);
-	free(w);
-	cJSON_Delete(want);
 }
 
 #define OWNER "ownerReferences: [{apiVersion: intel.com/v1alpha1, kind: ClusterPolicy, name: gpu, uid: u-1," \
@@ -375,7 +335,7 @@ Test(operands, xpu_dra_mode_claim_template)
 /* §7.4: the configuration text and what the policy changes in it */
 Test(operands, otel_config_text)
 {
-	Gpukmm__ClusterPolicy *cp = policy("  resourceRegistration: dp\n");
+	Gpukmm__ClusterPolicy *cp = policy_of_yaml("  resourceRegistration: dp\n");
 	char *t = gk_op_otel_config(cp);
 	cJSON *j = yaml(t);
 	/* the embedded configuration (re-serialised): defaults, level error at 0 */
@@ -400,7 +360,7 @@ Test(operands, otel_config_text)
 	free(t);
 	gk_kobj_free(cp);
 	/* health and level: interval, both thresholds, max(spec, xpu) level */
-	cp = policy("  resourceRegistration: dp\n  logLevel: 1\n  xpu: {logLevel: 3}\n"
+	cp = policy_of_yaml("  resourceRegistration: dp\n  logLevel: 1\n  xpu: {logLevel: 3}\n"
 		    "  health: {checkIntervalSeconds: 7, coreTemperatureThreshold: 90, memoryTemperatureThreshold: 85}\n");
 	t = gk_op_otel_config(cp);
 	cr_expect(strstr(t, "    collection_interval: 7s\n") != NULL);
@@ -417,7 +377,7 @@ Test(operands, otel_config_text)
 		char spec[128], want_line[64];
 		snprintf(spec, sizeof(spec), "  resourceRegistration: dp\n  logLevel: %s\n", lv[i][0]);
 		snprintf(want_line, sizeof(want_line), "      level: %s\n", lv[i][1]);
-		cp = policy(spec);
+		cp = policy_of_yaml(spec);
 		t = gk_op_otel_config(cp);
 		cr_expect(strstr(t, want_line) != NULL, "level %s", lv[i][0]);
 		free(t);
@@ -551,7 +511,7 @@ Test(operands, openshift)
 
 Test(operands, deleting_policy_renders_nothing)
 {
-	Gpukmm__ClusterPolicy *cp = policy("  resourceRegistration: dp\n");
+	Gpukmm__ClusterPolicy *cp = policy_of_yaml("  resourceRegistration: dp\n");
 	cp->metadata->deletion_timestamp = strdup("2026-01-01T00:00:00Z");
 	gk_err e = { 0 };
 	cr_assert_eq(gk_op_render(cp, &O, &S, &e), 0);

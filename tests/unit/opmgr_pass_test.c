@@ -1,7 +1,9 @@
 /* gpukmm-opmgr: one pass on a view built from a snapshot, with fake writes —
  * protection first, create / nothing / patch, the ordered teardown with the DRA
  * claim guard, finalizers released (ours and upstream's), nothing deleted on an
- * absence or when the object is not ours, foreign controllers left alone. */
+ * absence or when the object is not ours, foreign controllers left alone; Kueue
+ * (quotas from the view, not installed, unlisted kinds delete nothing); what
+ * gpu-base-operator left read before it is deleted. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +28,17 @@ static int rec(const char *verb, const gk_opp_ref *r)
 		snprintf(F.log[F.n++], 256, "%s %s %s", verb, r->kind, r->name);
 	return GK_OPP_WR_STARTED;
 }
-static int f_create(void *u, const gk_opp_ref *r, const cJSON *o, const char **l) { *l = NULL; return rec("create", r); }
+static char CREATED_QA[2048]; /* the body of ClusterQueue q-a, when created */
+static int f_create(void *u, const gk_opp_ref *r, const cJSON *o, const char **l)
+{
+	*l = NULL;
+	if (!strcmp(r->kind, "ClusterQueue") && !strcmp(r->name, "q-a")) {
+		char *t = cJSON_PrintUnformatted(cJSON_GetObjectItem(o, "spec"));
+		snprintf(CREATED_QA, sizeof(CREATED_QA), "%s", t ? t : "");
+		free(t);
+	}
+	return rec("create", r);
+}
 static int f_patch(void *u, const gk_opp_ref *r, const char *b, const char **l) { *l = NULL; return rec("patch", r); }
 static int f_del(void *u, const gk_opp_ref *r, const char *uid, const char **l) { *l = NULL; return rec("delete", r); }
 static int f_fin(void *u, const char *p, const char *rv, char *const *f, size_t n, const char **l)
@@ -40,7 +52,15 @@ static int f_fin(void *u, const char *p, const char *rv, char *const *f, size_t 
 	}
 	return GK_OPP_WR_STARTED;
 }
-static const gk_opp_ops OPS = { NULL, f_create, f_patch, f_del, f_fin };
+static int PROBE = -1; /* what the fake probe answers (-1: no probe in the ops) */
+static int f_probe(void *u, const gk_opp_ref *r, const char **l)
+{
+	*l = NULL;
+	rec("probe", r);
+	return PROBE;
+}
+static const gk_opp_ops OPS = { NULL, f_create, f_patch, f_del, NULL, f_fin };
+static const gk_opp_ops OPS_PROBE = { NULL, f_create, f_patch, f_del, f_probe, f_fin };
 
 static bool logged(const char *s)
 {
@@ -56,6 +76,7 @@ static Gpukmm__ClusterPolicy *CPS[2];
 static Gpukmm__Object *OBJS[32];
 static Gpukmm__DaemonSet *DSS[4];
 static Gpukmm__ResourceClaim *RCS[2];
+static Gpukmm__Node *NODES[4];
 static Gpukmm__Discovery DISC;
 static gk_opv *V;
 
@@ -71,7 +92,12 @@ static void reset(void)
 		gk_kobj_free(DSS[i]);
 	for (size_t i = 0; i < SNAP.n_resource_claims; i++)
 		gk_kobj_free(RCS[i]);
+	for (size_t i = 0; i < SNAP.n_nodes; i++)
+		gk_kobj_free(NODES[i]);
 	gpukmm__snapshot_reply__init(&SNAP);
+	SNAP.nodes = NODES;
+	CREATED_QA[0] = 0;
+	PROBE = -1;
 	SNAP.cluster_policies = CPS;
 	SNAP.operands = OBJS;
 	SNAP.daemon_sets = DSS;
@@ -148,7 +174,7 @@ static gk_opp_result R;
 static void pass(void)
 {
 	gk_opp_result_free(&R);
-	cr_assert_eq(gk_opp_pass(V, "gpu", NULL, &OPS, &R, NULL), 0);
+	cr_assert_eq(gk_opp_pass(V, "gpu", NULL, PROBE < 0 ? &OPS : &OPS_PROBE, &R, NULL), 0);
 }
 
 #define CP_DP(fins, extra) "{\"apiVersion\":\"intel.com/v1alpha1\",\"kind\":\"ClusterPolicy\",\"metadata\":{\"name\":\"gpu\"," \
@@ -344,6 +370,227 @@ Test(opmgr_pass, binding_after_its_role)
 	cr_assert(logged("create ClusterRoleBinding gpu-gpu-dra"));
 }
 
+/* ---- Kueue ------------------------------------------------------------------------------- */
+
+#define CP_KUEUE(fins, extra, rr, on) "{\"apiVersion\":\"intel.com/v1alpha1\",\"kind\":\"ClusterPolicy\",\"metadata\":{" \
+	"\"name\":\"gpu\",\"uid\":\"u1\",\"resourceVersion\":\"5\",\"finalizers\":[" fins "]" extra "},\"spec\":{" \
+	"\"resourceRegistration\":\"" rr "\",\"enableKueue\":" on ",\"kueue\":{\"equalResources\":[{\"name\":\"q-a\"," \
+	"\"localQueues\":[{\"name\":\"lq\",\"namespace\":\"team\"}]},{\"name\":\"q-b\",\"localQueues\":[]}]}}}"
+
+static void kueue_disc(bool served, bool listed)
+{
+	DISC.has_kueue = DISC.has_kueue_listed = 1;
+	DISC.kueue = served;
+	DISC.kueue_listed = listed;
+}
+
+static void add_node(const char *name, const char *alloc)
+{
+	char buf[512];
+	snprintf(buf, sizeof(buf), "{\"metadata\":{\"name\":\"%s\"},\"status\":{\"allocatable\":{%s}}}", name, alloc);
+	cJSON *j = cJSON_Parse(buf);
+	cr_assert_not_null(j);
+	cr_assert_eq(gk_kobj_node_from_json(j, &NODES[SNAP.n_nodes++], NULL), 0);
+	cJSON_Delete(j);
+}
+
+/* every Kueue object the policy renders with these totals, as the API holds it */
+static void add_kueue_rendered(const char *cpj, int64_t xe)
+{
+	gk_op_ktotals t = { 0 };
+	t.value[GK_OP_KR_XE] = xe;
+	gk_op_opts o = { .namespace_ = NS, .kmm = true, .dra_version = "v1", .kueue = true, .kueue_totals = &t };
+	add_rendered(cpj, &o, "ResourceFlavor");
+	add_rendered(cpj, &o, "ClusterQueue");
+	add_rendered(cpj, &o, "LocalQueue");
+}
+
+static bool has_error(const char *s)
+{
+	for (size_t i = 0; i < R.n_errors; i++)
+		if (strstr(R.errors[i], s))
+			return true;
+	return false;
+}
+
+static bool kueue_written(void)
+{
+	for (size_t i = 0; i < F.n; i++)
+		if (strstr(F.log[i], "Queue ") || strstr(F.log[i], "ResourceFlavor "))
+			return true;
+	return false;
+}
+
+/* dp mode: the quotas are the GPU nodes' allocatable (from the view), halved */
+Test(opmgr_pass, kueue_quotas_from_the_nodes)
+{
+	kueue_disc(true, true);
+	add_policy(CP_KUEUE(OURS, "", "dp", "true"));
+	add_node("n1", "\"cpu\":\"8\",\"memory\":\"2Gi\",\"gpu.intel.com/xe\":\"3\"");
+	add_node("n2", "\"cpu\":\"4\",\"memory\":\"1Gi\",\"gpu.intel.com/xe\":\"2\"");
+	add_node("cpu-only", "\"cpu\":\"64\",\"memory\":\"64Gi\"");
+	load();
+	pass();
+	cr_assert(logged("create ResourceFlavor gpu.intel.com-kueue-flavor"));
+	cr_assert(logged("create ClusterQueue q-b"));
+	cr_assert(logged("create LocalQueue lq"));
+	cr_assert_str_eq(CREATED_QA,
+			 "{\"namespaceSelector\":{},\"resourceGroups\":[{\"coveredResources\":[\"cpu\",\"gpu.intel.com/xe\","
+			 "\"memory\"],\"flavors\":[{\"name\":\"gpu.intel.com-kueue-flavor\",\"resources\":[{\"name\":\"cpu\","
+			 "\"nominalQuota\":\"6\"},{\"name\":\"gpu.intel.com/xe\",\"nominalQuota\":\"3\"},{\"name\":\"memory\","
+			 "\"nominalQuota\":\"1610612736\"}]}]}]}");
+	cr_assert_eq(R.n_errors, 0, "%s", R.errors[0]);
+	/* the live queues hold the quotas of xe=4 (2+2): the cluster's 5 patch the first (3) */
+	reset();
+	kueue_disc(true, true);
+	add_policy(CP_KUEUE(OURS, "", "dp", "true"));
+	add_kueue_rendered(CP_KUEUE(OURS, "", "dp", "true"), 4);
+	add_node("n1", "\"gpu.intel.com/xe\":\"3\"");
+	add_node("n2", "\"gpu.intel.com/xe\":\"2\"");
+	load();
+	pass();
+	cr_assert(logged("patch ClusterQueue q-a"));
+	cr_assert_not(logged("patch ClusterQueue q-b"), "its share is the same");
+	cr_assert_not(logged("create ResourceFlavor gpu.intel.com-kueue-flavor"));
+	/* the same totals: nothing written */
+	reset();
+	kueue_disc(true, true);
+	add_policy(CP_KUEUE(OURS, "", "dp", "true"));
+	add_kueue_rendered(CP_KUEUE(OURS, "", "dp", "true"), 4);
+	add_node("n1", "\"gpu.intel.com/xe\":\"4\"");
+	load();
+	pass();
+	cr_assert_eq(F.n, 1, "only the device plugin: %s", F.log[1]);
+}
+
+/* Kueue not installed: the status says so, nothing is written or retried */
+Test(opmgr_pass, kueue_not_installed_says_so_once)
+{
+	kueue_disc(false, false);
+	add_policy(CP_KUEUE(OURS, "", "dp", "true"));
+	add_node("n1", "\"gpu.intel.com/xe\":\"4\"");
+	load();
+	pass();
+	cr_assert(has_error(GK_OP_MSG_KUEUE_ABSENT));
+	cr_assert_not(kueue_written());
+	cr_assert_not(R.failed, "not an error loop");
+	cr_assert_eq(R.requeue_ms, 0);
+	cr_assert(logged("create DaemonSet gpu-device-plugin"), "the rest goes on");
+}
+
+/* dra mode: nothing decided before the ResourceSlices are listed (an empty view is not an empty cluster) */
+Test(opmgr_pass, kueue_dra_waits_for_the_slices)
+{
+	kueue_disc(true, true);
+	add_policy(CP_KUEUE(OURS, "", "dra", "true"));
+	add_kueue_rendered(CP_KUEUE(OURS, "", "dra", "true"), 4);
+	load();
+	pass();
+	cr_assert_not(kueue_written(), "%s", F.log[0]);
+	cr_assert(has_error("waiting for the ResourceSlices"));
+	cr_assert_not(R.failed);
+}
+
+/* enableKueue off: ours go, but only once the Kueue kinds are listed */
+Test(opmgr_pass, kueue_off_deletes_only_what_was_listed)
+{
+	const char *cpj = CP_KUEUE(OURS, "", "dp", "false");
+	kueue_disc(true, false);
+	add_policy(cpj);
+	add_kueue_rendered(CP_KUEUE(OURS, "", "dp", "true"), 4);
+	load();
+	pass();
+	cr_assert_not(kueue_written(), "served, not listed: %s", F.log[0]);
+	kueue_disc(true, true);
+	load();
+	pass();
+	cr_assert(logged("delete LocalQueue lq"));
+	cr_assert(logged("delete ClusterQueue q-a"));
+	cr_assert(logged("delete ClusterQueue q-b"));
+	cr_assert(logged("delete ResourceFlavor gpu.intel.com-kueue-flavor"));
+}
+
+/* the teardown: the Kueue objects in the last stage; an unconfirmed list keeps the finalizer */
+Test(opmgr_pass, kueue_teardown_fails_closed)
+{
+	const char *cpj = CP_KUEUE(OURS, DELETING, "dp", "true");
+	kueue_disc(true, false);
+	add_policy(cpj);
+	add_kueue_rendered(CP_KUEUE(OURS, "", "dp", "true"), 4);
+	load();
+	pass();
+	cr_assert_eq(F.n, 0, "not listed: nothing deleted, the finalizer stays: %s", F.log[0]);
+	cr_assert(has_error("waiting for the ResourceFlavors, ClusterQueues and LocalQueues to be listed"));
+	kueue_disc(true, true);
+	load();
+	pass();
+	cr_assert(logged("delete LocalQueue lq"));
+	cr_assert(logged("delete ResourceFlavor gpu.intel.com-kueue-flavor"));
+	cr_assert_not(logged("finalizers"), "objects left: the finalizer stays");
+	/* listed and none left: the finalizer goes */
+	reset();
+	kueue_disc(true, true);
+	add_policy(cpj);
+	load();
+	pass();
+	cr_assert(logged("finalizers"));
+}
+
+/* ---- what gpu-base-operator left --------------------------------------------------------- */
+
+/* A NodeFeatureRule the watcher cannot show (no label of ours): read once before anything is
+ * decided; deleted only when the read shows upstream's markers for this policy. */
+Test(opmgr_pass, upstream_leftover_read_before_any_delete)
+{
+	DISC.has_nfd = DISC.nfd = 1;
+	add_policy(CP_DP(OURS, ""));
+	PROBE = GK_OPP_WR_STARTED;
+	load();
+	pass();
+	cr_assert(logged("probe NodeFeatureRule intel-gpu-devices"));
+	cr_assert_not(logged("delete NodeFeatureRule intel-gpu-devices"));
+	cr_assert_gt(R.pending, 0, "being read: decided on the next pass");
+	/* the read said 404 (remembered by the writer): nothing to do */
+	PROBE = GK_OPP_WR_ABSENT;
+	load();
+	pass();
+	cr_assert_not(logged("delete NodeFeatureRule intel-gpu-devices"));
+	/* the read found upstream's rule (its labels, no managed-by): deleted by uid */
+	add_obj(cJSON_Parse("{\"apiVersion\":\"nfd.k8s-sigs.io/v1alpha1\",\"kind\":\"NodeFeatureRule\",\"metadata\":{"
+			    "\"name\":\"intel-gpu-devices\",\"uid\":\"r1\",\"resourceVersion\":\"3\",\"labels\":{\"app\":"
+			    "\"nfd-gpu\",\"owner\":\"gpu\"}}}"));
+	load();
+	pass();
+	cr_assert(logged("delete NodeFeatureRule intel-gpu-devices"));
+	/* another policy's rule of that name is left alone */
+	gk_kobj_free(OBJS[--SNAP.n_operands]);
+	add_obj(cJSON_Parse("{\"apiVersion\":\"nfd.k8s-sigs.io/v1alpha1\",\"kind\":\"NodeFeatureRule\",\"metadata\":{"
+			    "\"name\":\"intel-gpu-devices\",\"uid\":\"r1\",\"resourceVersion\":\"3\",\"labels\":{\"app\":"
+			    "\"nfd-gpu\",\"owner\":\"other\"}}}"));
+	load();
+	pass();
+	cr_assert_not(logged("delete NodeFeatureRule intel-gpu-devices"));
+}
+
+/* the teardown keeps the finalizer while such a read is in flight or failed */
+Test(opmgr_pass, upstream_leftover_unread_keeps_the_finalizer)
+{
+	DISC.has_nfd = DISC.nfd = 1;
+	add_policy(CP_DP(OURS, DELETING));
+	PROBE = GK_OPP_WR_FAILED;
+	load();
+	pass();
+	cr_assert(logged("probe ResourceClaimTemplate gpu-monitor-claim"), "the first stage's leftover is read first");
+	cr_assert_not(logged("probe NodeFeatureRule intel-gpu-devices"), "the next stages wait");
+	cr_assert_not(logged("finalizers"), "a failed read is not an absence");
+	cr_assert(R.failed);
+	PROBE = GK_OPP_WR_ABSENT;
+	load();
+	pass();
+	cr_assert(logged("probe NodeFeatureRule intel-gpu-devices"));
+	cr_assert(logged("finalizers"), "every read said 404: the finalizers go");
+}
+
 /* ---- fail closed on what the watcher cannot vouch for (ARCHITECTURE.md §4) ---------------- */
 static Gpukmm__Unconfirmed UC[3];
 static Gpukmm__Unconfirmed *UCP[3];
@@ -468,4 +715,45 @@ Test(opmgr_pass, unreadable_policy_removes_nothing)
 	load();
 	pass();
 	cr_assert(logged("delete DaemonSet gpu-gpu-dra"));
+}
+
+/* Kueue removals obey the same gates: an unreadable LocalQueue or an operand watch gap is not
+ * an absence (the finalizers stay), a policy we cannot read removes no queue */
+Test(opmgr_pass, kueue_removal_fails_closed_on_the_unconfirmed)
+{
+	const char *dying = CP_KUEUE(OURS, DELETING, "dp", "true");
+	kueue_disc(true, true);
+	add_policy(dying);
+	unconfirmed("operand", NULL, "localqueues/team/lq");
+	load();
+	pass();
+	cr_assert_eq(F.n, 0, "an unreadable LocalQueue is not gone: %s", F.log[0]);
+	cr_assert(has_error("deletion of ClusterPolicy gpu waits: its LocalQueues could not be confirmed gone "
+			    "(spec: not an object)"));
+	cr_assert_eq(R.requeue_ms, GK_OPP_REQUEUE_MS);
+	/* the Kueue watches in a gap */
+	reset();
+	kueue_disc(true, true);
+	add_policy(dying);
+	unconfirmed("operand", "clusterqueues (v1beta2): watch failed: 503", NULL);
+	load();
+	pass();
+	cr_assert_not(logged("finalizers"), "%s", F.log[0]);
+	/* confirmed, none there: the finalizers go */
+	reset();
+	kueue_disc(true, true);
+	add_policy(dying);
+	load();
+	pass();
+	cr_assert(logged("finalizers"));
+	/* a live policy with enableKueue off that we cannot read: its queues stay */
+	reset();
+	kueue_disc(true, true);
+	add_policy(CP_KUEUE(OURS, "", "dp", "false"));
+	add_kueue_rendered(CP_KUEUE(OURS, "", "dp", "true"), 4);
+	unconfirmed("clusterpolicy", NULL, "gpu");
+	load();
+	pass();
+	cr_assert_not(kueue_written(), "%s", F.log[0]);
+	cr_assert(has_error("removal of operands of ClusterPolicy gpu waits"));
 }

@@ -215,6 +215,12 @@ Test(webhook_upstream, preexisting_rules)
 	reject("\"kueue\":{\"equalResources\":[{\"name\":\"q\",\"localQueues\":[{\"name\":\"l\",\"namespace\":\"ab\"},"
 	       "{\"name\":\"l\",\"namespace\":\"ab\"}]},{\"name\":\"q\",\"localQueues\":[]}]}",
 	       "kueue.equalResources[0]: duplicate localQueue \"ab/l\"\nkueue.equalResources: duplicate clusterQueue name \"q\"");
+	/* across ClusterQueues too (upstream checks within one; two queues would fight over it) */
+	reject_exact("\"kueue\":{\"equalResources\":[{\"name\":\"q1\",\"localQueues\":[{\"name\":\"l\",\"namespace\":\"ab\"}]},"
+		     "{\"name\":\"q2\",\"localQueues\":[{\"name\":\"m\",\"namespace\":\"ab\"},{\"name\":\"l\",\"namespace\":\"ab\"}]}]}",
+		     "kueue.equalResources[1]: duplicate localQueue \"ab/l\"");
+	accept("\"kueue\":{\"equalResources\":[{\"name\":\"q1\",\"localQueues\":[{\"name\":\"l\",\"namespace\":\"ab\"}]},"
+	       "{\"name\":\"q2\",\"localQueues\":[{\"name\":\"l\",\"namespace\":\"cd\"}]}]}");
 	reject("\"dra\":{\"image\":\"x:y:z\"}", "invalid image reference in dra.image: \"x:y:z\": invalid reference format");
 	reject("\"xpu\":{\"image\":\"r.io/x@sha256:abc\"}", "invalid image reference in xpu.image: \"r.io/x@sha256:abc\": invalid reference format");
 	reject("\"xpu\":{\"image\":\"r.io/x@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdeX\"}",
