@@ -83,7 +83,7 @@ if "legal" in names:
             "nodeSelector": {"k%d" % i: "v" for i in range(L["sel"])},
             "tolerations": [{"key": "k%d" % i, "operator": "Equal", "value": "v", "effect": "NoExecute", "tolerationSeconds": 3}
                             for i in range(L["tol"])],
-            "kueue": {"equalResources": [{"name": "q%d" % i, "localQueues": [{"name": "l%d" % j, "namespace": "n%d" % j}
+            "kueue": {"equalResources": [{"name": "q%d" % i, "localQueues": [{"name": "l%d" % j, "namespace": "n%d-%d" % (i, j)}
                                                                              for j in range(L["lq"])]} for i in range(L["eq"])]},
             "kernelModule": {"moduleName": "xe", "kernelMappings": [mapping] * L["maps"],
                              "modulesLoadingOrder": ["xe"] + ["m%d" % i for i in range(L["order"] - 1)]}}
