@@ -10,6 +10,8 @@ BUILD=${BUILD:-build}
 PATTERN=${1:-}
 export BUILD
 export GPUKMM_BIN="$PWD/$BUILD/bin" GPUKMM_TBIN="$PWD/$BUILD/tests/bin" GPUKMM_SRC="$PWD"
+# jq -e that fails when it produced nothing (tests/bin/jq): a check fed by a failed request fails
+export PATH="$PWD/tests/bin:$PATH"
 case "${SAN:-0}" in 1)
 	export ASAN_OPTIONS="halt_on_error=1:abort_on_error=1:detect_leaks=1:detect_stack_use_after_return=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 	export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
