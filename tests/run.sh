@@ -13,6 +13,8 @@ export GPUKMM_BIN="$PWD/$BUILD/bin" GPUKMM_TBIN="$PWD/$BUILD/tests/bin" GPUKMM_S
 # a kubesim of the caller's shell (tests/lib/kubesim.sh sourced by hand) is no test's:
 # a script reaching kraw before its own kubesim_start must fail, not talk to a dead port
 unset KUBESIM_URL KUBESIM_DIR KUBESIM_PID KUBESIM_PORT KUBESIM_CA KUBESIM_ADMIN_TOKEN
+# jq -e that fails when it produced nothing (tests/bin/jq): a check fed by a failed request fails
+export PATH="$PWD/tests/bin:$PATH"
 case "${SAN:-0}" in 1)
 	export ASAN_OPTIONS="halt_on_error=1:abort_on_error=1:detect_leaks=1:detect_stack_use_after_return=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 	export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"

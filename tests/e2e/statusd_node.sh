@@ -78,6 +78,9 @@ R2='{"node_name":"n1","kernel_version":"6.8.0","module_name":"xe","gpus":[{"addr
 report "$R2"
 check "labels change with the report" wait_for change 10 node_has '.labels["gpukmm.io/sriov.vfs-active"] == "true" and .labels["gpukmm.io/gpu.count"] == "1" and .labels["gpukmm.io/xe.source"] == "in-tree"'
 check "... and the request is consumed" wait_for "no requests" 10 no_requests
+# the counters below come from heartbeats: read them once the node statusd's heartbeat shows
+# both requests (R1, R2) created and nothing pending, or c0 could predate R2's create
+check "the node statusd created both requests and is idle" sd_idle_after "$NSD_PID" statusd_writes 1
 w0=$(node_writes)
 r0=$(sd_counter "$NSD_PID" statusd_reports)
 c0=$(sd_counter "$NSD_PID" statusd_writes)
@@ -98,7 +101,13 @@ check "the controller restarted after kill -9 applies the next report" wait_for 
 
 # ---- what a node's credentials could try: each refused, nothing written ------------------------
 log_says() { grep -qF -- "$1" "$MM_DIR/statusd-ctrl.log"; }
-w0=$(node_writes) f0=$(refused) a0=$(applied)
+# f0 and a0 from one heartbeat of the restarted controller that shows its application of R1
+# and nothing pending (an older heartbeat would say 0 applied)
+check "the restarted controller's heartbeat shows R1 applied, nothing pending" \
+	wait_for "applied and idle" 10 eval '[ "$(applied)" -ge 1 ] && [ "$(sd_counter "$SD_PID" statusd_node_requests_pending)" = 0 ]'
+c=$(sd_counters "$SD_PID")
+f0=$(jq -r '.statusd_node_requests_refused // 0' <<<"$c") a0=$(jq -r '.statusd_node_requests_applied // 0' <<<"$c")
+w0=$(node_writes)
 nrr n2 "$(cat "$MM_DIR/tok1")" "$(rep n2)" >/dev/null
 check "the node profile may create a request for another node (RBAC cannot tell): $(kraw_code)" test "$(kraw_code)" = 201
 check "... the controller refuses it: n1's token for node n2" wait_for refused 10 dealt $((f0 + a0 + 1))
@@ -140,7 +149,7 @@ check "... within 16 KiB ($(node_json | jq -r '.metadata.annotations["gpukmm.io/
 check "... labels from its counts: 8 GPUs, VFs active" node_has '.labels["gpukmm.io/gpu.count"] == "8" and .labels["gpukmm.io/sriov.vfs-active"] == "true"'
 check "... the node statusd logs why" grep -q "node report summarized for the Node annotation: the full report is [0-9]* bytes, over the budget of 16384" "$MM_DIR/statusd-node.log"
 check "... and the controller when it writes it" log_says "Node n1: gpukmm.io labels and report written; the report is summarized"
-check "... its heartbeat says summarized" test "$(sd_counter "$NSD_PID" statusd_report_summarized)" = 1
+check "... its heartbeat says summarized" wait_for summarized 10 eval '[ "$(sd_counter "$NSD_PID" statusd_report_summarized)" = 1 ]'
 
 # ---- a node profile on a host (systemd): a token bound to the Node itself, from the environment ----
 k -n "$NS" create token gpukmm-node --audience "$AUD" --bound-object-kind Node --bound-object-name n1 \

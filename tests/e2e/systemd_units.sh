@@ -213,7 +213,7 @@ start_unit gpukmm.service
 reported() { k get node sd-node -o json | jq -e '.metadata.annotations["gpukmm.io/node-report"] | length > 0'; }
 wait_for 60 reported >/dev/null 2>&1 && ok "controller unit: the Node carries the node unit's report" ||
 	nok "controller unit: the Node carries the node unit's report" "$T/sup.log"
-applied() { ! k -n $NS get nodereportrequest sd-node >/dev/null 2>&1; }
+applied() { k -n $NS get nodereportrequest sd-node 2>&1 | grep -q "NotFound"; }
 wait_for 30 applied && ok "controller unit: the request is deleted once applied" ||
 	nok "controller unit: the request is deleted once applied" "$T/sup.log"
 stop_unit "controller unit (reports)"

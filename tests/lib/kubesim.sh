@@ -37,6 +37,7 @@
 
 : "${BUILD:=build}" "${GPUKMM_SRC:=$PWD}" "${GPUKMM_BIN:=$GPUKMM_SRC/$BUILD/bin}" "${GPUKMM_TBIN:=$GPUKMM_SRC/$BUILD/tests/bin}"
 export GPUKMM_SRC GPUKMM_BIN GPUKMM_TBIN
+case ":$PATH:" in *":$GPUKMM_SRC/tests/bin:"*) ;; *) PATH="$GPUKMM_SRC/tests/bin:$PATH" ;; esac # jq -e failing on no output (tests/bin/jq)
 KUBESIM_BIN=${KUBESIM_BIN:-$GPUKMM_BIN/kubesim}
 KUBECTL=${KUBECTL:-kubectl}
 KUBESIM_CLIENTS=()
