@@ -25,13 +25,11 @@
 #include "events.pb-c.h"
 #include "files.h"
 #include "gpukmm/https.h"
-#include "gpukmm/ipc.h"
+#include "gpukmm/ctl.h"
 #include "gpukmm/kube.h"
 #include "gpukmm/kwriter.h"
 #include "gpukmm/log.h"
 #include "gpukmm/metrics.h"
-#include "gpukmm/svc.h"
-#include "gpukmm/wsub.h"
 #include "objects.h"
 
 #define N_CONFS 2
@@ -41,9 +39,9 @@
 static const char *const TOPICS[] = { "leadership" };
 
 typedef struct certd {
-	gk_svc svc;
-	gk_wsub *bus;
+	gk_ctl c;                    /* flags, the bus (lib/svc/ctl.c; no queue) */
 	bool leader;
+	uint64_t term;
 	/* configuration */
 	const char *dir, *secret, *service;
 	const char *conf_name[N_CONFS];
@@ -98,8 +96,8 @@ static void on_timer(gk_loop *l, gk_timer_id id, void *user)
 static void after(certd *d, int64_t ms)
 {
 	if (d->timer)
-		gk_loop_cancel(d->svc.loop, d->timer);
-	d->timer = gk_loop_timer(d->svc.loop, ms, on_timer, d);
+		gk_loop_cancel(d->c.svc.loop, d->timer);
+	d->timer = gk_loop_timer(d->c.svc.loop, ms, on_timer, d);
 }
 
 /* The chain ends: read again at wake (unix s; 0 = the sync interval), sooner
@@ -143,7 +141,7 @@ static void fail(certd *d, const char *fmt, ...)
 
 static gk_kube_ref secret_ref(certd *d)
 {
-	return (gk_kube_ref){ .version = "v1", .resource = "secrets", .ns = d->svc.ns, .name = d->secret };
+	return (gk_kube_ref){ .version = "v1", .resource = "secrets", .ns = d->c.svc.ns, .name = d->secret };
 }
 
 static gk_kube_ref conf_ref(certd *d, size_t i)
@@ -187,7 +185,7 @@ static void patch_secret(certd *d, const cd_material *m)
 	explicit_bzero(body, strlen(body));
 	free(body);
 	if (rc) {
-		fail(d, "writing Secret %s/%s: %s", d->svc.ns, d->secret, err.msg);
+		fail(d, "writing Secret %s/%s: %s", d->c.svc.ns, d->secret, err.msg);
 		return;
 	}
 	d->secret_writes++;
@@ -278,7 +276,7 @@ static void act(certd *d)
 	default:
 		break;
 	}
-	GK_INFO("Secret %s/%s: %s (%s)", d->svc.ns, d->secret, cd_act_name(d->plan.act), d->plan.why);
+	GK_INFO("Secret %s/%s: %s (%s)", d->c.svc.ns, d->secret, cd_act_name(d->plan.act), d->plan.why);
 	patch_secret(d, &m);
 	cd_material_free(&m);
 }
@@ -331,7 +329,7 @@ static void on_secret(void *user, int code, cJSON *out, const gk_kube_status *st
 	d->call = NULL;
 	if (code != GK_OK && code != GK_NOT_FOUND) {
 		cJSON_Delete(out);
-		fail(d, "reading Secret %s/%s: %s", d->svc.ns, d->secret, st && st->message[0] ? st->message : err->msg);
+		fail(d, "reading Secret %s/%s: %s", d->c.svc.ns, d->secret, st && st->message[0] ? st->message : err->msg);
 		return;
 	}
 	gk_err e;
@@ -339,12 +337,12 @@ static void on_secret(void *user, int code, cJSON *out, const gk_kube_status *st
 	int rc = cd_secret_read(&d->sec, code == GK_OK ? out : NULL, &e);
 	cJSON_Delete(out);
 	if (rc) {
-		fail(d, "Secret %s/%s: %s", d->svc.ns, d->secret, e.msg);
+		fail(d, "Secret %s/%s: %s", d->c.svc.ns, d->secret, e.msg);
 		return;
 	}
 	d->failures = 0;
 	d->reads++;
-	gk_svc_ready(&d->svc); /* once: the API answers us */
+	gk_svc_ready(&d->c.svc); /* once: the API answers us */
 	for (size_t i = 0; i < N_CONFS; i++)
 		cd_conf_obj_free(&d->conf[i]);
 	d->ci = 0;
@@ -356,20 +354,20 @@ static void on_secret(void *user, int code, cJSON *out, const gk_kube_status *st
 
 static void tick(certd *d)
 {
-	if (d->svc.stopping)
+	if (d->c.svc.stopping)
 		return;
 	if (d->call) {
 		d->again = true;
 		return;
 	}
 	if (d->timer) {
-		gk_loop_cancel(d->svc.loop, d->timer);
+		gk_loop_cancel(d->c.svc.loop, d->timer);
 		d->timer = 0;
 	}
 	gk_kube_ref r = secret_ref(d);
 	gk_err err;
 	if (gk_kube_call_get(d->kc.mux, &r, NULL, on_secret, d, &d->call, &err))
-		fail(d, "reading Secret %s/%s: %s", d->svc.ns, d->secret, err.msg);
+		fail(d, "reading Secret %s/%s: %s", d->c.svc.ns, d->secret, err.msg);
 }
 
 /* ---- leadership (the watcher's bus) --------------------------------------------- */
@@ -383,26 +381,38 @@ static void set_leader(certd *d, bool leader)
 	tick(d);
 }
 
-static bool leader_of(const Gpukmm__Leadership *l)
+/* no leadership information = no election configured: we lead */
+static void lead(certd *d, const Gpukmm__Leadership *l)
 {
-	/* no leadership information = no election configured: we lead */
-	return !l || !l->has_leader || l->leader;
+	bool leader = d->leader;
+	gk_wsub_lead_update(&leader, &d->term, l);
+	set_leader(d, leader);
 }
 
 static int view_reset(void *user, const Gpukmm__SnapshotReply *s, gk_err *err)
 {
-	set_leader(user, leader_of(s->leadership));
+	lead(user, s->leadership);
 	return 0;
 }
 
 static int view_apply(void *user, const char *topic, const Gpukmm__Event *ev, gk_err *err)
 {
 	if (ev->object_case == GPUKMM__EVENT__OBJECT_LEADERSHIP)
-		set_leader(user, leader_of(ev->leadership));
+		lead(user, ev->leadership);
 	return 0;
 }
 
 /* ---- main ------------------------------------------------------------------------ */
+
+static const char *check(void *user)
+{
+	certd *d = user;
+	if (!d->dir || !*d->dir || !d->c.svc.addr.events || !d->c.svc.addr.watcher)
+		return "--dir, and --events and --watcher (or --runtime-dir), are required";
+	if (d->cfg.renew_before_s >= d->cfg.validity_s)
+		return "--renew-before must be shorter than --validity";
+	return NULL;
+}
 
 static int opt_str(void *user, const char *arg)
 {
@@ -476,31 +486,20 @@ int main(int argc, char **argv)
 		{ "sync", 1, "read the Secret this often (default 10s; $GPUKMM_CERTD_SYNC)", opt_dur, &d->sync_s },
 		{ 0 },
 	};
-	int rc = gk_svc_init(&d->svc, "certd", argc, argv, extra, &err);
+	const gk_ctl_cfg cfg = { .name = "certd", .topics = TOPICS, .n_topics = 1, .user = d, .check = check,
+				 .reset = view_reset, .apply = view_apply };
+	int rc = gk_ctl_init(&d->c, &cfg, argc, argv, extra, &err);
 	if (rc)
 		return rc;
-	if (!d->dir || !*d->dir || !d->svc.addr.events || !d->svc.addr.watcher) {
-		GK_ERROR("--dir, and --events and --watcher (or --runtime-dir), are required");
-		gk_svc_fini(&d->svc);
-		return 2;
-	}
-	if (d->cfg.renew_before_s >= d->cfg.validity_s) {
-		GK_ERROR("--renew-before must be shorter than --validity");
-		gk_svc_fini(&d->svc);
-		return 2;
-	}
-	snprintf(d->dns[0], sizeof(d->dns[0]), "%s.%s.svc", d->service, d->svc.ns);
-	snprintf(d->dns[1], sizeof(d->dns[1]), "%s.%s.svc.cluster.local", d->service, d->svc.ns);
+	snprintf(d->dns[0], sizeof(d->dns[0]), "%s.%s.svc", d->service, d->c.svc.ns);
+	snprintf(d->dns[1], sizeof(d->dns[1]), "%s.%s.svc.cluster.local", d->service, d->c.svc.ns);
 	d->cfg.cn = d->dns[0];
 	d->cfg.dns[0] = d->dns[0];
 	d->cfg.dns[1] = d->dns[1];
 	d->cfg.n_dns = 2;
-	rc = 1;
-	if (gk_kube_conn_open(&d->kc, d->svc.kubeconfig, 5, "gpukmm-certd", d->svc.loop, &err))
+	if (gk_kube_conn_open(&d->kc, d->c.svc.kubeconfig, 5, "gpukmm-certd", d->c.svc.loop, &err))
 		goto fail;
-	const gk_wsub_opts wo = { .topics = TOPICS, .n_topics = 1 };
-	const gk_wsub_view wv = { .user = d, .reset = view_reset, .apply = view_apply };
-	if (gk_wsub_open(&d->bus, d->svc.loop, d->svc.addr.events, d->svc.addr.watcher, &wo, &wv, &err))
+	if (gk_ctl_start(&d->c, &err))
 		goto fail;
 	gk_metric_counter_var("gpukmm_certd_secret_reads_total", "Reads of the certificate Secret.", &d->reads);
 	gk_metric_counter_var("gpukmm_certd_secret_writes_total", "Writes of the certificate Secret.",
@@ -515,17 +514,15 @@ int main(int argc, char **argv)
 	gk_metric_counter_var("gpukmm_certd_conflicts_total", "409 conflicts (read again).", &d->conflicts);
 	gk_metric_gauge_var("gpukmm_certd_cert_expiry_timestamp_seconds",
 			    "notAfter of the certificate written for the webhook, unix seconds.", &d->not_after);
-	GK_INFO("started: Secret %s/%s, certificate for %s, files in %s", d->svc.ns, d->secret, d->dns[0], d->dir);
+	GK_INFO("started: Secret %s/%s, certificate for %s, files in %s", d->c.svc.ns, d->secret, d->dns[0], d->dir);
 	tick(d);
-	rc = gk_loop_run(d->svc.loop);
-	GK_INFO("stopping");
+	rc = gk_ctl_run(&d->c);
 	goto out;
 fail:
 	GK_ERROR("%s", err.msg);
 	rc = 1;
 out:
-	d->svc.stopping = 1;
-	gk_wsub_close(d->bus);
+	gk_ctl_stop(&d->c);
 	if (d->call)
 		gk_kube_call_cancel(d->call);
 	gk_kube_conn_close(&d->kc);
@@ -533,7 +530,6 @@ out:
 	cd_secret_obj_free(&d->sec);
 	for (size_t i = 0; i < N_CONFS; i++)
 		cd_conf_obj_free(&d->conf[i]);
-	gk_svc_fini(&d->svc);
-	gk_ipc_fini();
+	gk_ctl_fini(&d->c);
 	return rc;
 }

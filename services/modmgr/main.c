@@ -1,7 +1,8 @@
 /* gpukmm-modmgr — the KMM Module manager (the KMMReconciler), DESIGN.md §1, §2, §5.
  *
- * One event loop: the watcher bus (typed events) feeds the view; every event
- * only marks ClusterPolicy keys dirty; the work queue runs passes (pass.c:
+ * One event loop, on the controller skeleton (lib/svc/ctl.c): the watcher bus
+ * (typed events) feeds the view; every event only marks ClusterPolicy keys
+ * dirty; the work queue runs passes (pass.c:
  * decide.c + writes through lib/kube's async calls on this loop, one pass in
  * flight per key, at most MAX_INFLIGHT at once); after each pass a
  * StatusReport goes to statusd and the plan's Events go to the API. The bus
@@ -9,25 +10,16 @@
  * rebuilt from a Watcher.Snapshot (events that arrive while the snapshot is in
  * flight are buffered and replayed when newer than it); passes wait while a
  * resync is out. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <unistd.h>
 
 #include "events.pb-c.h"
-#include "gpukmm/wsub.h"
-#include "gpukmm/ipc.h"
+#include "gpukmm/ctl.h"
 #include "gpukmm/kube.h"
 #include "gpukmm/log.h"
-#include "gpukmm/loop.h"
-#include "gpukmm/reporter.h"
 #include "gpukmm/metrics.h"
-#include "gpukmm/svc.h"
-#include "gpukmm/workqueue.h"
-#include "gpukmm/wqsched.h"
-#include "rpc.pb-c.h"
 #include "status.pb-c.h"
 
 #include "evrec.h"
@@ -64,11 +56,8 @@ typedef struct keystate {
 } keystate;
 
 typedef struct mm {
-	gk_svc svc;
-	gk_wsub *bus;
-	gk_reporter rep;          /* statusd reports (rep.statusd NULL: none) */
+	gk_ctl c;                /* flags, the bus, the queue, statusd (lib/svc/ctl.c) */
 	gk_mmv *view;
-	gk_wq *q;
 	gk_mm_evrec *evrec;
 	gk_mm_kops *kops;
 	gk_mm_ops ops;
@@ -76,7 +65,6 @@ typedef struct mm {
 	double qps;
 	char host[128];
 
-	gk_wq_sched qs;          /* the queue on the loop: passes start from its timer */
 	inflight fly[MAX_INFLIGHT];
 	uint64_t n_fly;
 
@@ -104,23 +92,13 @@ static keystate *keystate_of(mm *m, const char *key)
 	return lru;
 }
 
-/* ---- dirty keys → queue ------------------------------------------------------ */
-
-static void on_dirty(void *user, const char *policy)
-{
-	mm *m = user;
-	gk_err e;
-	if (gk_wq_add(m->q, policy, &e) != GK_OK)
-		GK_WARN("queue: %s", e.msg);
-}
-
 /* ---- statusd reports -------------------------------------------------------- */
 
 /* `term`: the leadership term of the view the pass decided from (statusd
  * writes only from reports of its own term) */
 static void send_report(mm *m, const gk_mm_plan *p, uint64_t term)
 {
-	if (!m->rep.statusd || !p->report)
+	if (!m->c.rep.statusd || !p->report)
 		return;
 	Gpukmm__StatusReport r;
 	gpukmm__status_report__init(&r);
@@ -154,7 +132,7 @@ static void send_report(mm *m, const gk_mm_plan *p, uint64_t term)
 	}
 	r.has_deleted = p->report_deleted;
 	r.deleted = p->report_deleted;
-	gk_reporter_send(&m->rep, &r);
+	gk_reporter_send(&m->c.rep, &r);
 }
 
 /* ---- Kubernetes Events ----------------------------------------------------- */
@@ -218,20 +196,17 @@ static void pass_done(mm *m, const char *key, gk_mm_plan *p, uint64_t t0, uint64
 				 "(409 Conflict); re-read, retrying", key, p->module, GK_KUBE_CONFLICT_ATTEMPTS + 1);
 			emit(m, p, &ev);
 		}
-		gk_wq_forget(m->q, key);
-		gk_wq_add_after(m->q, key, d, now, NULL);
+		gk_wq_forget(m->c.q, key);
+		gk_wq_add_after(m->c.q, key, d, now, NULL);
 	} else if (p->failed) {
-		int64_t d = 0;
 		ks->conflicts = 0;
-		gk_wq_add_rate_limited(m->q, key, now, &d, NULL);
+		int64_t d = gk_ctl_requeue(&m->c, key, true, 0);
 		GK_INFO("ClusterPolicy %s: pass failed, retrying in %lld ms", key, (long long)d);
 	} else {
 		ks->conflicts = 0;
-		gk_wq_forget(m->q, key);
-		if (p->requeue_after_ms > 0)
-			gk_wq_add_after(m->q, key, p->requeue_after_ms, now, NULL);
+		gk_ctl_requeue(&m->c, key, false, p->requeue_after_ms);
 	}
-	gk_wq_done(m->q, key);
+	gk_wq_done(m->c.q, key);
 	free(p);
 }
 
@@ -242,20 +217,22 @@ static void on_pass_end(void *user, gk_mm_plan *plan)
 	f->run = NULL;
 	m->n_fly--;
 	pass_done(m, f->key, plan, f->t0, f->term);
-	gk_wq_sched_kick(&m->qs);
+	gk_wq_sched_kick(&m->c.qs);
 }
 
-/* Start a pass for the key just handed out by the queue. */
-static void run_pass(mm *m, const char *key)
+/* Start a pass for the key just handed out by the queue (the key is done when
+ * its pass ends: pass_done). */
+static void run_pass(void *user, const char *key)
 {
+	mm *m = user;
 	inflight *f = NULL;
 	for (size_t i = 0; i < MAX_INFLIGHT && !f; i++)
 		if (!m->fly[i].run)
 			f = &m->fly[i];
 	gk_mm_plan *p = f ? calloc(1, sizeof(*p)) : NULL;
 	if (!p) {
-		gk_wq_add_rate_limited(m->q, key, gk_mono_ms(), NULL, NULL);
-		gk_wq_done(m->q, key);
+		gk_wq_add_rate_limited(m->c.q, key, gk_mono_ms(), NULL, NULL);
+		gk_wq_done(m->c.q, key);
 		return;
 	}
 	f->m = m;
@@ -275,17 +252,12 @@ static void run_pass(mm *m, const char *key)
 	m->n_fly++;
 }
 
-/* Passes wait for a consistent view (resynced() kicks the queue again) and for
- * a free in-flight slot (on_pass_end kicks it). */
+/* Passes wait (besides a consistent view) for a free in-flight slot
+ * (on_pass_end kicks the queue). */
 static bool may_pass(void *user)
 {
 	mm *m = user;
-	return gk_wsub_synced(m->bus) && m->n_fly < MAX_INFLIGHT;
-}
-
-static void on_key(void *user, const char *key)
-{
-	run_pass(user, key); /* the key is done when its pass ends (pass_done) */
+	return m->n_fly < MAX_INFLIGHT;
 }
 
 /* ---- the watcher view (lib/wsub) ------------------------------------------------- */
@@ -297,27 +269,16 @@ static int view_reset(void *user, const Gpukmm__SnapshotReply *s, gk_err *err)
 
 static int view_apply(void *user, const char *topic, const Gpukmm__Event *ev, gk_err *err)
 {
-	mm *m = user;
-	int rc = gk_mmv_apply(m->view, topic, ev, err); /* marks keys dirty (on_dirty) */
-	gk_wq_sched_kick(&m->qs);
-	return rc;
+	return gk_mmv_apply(((mm *)user)->view, topic, ev, err); /* marks: gk_ctl_dirty kicks the queue */
 }
 
-static void view_resynced(void *user, bool first)
+static void view_rebuilt(void *user)
 {
 	mm *m = user;
 	gk_mmv_state vs;
 	gk_mmv_state_get(m->view, &vs);
 	GK_INFO("view rebuilt from snapshot: %zu policies, %zu modules, kmm=%d dra=%d leader=%d",
 		vs.policies, vs.modules, vs.kmm, vs.dra, vs.leader);
-	if (first)
-		gk_svc_ready(&m->svc);
-	gk_wq_sched_kick(&m->qs);
-}
-
-static void on_client_fd(gk_loop *l, int fd, uint32_t events, void *user)
-{
-	gk_ipc_client_dispatch(user);
 }
 
 /* ---- main ----------------------------------------------------------------------- */
@@ -325,16 +286,6 @@ static void on_client_fd(gk_loop *l, int fd, uint32_t events, void *user)
 static int opt_sa(void *user, const char *arg)
 {
 	((mm *)user)->sa = arg;
-	return 0;
-}
-
-static int opt_qps(void *user, const char *arg)
-{
-	char *end;
-	double v = strtod(arg, &end);
-	if (!*arg || *end || v > 100000)
-		return -1;
-	((mm *)user)->qps = v;
 	return 0;
 }
 
@@ -348,46 +299,30 @@ int main(int argc, char **argv)
 		{ "service-account", 1,
 		  "module-loader ServiceAccount for the Module ($MODULE_LOADER_SERVICE_ACCOUNT_NAME, default module-loader)",
 		  opt_sa, m },
-		{ "kube-qps", 1, "client-side API request limit per second (default 50, burst 100; < 0 = none)",
-		  opt_qps, m },
+		GK_CTL_OPT_KUBE_QPS(&m->qps),
 		{ 0 },
 	};
-	int rc = gk_svc_init(&m->svc, "modmgr", argc, argv, extra, &err);
+	const gk_ctl_cfg cfg = { .name = "modmgr", .topics = TOPICS, .n_topics = N_TOPICS, .user = m,
+				 .reset = view_reset, .apply = view_apply, .rebuilt = view_rebuilt, .pass = run_pass,
+				 .pass_async = true, .may = may_pass, .per_tick = PASSES_PER_TICK };
+	int rc = gk_ctl_init(&m->c, &cfg, argc, argv, extra, &err);
 	if (rc)
 		return rc;
 	if (!m->sa || !*m->sa)
 		m->sa = "module-loader";
 	if (gethostname(m->host, sizeof(m->host) - 1) != 0)
 		snprintf(m->host, sizeof(m->host), "gpukmm-modmgr");
-	if (!m->svc.addr.events || !m->svc.addr.watcher) {
-		GK_ERROR("--events and --watcher (or --runtime-dir) are required");
-		gk_svc_fini(&m->svc);
-		return 2;
-	}
-	rc = 1;
-	if (gk_wq_new(&m->q, NULL, &err) || gk_mm_evrec_new(&m->evrec, 0, 0, &err))
+	if (gk_mm_evrec_new(&m->evrec, 0, 0, &err))
 		goto fail;
-	const gk_wq_sched_opts so = { .per_tick = PASSES_PER_TICK, .may = may_pass, .run = on_key, .user = m };
-	gk_wq_sched_init(&m->qs, m->svc.loop, m->q, &so);
-	gk_mmv_opts vo = { .ns = m->svc.ns };
-	if (gk_mmv_new(&m->view, &vo, on_dirty, m, &err))
+	gk_mmv_opts vo = { .ns = m->c.svc.ns };
+	if (gk_mmv_new(&m->view, &vo, gk_ctl_dirty, &m->c, &err))
 		goto fail;
-	if (gk_mm_kops_new(&m->kops, m->svc.kubeconfig, m->svc.ns, m->sa, m->qps, m->svc.loop,
+	if (gk_mm_kops_new(&m->kops, m->c.svc.kubeconfig, m->c.svc.ns, m->sa, m->qps, m->c.svc.loop,
 			   &m->events_written, &m->events_failed, &err))
 		goto fail;
 	gk_mm_kops_ops(m->kops, &m->ops);
-
-	m->rep = (gk_reporter){ .q = m->q, .qs = &m->qs, .stopping = &m->svc.stopping };
-	if (m->svc.addr.statusd && gk_ipc_client_open(&m->rep.statusd, m->svc.addr.statusd, NULL, &err))
+	if (gk_ctl_start(&m->c, &err))
 		goto fail;
-	if (m->rep.statusd && gk_loop_add_fd(m->svc.loop, gk_ipc_client_fd(m->rep.statusd), EPOLLIN, on_client_fd,
-					     m->rep.statusd, &err))
-		goto fail;
-	const gk_wsub_opts wo = { .topics = TOPICS, .n_topics = N_TOPICS };
-	const gk_wsub_view wv = { .user = m, .reset = view_reset, .apply = view_apply, .resynced = view_resynced };
-	if (gk_wsub_open(&m->bus, m->svc.loop, m->svc.addr.events, m->svc.addr.watcher, &wo, &wv, &err))
-		goto fail;
-	const gk_wsub_stats *bs = gk_wsub_stats_get(m->bus);
 
 	gk_metric_counter_var("gpukmm_modmgr_passes_total", "Reconcile passes.", &m->pst.passes);
 	gk_metric_counter_var("gpukmm_modmgr_module_creates_total", "Module creates.", &m->pst.creates);
@@ -401,32 +336,20 @@ int main(int argc, char **argv)
 			      "confirmed (the safety rule).", &m->holds);
 	gk_metric_counter_var("gpukmm_modmgr_failed_passes_total", "Passes that failed (retried with backoff).",
 			      &m->pst.failures);
-	gk_metric_counter_var("gpukmm_modmgr_snapshots_total", "View rebuilds from watcher snapshots.", &bs->snapshots);
-	gk_metric_counter_var("gpukmm_modmgr_bus_gaps_total", "Bus sequence gaps.", &bs->gaps);
-	gk_metric_counter_var("gpukmm_modmgr_events_received_total", "Bus events received.", &bs->events);
-	gk_metric_counter_var("gpukmm_modmgr_reports_ok_total", "Status reports accepted.", &m->rep.ok);
-	gk_metric_counter_var("gpukmm_modmgr_reports_failed_total", "Status reports failed.", &m->rep.failed);
 	gk_metric_counter_var("gpukmm_modmgr_k8s_events_written_total", "Kubernetes Events created or bumped.",
 			      &m->events_written);
 	gk_metric_counter_var("gpukmm_modmgr_k8s_events_failed_total", "Kubernetes Event writes that failed.",
 			      &m->events_failed);
-	gk_metric_gauge_var("gpukmm_modmgr_queue_depth", "Keys ready or waiting.", &m->qs.depth);
 	gk_metric_gauge_var("gpukmm_modmgr_passes_inflight", "Passes waiting for an API call.", &m->n_fly);
 
-	GK_INFO("started: namespace %s, service account %s", m->svc.ns, m->sa);
-	rc = gk_loop_run(m->svc.loop);
-	GK_INFO("stopping");
+	GK_INFO("started: namespace %s, service account %s", m->c.svc.ns, m->sa);
+	rc = gk_ctl_run(&m->c);
 	goto out;
 fail:
 	GK_ERROR("%s", err.msg);
 	rc = 1;
 out:
-	m->svc.stopping = 1;
-	gk_wsub_close(m->bus); /* an outstanding snapshot is cancelled; before the view is freed */
-	if (m->rep.statusd) {
-		gk_loop_del_fd(m->svc.loop, gk_ipc_client_fd(m->rep.statusd));
-		gk_ipc_client_close(m->rep.statusd);
-	}
+	gk_ctl_stop(&m->c); /* an outstanding snapshot is cancelled; before the view is freed */
 	for (size_t i = 0; i < MAX_INFLIGHT; i++) {
 		if (m->fly[i].run) {
 			gk_mm_run_cancel(m->fly[i].run); /* its API call is abandoned */
@@ -436,8 +359,6 @@ out:
 	gk_mm_kops_free(m->kops);
 	gk_mmv_free(m->view);
 	gk_mm_evrec_free(m->evrec);
-	gk_wq_free(m->q);
-	gk_svc_fini(&m->svc);
-	gk_ipc_fini();
+	gk_ctl_fini(&m->c);
 	return rc;
 }

@@ -3,7 +3,7 @@
  * evicts pods, and the only writer of KMM's version-module label, of
  * gpukmm.io/upgrade-state and of the gpukmm.io/upgrade-* annotations.
  *
- * The shared skeleton: the watcher bus (clusterpolicy, module, node,
+ * The shared skeleton (lib/svc/ctl.c): the watcher bus (clusterpolicy, module, node,
  * resourceclaim, discovery, leadership) feeds the view (view.c); an event only
  * marks policies dirty; the bounded work queue runs passes (pass.c: decide.c)
  * whose Node patches run asynchronously on a lib/kube mux (kops.c), next to
@@ -15,20 +15,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "events.pb-c.h"
-#include "gpukmm/ipc.h"
+#include "gpukmm/ctl.h"
 #include "gpukmm/log.h"
-#include "gpukmm/loop.h"
 #include "gpukmm/metrics.h"
-#include "gpukmm/reporter.h"
-#include "gpukmm/svc.h"
-#include "gpukmm/workqueue.h"
-#include "gpukmm/wqsched.h"
-#include "gpukmm/wsub.h"
 #include "status.pb-c.h"
 
 #include "drain.h"
@@ -37,7 +30,6 @@
 #include "view.h"
 
 #define PASSES_PER_TICK 16
-#define QUEUE_MAX_KEYS 1024
 
 static const char *const TOPICS[] = { "clusterpolicy", "module", "node", "resourceclaim", "discovery", "leadership" };
 #define N_TOPICS (sizeof(TOPICS) / sizeof(TOPICS[0]))
@@ -46,32 +38,16 @@ static const char *const TOPICS[] = { "clusterpolicy", "module", "node", "resour
 static const double NODE_BUCKETS[] = { 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200 };
 
 typedef struct up {
-	gk_svc svc;
-	gk_wsub *bus;
+	gk_ctl c;                /* flags, the bus, the queue, statusd (lib/svc/ctl.c) */
 	gk_upv *view;
-	gk_wq *q;
-	gk_wq_sched qs;
 	gk_upk *kops;
 	gk_upd *drain;
 	gk_upp_ops ops;
 	gk_upp_stats pst;
-	gk_reporter rep;
 	double qps;
 	bool led;
-	uint64_t queue_refused;
 	gk_metric *m_steps, *m_node_seconds;
 } up;
-
-static void on_dirty(void *user, const char *policy)
-{
-	up *u = user;
-	gk_err e;
-	if (gk_wq_add(u->q, policy, &e) != GK_OK) {
-		u->queue_refused++;
-		GK_WARN("queue: %s", e.msg);
-	}
-	gk_wq_sched_kick(&u->qs);
-}
 
 /* ---- ops on the real writer and drainer ----------------------------------------------- */
 
@@ -152,11 +128,12 @@ static void report(up *u, const char *policy, const gk_upp_result *res)
 		r.conditions = c;
 		r.n_conditions = 1;
 	}
-	gk_reporter_send(&u->rep, &r);
+	gk_reporter_send(&u->c.rep, &r);
 }
 
-static void run_pass(up *u, const char *key)
+static void run_pass(void *user, const char *key)
 {
+	up *u = user;
 	uint64_t t0 = gk_metric_now_us();
 	gk_upp_result res;
 	gk_err e = { 0 };
@@ -179,30 +156,9 @@ static void run_pass(up *u, const char *key)
 			gk_metric_add(u->m_steps, (double)(u->pst.steps[a] - steps_before[a]), GK_LV(gk_upg_action_name(a)));
 	for (size_t i = 0; i < u->pst.n_finished; i++)
 		gk_metric_observe(u->m_node_seconds, (double)u->pst.finished_seconds[i], NULL);
-	int64_t now = gk_mono_ms();
-	if (res.failed) {
-		int64_t d = 0;
-		gk_wq_add_rate_limited(u->q, key, now, &d, NULL);
-	} else {
-		gk_wq_forget(u->q, key);
-		if (res.requeue_ms)
-			gk_wq_add_after(u->q, key, res.requeue_ms, now, NULL);
-	}
+	gk_ctl_requeue(&u->c, key, res.failed, res.requeue_ms);
 	gk_metric_reconcile(t0, res.failed ? "error" : "success");
 	gk_upp_result_free(&res);
-}
-
-static bool may_pass(void *user)
-{
-	up *u = user;
-	return gk_wsub_synced(u->bus) && !u->svc.stopping;
-}
-
-static void on_key(void *user, const char *key)
-{
-	up *u = user;
-	run_pass(u, key);
-	gk_wq_done(u->q, key);
 }
 
 /* ---- the watcher view ------------------------------------------------------------------------ */
@@ -227,31 +183,13 @@ static int view_apply(void *user, const char *topic, const Gpukmm__Event *ev, gk
 	return rc;
 }
 
-static void view_resynced(void *user, bool first)
+static void view_rebuilt(void *user)
 {
 	up *u = user;
 	gk_upv_state vs;
 	gk_upv_state_get(u->view, &vs);
 	GK_INFO("view rebuilt from snapshot: %zu policies, %zu modules, %zu nodes, leader=%d", vs.policies, vs.modules,
 		vs.nodes, gk_upv_leader(u->view));
-	if (first)
-		gk_svc_ready(&u->svc);
-	gk_wq_sched_kick(&u->qs);
-}
-
-static void on_client_fd(gk_loop *l, int fd, uint32_t events, void *user)
-{
-	gk_ipc_client_dispatch(user);
-}
-
-static int opt_qps(void *user, const char *arg)
-{
-	char *end;
-	double v = strtod(arg, &end);
-	if (!*arg || *end || v > 100000)
-		return -1;
-	((up *)user)->qps = v;
-	return 0;
 }
 
 int main(int argc, char **argv)
@@ -259,47 +197,26 @@ int main(int argc, char **argv)
 	static up U;
 	up *u = &U;
 	gk_err err;
-	const gk_svc_opt extra[] = {
-		{ "kube-qps", 1, "client-side API request limit per second (default 50, burst 100; < 0 = none)", opt_qps,
-		  u },
-		{ 0 },
-	};
-	int rc = gk_svc_init(&u->svc, "upgrader", argc, argv, extra, &err);
+	const gk_svc_opt extra[] = { GK_CTL_OPT_KUBE_QPS(&u->qps), { 0 } };
+	const gk_ctl_cfg cfg = { .name = "upgrader", .topics = TOPICS, .n_topics = N_TOPICS, .user = u,
+				 .reset = view_reset, .apply = view_apply, .rebuilt = view_rebuilt, .pass = run_pass,
+				 .per_tick = PASSES_PER_TICK };
+	int rc = gk_ctl_init(&u->c, &cfg, argc, argv, extra, &err);
 	if (rc)
 		return rc;
-	if (!u->svc.addr.events || !u->svc.addr.watcher) {
-		GK_ERROR("--events and --watcher (or --runtime-dir) are required");
-		gk_svc_fini(&u->svc);
-		return 2;
-	}
-	rc = 1;
 	char host[256] = "";
 	gethostname(host, sizeof(host) - 1);
-	gk_wq_opts qo = { .max_keys = QUEUE_MAX_KEYS };
-	if (gk_wq_new(&u->q, &qo, &err))
+	if (gk_upv_new(&u->view, u->c.svc.ns, 0, gk_ctl_dirty, &u->c, &err))
 		goto fail;
-	const gk_wq_sched_opts so = { .per_tick = PASSES_PER_TICK, .may = may_pass, .run = on_key, .user = u };
-	gk_wq_sched_init(&u->qs, u->svc.loop, u->q, &so);
-	if (gk_upv_new(&u->view, u->svc.ns, 0, on_dirty, u, &err))
+	if (gk_upk_new(&u->kops, u->c.svc.kubeconfig, u->qps, u->c.svc.loop, u->view, host, &err))
 		goto fail;
-	if (gk_upk_new(&u->kops, u->svc.kubeconfig, u->qps, u->svc.loop, u->view, host, &err))
-		goto fail;
-	if (gk_upd_new(&u->drain, gk_upk_mux(u->kops), u->svc.loop, gpu_claim, u->view, drain_changed, u, &err))
+	if (gk_upd_new(&u->drain, gk_upk_mux(u->kops), u->c.svc.loop, gpu_claim, u->view, drain_changed, u, &err))
 		goto fail;
 	u->ops = (gk_upp_ops){ .user = u, .patch = op_patch, .busy = op_busy, .drain = op_drain,
 			       .drain_status = op_drain_status, .drain_stop = op_drain_stop, .confirmed = op_confirmed };
-	u->rep = (gk_reporter){ .q = u->q, .qs = &u->qs, .stopping = &u->svc.stopping };
-	if (u->svc.addr.statusd && gk_ipc_client_open(&u->rep.statusd, u->svc.addr.statusd, NULL, &err))
-		goto fail;
-	if (u->rep.statusd && gk_loop_add_fd(u->svc.loop, gk_ipc_client_fd(u->rep.statusd), EPOLLIN, on_client_fd,
-					     u->rep.statusd, &err))
-		goto fail;
-	const gk_wsub_opts wo = { .topics = TOPICS, .n_topics = N_TOPICS };
-	const gk_wsub_view wv = { .user = u, .reset = view_reset, .apply = view_apply, .resynced = view_resynced };
-	if (gk_wsub_open(&u->bus, u->svc.loop, u->svc.addr.events, u->svc.addr.watcher, &wo, &wv, &err))
+	if (gk_ctl_start(&u->c, &err))
 		goto fail;
 
-	const gk_wsub_stats *bs = gk_wsub_stats_get(u->bus);
 	const gk_upk_stats *ks = gk_upk_stats_get(u->kops);
 	const gk_upd_stats *ds = gk_upd_stats_get(u->drain);
 	u->m_steps = gk_metric_counter("gpukmm_upgrader_node_steps_total",
@@ -331,32 +248,17 @@ int main(int argc, char **argv)
 	gk_metric_counter_var("gpukmm_upgrader_eviction_errors_total", "Evictions that failed otherwise.",
 			      &ds->eviction_errors);
 	gk_metric_gauge_var("gpukmm_upgrader_draining_nodes", "Nodes being drained by this process.", &ds->draining);
-	gk_metric_counter_var("gpukmm_upgrader_snapshots_total", "View rebuilds from watcher snapshots.", &bs->snapshots);
-	gk_metric_counter_var("gpukmm_upgrader_bus_gaps_total", "Bus sequence gaps.", &bs->gaps);
-	gk_metric_counter_var("gpukmm_upgrader_reports_ok_total", "Status reports accepted.", &u->rep.ok);
-	gk_metric_counter_var("gpukmm_upgrader_reports_failed_total", "Status reports failed.", &u->rep.failed);
-	gk_metric_gauge_var("gpukmm_upgrader_queue_depth", "Keys ready or waiting.", &u->qs.depth);
-	gk_metric_counter_var("gpukmm_upgrader_queue_refused_total", "Keys refused by the bounded queue.",
-			      &u->queue_refused);
-	GK_INFO("started: namespace %s", u->svc.ns);
-	rc = gk_loop_run(u->svc.loop);
-	GK_INFO("stopping");
+	GK_INFO("started: namespace %s", u->c.svc.ns);
+	rc = gk_ctl_run(&u->c);
 	goto out;
 fail:
 	GK_ERROR("%s", err.msg);
 	rc = 1;
 out:
-	u->svc.stopping = 1;
-	gk_wsub_close(u->bus);
-	if (u->rep.statusd) {
-		gk_loop_del_fd(u->svc.loop, gk_ipc_client_fd(u->rep.statusd));
-		gk_ipc_client_close(u->rep.statusd);
-	}
+	gk_ctl_stop(&u->c);
 	gk_upd_free(u->drain);
 	gk_upk_free(u->kops);
 	gk_upv_free(u->view);
-	gk_wq_free(u->q);
-	gk_svc_fini(&u->svc);
-	gk_ipc_fini();
+	gk_ctl_fini(&u->c);
 	return rc;
 }
