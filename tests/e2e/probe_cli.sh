@@ -97,8 +97,8 @@ for s in oot-vfs corrupt none; do
 	"$PROBE" --root "$root" --json | grep -v '"probedAt"' >"$tmp/probe-$s.json"
 	check "gpukmm-probe: same JSON as gpukmmctl probe ($s)" cmp -s "$tmp/ctl-$s.json" "$tmp/probe-$s.json"
 done
-check "gpukmm-probe: links no cluster client library" \
-	bash -c "! readelf -d '$PROBE' | grep NEEDED | grep -E 'libcurl|libssl|libnng|libre2|libstdc'"
+no_client_libs() { ! readelf -d "$1" | grep NEEDED | grep -qE 'libcurl|libssl|libnng|libre2|libstdc'; }
+check "gpukmm-probe: links no cluster client library" no_client_libs "$PROBE"
 "$PROBE" --bogus >/dev/null 2>"$tmp/pu.err"
 check "gpukmm-probe: unknown flag: exit 2" test $? = 2
 check "gpukmm-probe: usage names gpukmm-probe" grep -q '^usage: gpukmm-probe ' "$tmp/pu.err"
