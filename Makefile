@@ -131,10 +131,13 @@ $(BUILD)/obj/app-anchor.o:
 	@mkdir -p $(@D)
 	echo 'int gk_app_anchor;' | $(CC) -x c -c -o $@ -
 
+# --as-needed: a program depends only on the libraries its objects use (what
+# most toolchains do by default; the sanitizer build's does not): gpukmm-probe
+# must start without the cluster client's libraries
 define prog_rule
 $(BUILD)/bin/$(call progname,$(1)): $(BUILD)/obj/$(1)/main.o $(LIBAPP) $(LIBGK)
 	@mkdir -p $$(@D)
-	$$(CC) $$(LDFLAGS) -o $$@ $$< -Wl,--start-group $(LIBAPP) $(LIBGK) -Wl,--end-group $$(LDLIBS)
+	$$(CC) $$(LDFLAGS) -Wl,--as-needed -o $$@ $$< -Wl,--start-group $(LIBAPP) $(LIBGK) -Wl,--end-group $$(LDLIBS)
 endef
 $(foreach d,$(PROG_DIRS),$(eval $(call prog_rule,$(d))))
 

@@ -1,13 +1,16 @@
 /* lib/probe — Intel display-class PCI devices.
  *
- * libpci enumerates (linux-sysfs with sysfs.path = <root>/sys/bus/pci, or the
- * dump method on an `lspci -x` file) and names devices (pci.ids). libpci's
- * default error handler exits the process and libpci stops the whole scan on
- * one broken device, so in sysfs mode every device directory is checked first
- * (the files libpci insists on: vendor, device, class, resource); when one is
- * broken it becomes a problem and the devices are read by our own bounded
- * sysfs reader instead. What libpci never reads (sriov_numvfs/totalvfs, the
- * physfn link) is read here through the same root. */
+ * sysfs (<root>/sys/bus/pci/devices): read here by our own bounded reader,
+ * one opened directory per device (gkp_dir_enter); every device's vendor,
+ * device and class must be clean hex (a problem each when not), the rest
+ * (subsystem, NUMA node, driver link, SR-IOV counts, physfn) only for Intel
+ * display devices. libpci scanned sysfs before and was slower than `lspci`
+ * itself: its scan reads every attribute of every device (resources, irq,
+ * config space), stops on one broken device and parses ids with a lenient
+ * strtol, so each device had to be checked first and read twice.
+ * libpci reads an `lspci -x` dump (the dump method: SR-IOV from the
+ * extended capability). Names come from libpci's pci.ids, read here line by
+ * line for the few devices found (libpci only for a compressed list). */
 #include <dirent.h>
 #include <limits.h>
 #include <setjmp.h>
@@ -106,23 +109,16 @@ static struct pci_access *pci_new(void)
 	return a;
 }
 
-/* Returns 0 when the scan worked, -1 after recording a problem. */
+/* The devices of the `lspci -x` dump pr->pci_dump.
+ * Returns 0 when the scan worked, -1 after recording a problem. */
 static int libpci_scan(gk_probe_run_t *pr, devlist *out)
 {
-	char sysfs[PATH_MAX];
 	jmp_buf jb;
 	struct pci_access *volatile a = NULL;
-	if (!pr->pci_dump && gkp_path(pr, sysfs, sizeof sysfs, "sys/bus/pci")) {
-		gkp_problem(pr, "PCI: the sysfs path is too long");
-		return -1;
-	}
 	pci_jmp = &jb;
 	if (setjmp(jb)) {
 		pci_jmp = NULL;
-		if (pr->pci_dump)
-			gkp_problem(pr, "PCI dump %s is unreadable: %s", pr->pci_dump, pci_errmsg);
-		else
-			gkp_problem(pr, "PCI: libpci could not scan /sys/bus/pci: %s", pci_errmsg);
+		gkp_problem(pr, "PCI dump %s is unreadable: %s", pr->pci_dump, pci_errmsg);
 		if (a)
 			pci_cleanup(a);
 		return -1;
@@ -133,13 +129,8 @@ static int libpci_scan(gk_probe_run_t *pr, devlist *out)
 		pci_jmp = NULL;
 		return -1;
 	}
-	if (pr->pci_dump) {
-		a->method = PCI_ACCESS_DUMP;
-		pci_set_param(a, "dump.name", (char *)pr->pci_dump);
-	} else {
-		a->method = PCI_ACCESS_SYS_BUS_PCI;
-		pci_set_param(a, "sysfs.path", sysfs);
-	}
+	a->method = PCI_ACCESS_DUMP;
+	pci_set_param(a, "dump.name", (char *)pr->pci_dump);
 	pci_init(a);
 	pci_scan_bus(a);
 	size_t seen = 0;
@@ -152,11 +143,8 @@ static int libpci_scan(gk_probe_run_t *pr, devlist *out)
 		int base = pci_fill_info(d, PCI_FILL_IDENT | PCI_FILL_CLASS);
 		if (!(base & PCI_FILL_IDENT) || d->vendor_id != 0x8086 || (d->device_class >> 8) != 0x03)
 			continue;
-		int want = PCI_FILL_IDENT | PCI_FILL_CLASS | PCI_FILL_CLASS_EXT | PCI_FILL_SUBSYS;
-		if (pr->pci_dump)
-			want |= PCI_FILL_CAPS | PCI_FILL_EXT_CAPS;
-		else
-			want |= PCI_FILL_NUMA_NODE | PCI_FILL_DRIVER;
+		int want = PCI_FILL_IDENT | PCI_FILL_CLASS | PCI_FILL_CLASS_EXT | PCI_FILL_SUBSYS | PCI_FILL_CAPS |
+			   PCI_FILL_EXT_CAPS;
 		int got = pci_fill_info(d, want);
 		uint32_t class24 = ((uint32_t)d->device_class << 8) | ((got & PCI_FILL_CLASS_EXT) ? d->prog_if : 0);
 		if (!is_intel_gpu(d->vendor_id, class24))
@@ -174,26 +162,80 @@ static int libpci_scan(gk_probe_run_t *pr, devlist *out)
 			r->subv = d->subsys_vendor_id;
 			r->subd = d->subsys_id;
 		}
-		if ((got & PCI_FILL_NUMA_NODE) && d->numa_node >= 0) {
-			r->has_numa = 1;
-			r->numa = d->numa_node;
-		}
-		if (got & PCI_FILL_DRIVER) {
-			char *drv = pci_get_string_property(d, PCI_FILL_DRIVER);
-			if (drv)
-				snprintf(r->driver, sizeof r->driver, "%s", drv);
-		}
-		if (pr->pci_dump) {
-			struct pci_cap *c = pci_find_cap(d, PCI_EXT_CAP_ID_SRIOV, PCI_CAP_EXTENDED);
-			if (c) {
-				r->has_dump_sriov = 1;
-				r->dump_totalvfs = pci_read_word(d, c->addr + PCI_IOV_TOTALVF);
-				r->dump_numvfs = pci_read_word(d, c->addr + PCI_IOV_NUMVF);
-			}
+		struct pci_cap *c = pci_find_cap(d, PCI_EXT_CAP_ID_SRIOV, PCI_CAP_EXTENDED);
+		if (c) {
+			r->has_dump_sriov = 1;
+			r->dump_totalvfs = pci_read_word(d, c->addr + PCI_IOV_TOTALVF);
+			r->dump_numvfs = pci_read_word(d, c->addr + PCI_IOV_NUMVF);
 		}
 	}
 	pci_cleanup(a);
 	pci_jmp = NULL;
+	return 0;
+}
+
+/* Value of 4 hex digits at s (followed by a blank), -1 otherwise. */
+static int hex4(const char *s)
+{
+	int v = 0;
+	for (int i = 0; i < 4; i++) {
+		int c = (unsigned char)s[i], d;
+		if (c >= '0' && c <= '9')
+			d = c - '0';
+		else if (c >= 'a' && c <= 'f')
+			d = c - 'a' + 10;
+		else if (c >= 'A' && c <= 'F')
+			d = c - 'A' + 10;
+		else
+			return -1;
+		v = v * 16 + d;
+	}
+	return s[4] == ' ' || s[4] == '\t' ? v : -1;
+}
+
+/* The device names of pci.ids read line by line (the vendor and device lines
+ * only; no copy of the list is kept), stopping once every device is named.
+ * libpci's pci_lookup_name parses and hashes the whole list (~1.3 MB: 35 ms
+ * and 2 MB of heap for a few names). Returns -1 when the plain file cannot be
+ * read: libpci then looks the names up (it also reads pci.ids.gz). */
+static int ids_file_names(gk_probe_run_t *pr, const char *path, Gpukmm__PciGpu **g, size_t n)
+{
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -1;
+	char line[512];
+	int vendor = -1;
+	size_t left = n;
+	bool skipping = false; /* the rest of a line longer than the buffer */
+	while (left && fgets(line, sizeof line, f)) {
+		size_t len = strlen(line);
+		bool whole = len && line[len - 1] == '\n';
+		bool was_skipping = skipping;
+		skipping = !whole && !feof(f);
+		if (was_skipping)
+			continue;
+		line[strcspn(line, "\r\n")] = 0;
+		if (line[0] != '\t') {
+			vendor = line[0] == '#' || !line[0] ? vendor : hex4(line);
+			continue;
+		}
+		if (vendor < 0 || line[1] == '\t')
+			continue; /* subsystem line, or outside a vendor */
+		int dev = hex4(line + 1);
+		if (dev < 0)
+			continue;
+		const char *name = line + 5;
+		while (*name == ' ' || *name == '\t')
+			name++;
+		if (!*name)
+			continue;
+		for (size_t i = 0; i < n; i++)
+			if (!g[i]->product_name && g[i]->vendor_id == (uint32_t)vendor && g[i]->device_id == (uint32_t)dev) {
+				g[i]->product_name = gkp_strdup(pr, name);
+				left--;
+			}
+	}
+	fclose(f);
 	return 0;
 }
 
@@ -216,10 +258,29 @@ static void fill_names(gk_probe_run_t *pr, Gpukmm__PciGpu **g, size_t n)
 		return;
 	}
 	a = pci_new(); /* no pci_init: name lookups need no access method */
+	/* libpci's list: <dir>/pci.ids.gz when it exists, else <dir>/pci.ids */
+	bool by_libpci = true;
+	const char *ids = a ? a->id_file_name : NULL;
+	if (ids) {
+		char plain[PATH_MAX];
+		size_t l = strlen(ids);
+		struct stat st;
+		if (l > 3 && !strcmp(ids + l - 3, ".gz")) {
+			if (stat(ids, &st) != 0 && l - 3 < sizeof plain) {
+				memcpy(plain, ids, l - 3);
+				plain[l - 3] = 0;
+				by_libpci = ids_file_names(pr, plain, g, n) != 0;
+			}
+		} else {
+			by_libpci = ids_file_names(pr, ids, g, n) != 0;
+		}
+	}
 	for (size_t i = 0; i < n; i++) {
+		if (g[i]->product_name)
+			continue;
 		char buf[256];
 		const char *name = NULL;
-		if (a)
+		if (a && by_libpci)
 			name = pci_lookup_name(a, buf, sizeof buf,
 					       PCI_LOOKUP_DEVICE | PCI_LOOKUP_NO_NUMBERS | PCI_LOOKUP_NO_HWDB,
 					       (int)g[i]->vendor_id, (int)g[i]->device_id);
@@ -232,60 +293,25 @@ static void fill_names(gk_probe_run_t *pr, Gpukmm__PciGpu **g, size_t n)
 	pci_jmp = NULL;
 }
 
-/* ---- our own sysfs reader ------------------------------------------------------ */
+/* ---- sysfs ------------------------------------------------------------------------ */
 
-static const char *const required[] = { "vendor", "device", "class", "resource" };
-
-/* Returns false (and records a problem) when libpci would fail on this device. */
-static bool check_for_libpci(gk_probe_run_t *pr, const char *bdf)
-{
-	bool ok = true;
-	for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
-		char rel[128];
-		snprintf(rel, sizeof rel, "sys/bus/pci/devices/%s/%s", bdf, required[i]);
-		if (i == 3) { /* resource: libpci only needs to open it; its lines are bounded there */
-			char p[PATH_MAX];
-			struct stat st;
-			if (gkp_path(pr, p, sizeof p, rel) || stat(p, &st) || !S_ISREG(st.st_mode)) {
-				gkp_problem(pr, "/%s is unreadable: it does not exist or is not a regular file", rel);
-				ok = false;
-			}
-			continue;
-		}
-		char *b;
-		size_t n;
-		gk_err e;
-		int rc = gk_probe_read(pr->root, rel, pr->file_max, &b, &n, &e);
-		if (rc) {
-			gkp_problem(pr, "/%s is unreadable: it %s", rel, e.msg);
-			ok = false;
-			continue;
-		}
-		/* text ids libpci parses with strtol: must be clean hex */
-		uint32_t v;
-		if (gk_probe_parse_hex(b, n, i == 2 ? 0xffffff : 0xffff, &v, &e)) {
-			gkp_problem(pr, "/%s is unreadable: it %s", rel, e.msg);
-			ok = false;
-		}
-		free(b);
-	}
-	return ok;
-}
-
-static void own_read_device(gk_probe_run_t *pr, const char *bdf, devlist *out)
+/* One device directory: vendor, device and class of every device (a problem
+ * when one is missing or not clean hex), the rest for Intel display devices. */
+static void read_device(gk_probe_run_t *pr, const char *bdf, devlist *out)
 {
 	char rel[160];
 	uint32_t vendor, class24, device;
 #define REL(f) (snprintf(rel, sizeof rel, "sys/bus/pci/devices/%s/%s", bdf, f), rel)
-	if (gkp_read_hex(pr, REL("vendor"), 0xffff, &vendor) || gkp_read_hex(pr, REL("class"), 0xffffff, &class24))
-		return;
-	if (!is_intel_gpu(vendor, class24))
-		return;
-	if (gkp_read_hex(pr, REL("device"), 0xffff, &device))
-		return;
+	snprintf(rel, sizeof rel, "sys/bus/pci/devices/%s", bdf);
+	gkp_dir_enter(pr, rel);
+	int bad = gkp_read_hex_req(pr, REL("vendor"), 0xffff, &vendor);
+	bad |= gkp_read_hex_req(pr, REL("device"), 0xffff, &device);
+	bad |= gkp_read_hex_req(pr, REL("class"), 0xffffff, &class24);
+	if (bad || !is_intel_gpu(vendor, class24))
+		goto out;
 	rawdev *r = devlist_add(pr, out);
 	if (!r)
-		return;
+		goto out;
 	snprintf(r->addr, sizeof r->addr, "%s", bdf);
 	r->vendor = vendor;
 	r->device = device;
@@ -299,6 +325,8 @@ static void own_read_device(gk_probe_run_t *pr, const char *bdf, devlist *out)
 		r->numa = (int)numa;
 	}
 	gkp_link_base(pr, REL("driver"), r->driver, sizeof r->driver);
+out:
+	gkp_dir_leave(pr);
 #undef REL
 }
 
@@ -356,7 +384,6 @@ static int cmp_gpu(const void *a, const void *b)
 void gkp_pci(gk_probe_run_t *pr)
 {
 	devlist l = { 0 };
-	bool use_libpci = true;
 	pr->r->pci_source = gkp_strdup(pr, pr->pci_dump ? "dump" : "sysfs");
 	if (pr->pci_dump) {
 		FILE *f = fopen(pr->pci_dump, "r");
@@ -383,14 +410,8 @@ void gkp_pci(gk_probe_run_t *pr)
 		char(*bdfs)[16] = list_bdfs(pr, &nb);
 		if (bdfs)
 			qsort(bdfs, nb, sizeof *bdfs, cmp_bdf);
-		for (size_t i = 0; i < nb; i++)
-			if (!check_for_libpci(pr, bdfs[i]))
-				use_libpci = false;
-		if (!use_libpci || libpci_scan(pr, &l)) {
-			l.n = 0;
-			for (size_t i = 0; i < nb && !pr->oom; i++)
-				own_read_device(pr, bdfs[i], &l);
-		}
+		for (size_t i = 0; i < nb && !pr->oom; i++)
+			read_device(pr, bdfs[i], &l);
 		free(bdfs);
 	}
 
@@ -439,6 +460,8 @@ void gkp_pci(gk_probe_run_t *pr)
 			continue;
 		}
 		char rel[160], pf[32];
+		snprintf(rel, sizeof rel, "sys/bus/pci/devices/%s", d->addr);
+		gkp_dir_enter(pr, rel);
 		snprintf(rel, sizeof rel, "sys/bus/pci/devices/%s/physfn", d->addr);
 		if (gkp_link_base(pr, rel, pf, sizeof pf) == 0) {
 			g->is_vf = 1;
@@ -458,6 +481,7 @@ void gkp_pci(gk_probe_run_t *pr)
 			g->has_sriov_numvfs = 1;
 			g->sriov_numvfs = (uint32_t)v;
 		}
+		gkp_dir_leave(pr);
 	}
 	free(l.v);
 	if (r->n_gpus) {

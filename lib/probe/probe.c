@@ -110,6 +110,7 @@ int gk_probe_run(const gk_probe_opts *o, Gpukmm__NodeReport **out, gk_err *err)
 		.pci_dump = o->pci_dump && *o->pci_dump ? o->pci_dump : NULL,
 		.file_max = o->file_max ? o->file_max : GK_PROBE_FILE_MAX,
 		.big_max = 4u << 20,
+		.dir_fd = -1,
 	};
 	if (!gk_probe_valid_module_name(pr.module))
 		return gk_err_set(err, GK_INVALID_ARGUMENT,

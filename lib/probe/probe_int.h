@@ -13,6 +13,11 @@ typedef struct gk_probe_run {
 	char kver[256];          /* "" when unknown */
 	Gpukmm__NodeReport *r;
 	int oom;                 /* an allocation failed: the run returns RESOURCE_EXHAUSTED */
+	/* gkp_dir_enter: reads of <dir_rel>/<name> go through this open directory
+	 * (one path walk per PCI device instead of one per attribute); -1 none */
+	int dir_fd;
+	size_t dir_len;
+	char dir_rel[128];
 } gk_probe_run_t;
 
 /* Report building (malloc'd fields, freed by protobuf_c_message_free_unpacked). */
@@ -30,7 +35,14 @@ int gkp_read_cap(gk_probe_run_t *pr, const char *rel, size_t cap, char **buf, si
  * else a problem was recorded. */
 int gkp_read_line(gk_probe_run_t *pr, const char *rel, char *out, size_t cap);
 int gkp_read_hex(gk_probe_run_t *pr, const char *rel, uint32_t max, uint32_t *out);
+/* gkp_read_hex, and a missing file is a problem too */
+int gkp_read_hex_req(gk_probe_run_t *pr, const char *rel, uint32_t max, uint32_t *out);
 int gkp_read_int(gk_probe_run_t *pr, const char *rel, int64_t min, int64_t max, int64_t *out);
+/* Open <root>/<rel> (a directory) so that the reads and links of its
+ * entries named by their full rel (messages unchanged) skip the path walk;
+ * leave closes it. Without the directory the reads go by path as before. */
+void gkp_dir_enter(gk_probe_run_t *pr, const char *rel);
+void gkp_dir_leave(gk_probe_run_t *pr);
 /* <root>/<rel> joined; returns -1 when it does not fit. */
 int gkp_path(const gk_probe_run_t *pr, char *out, size_t cap, const char *rel);
 bool gkp_exists(const gk_probe_run_t *pr, const char *rel);

@@ -1,8 +1,11 @@
 /* Benchmark: one full probe of the largest fixture (8 GPUs with 63 VFs each,
  * built by tests/fixtures/probe-fixture.sh) — in-process gk_probe_run, the
- * `gpukmmctl probe --json` process, and the baseline `lspci -k -vmm` (libpci
- * sysfs on the same tree) + `modinfo` (libkmod on the same lib/modules)
- * processes, interleaved in one run. Prints the ratios, writes
+ * `gpukmm-probe --json` and `gpukmmctl probe --json` processes, and the
+ * baseline `lspci -k -vmm` (libpci sysfs on the same tree) + `modinfo`
+ * (libkmod on the same lib/modules) processes, interleaved in one run.
+ * Target (issue #21): gpukmm-probe <= 1.0x the baseline in wall time and in
+ * max RSS (PASS/MISS); gpukmmctl probe (the same code, started with the
+ * cluster client's libraries) is printed for comparison. Writes
  * $BUILD/bench/probe_big.json. Run by tests/bench/run.sh (make bench B=probe);
  * by hand: probe_big [ROOT KVER GPUKMMCTL OUT.json [RUNS]]. */
 #include <fcntl.h>
@@ -105,15 +108,21 @@ int main(int argc, char **argv)
 		runs = 15;
 	double *inproc = calloc((size_t)runs, sizeof *inproc), *ours = calloc((size_t)runs, sizeof *ours),
 	       *base = calloc((size_t)runs, sizeof *base), *ours_cpu = calloc((size_t)runs, sizeof *ours_cpu),
-	       *base_cpu = calloc((size_t)runs, sizeof *base_cpu);
-	if (!inproc || !ours || !base || !ours_cpu || !base_cpu)
+	       *base_cpu = calloc((size_t)runs, sizeof *base_cpu), *lean = calloc((size_t)runs, sizeof *lean),
+	       *lean_cpu = calloc((size_t)runs, sizeof *lean_cpu);
+	if (!inproc || !ours || !base || !ours_cpu || !base_cpu || !lean || !lean_cpu)
 		return 1;
 	char sysfs[4200];
 	snprintf(sysfs, sizeof sysfs, "sysfs.path=%s/sys/bus/pci", root);
 	char *ctl_argv[] = { (char *)ctl, "probe", "--root", (char *)root, "--json", NULL };
+	/* gpukmm-probe: next to gpukmmctl */
+	char probe_bin[4200];
+	const char *slash = strrchr(ctl, '/');
+	snprintf(probe_bin, sizeof probe_bin, "%.*sgpukmm-probe", slash ? (int)(slash - ctl + 1) : 0, ctl);
+	char *probe_argv[] = { probe_bin, "--root", (char *)root, "--json", NULL };
 	char *lspci_argv[] = { "lspci", "-k", "-vmm", "-A", "linux-sysfs", "-O", sysfs, NULL };
 	char *modinfo_argv[] = { "modinfo", "-b", (char *)root, "-k", (char *)kver, "xe", NULL };
-	long rss_ours = 0, rss_base = 0, r1, r2;
+	long rss_ours = 0, rss_base = 0, rss_lean = 0, r1, r2;
 	size_t gpus = 0;
 	for (int i = 0; i < runs; i++) { /* interleaved: both sides see the same machine load */
 		double t0 = now_ms();
@@ -133,6 +142,12 @@ int main(int argc, char **argv)
 		}
 		if (r1 > rss_ours)
 			rss_ours = r1;
+		if (run(probe_argv, &lean[i], &lean_cpu[i], &r1) != 0) {
+			fprintf(stderr, "%s failed\n", probe_bin);
+			return 1;
+		}
+		if (r1 > rss_lean)
+			rss_lean = r1;
 		if (run(lspci_argv, &a, &ca, &r1) != 0 || run(modinfo_argv, &b, &cb, &r2) != 0) {
 			fprintf(stderr, "lspci/modinfo failed\n");
 			return 1;
@@ -146,33 +161,44 @@ int main(int argc, char **argv)
 	}
 	qsort(inproc, (size_t)runs, sizeof *inproc, cmp_d);
 	qsort(ours, (size_t)runs, sizeof *ours, cmp_d);
+	qsort(lean, (size_t)runs, sizeof *lean, cmp_d);
 	qsort(base, (size_t)runs, sizeof *base, cmp_d);
 	qsort(ours_cpu, (size_t)runs, sizeof *ours_cpu, cmp_d);
+	qsort(lean_cpu, (size_t)runs, sizeof *lean_cpu, cmp_d);
 	qsort(base_cpu, (size_t)runs, sizeof *base_cpu, cmp_d);
-	double mi = inproc[runs / 2], mo = ours[runs / 2], mb = base[runs / 2];
-	double co = ours_cpu[runs / 2], cb = base_cpu[runs / 2];
+	double mi = inproc[runs / 2], mo = ours[runs / 2], ml = lean[runs / 2], mb = base[runs / 2];
+	double co = ours_cpu[runs / 2], cl = lean_cpu[runs / 2], cb = base_cpu[runs / 2];
+	double rt = ml / mb, rc = cb > 0 ? cl / cb : 0.0, rr = rss_base ? (double)rss_lean / (double)rss_base : 0.0;
+	double ct = mo / mb, crr = rss_base ? (double)rss_ours / (double)rss_base : 0.0;
+	const char *verdict = rt <= 1.0 && rr <= 1.0 ? "PASS" : "MISS";
 	struct rusage self;
 	getrusage(RUSAGE_SELF, &self);
 	printf("probe_big: %zu PCI functions, %d runs (medians)\n", gpus, runs);
 	printf("  gk_probe_run in-process        %8.2f ms  (bench process max RSS %ld KiB)\n", mi, self.ru_maxrss);
+	printf("  gpukmm-probe --json            %8.2f ms wall %8.2f ms CPU  max RSS %ld KiB\n", ml, cl, rss_lean);
 	printf("  gpukmmctl probe --json         %8.2f ms wall %8.2f ms CPU  max RSS %ld KiB\n", mo, co, rss_ours);
 	printf("  lspci -k -vmm + modinfo        %8.2f ms wall %8.2f ms CPU  max RSS %ld KiB\n", mb, cb, rss_base);
-	printf("  ratio gpukmmctl / (lspci+modinfo): wall %.2f, CPU %.2f, RSS %.2f\n", mo / mb, cb > 0 ? co / cb : 0.0,
-	       rss_base ? (double)rss_ours / (double)rss_base : 0.0);
+	printf("  gpukmm-probe / (lspci+modinfo): wall %.2f, CPU %.2f, RSS %.2f (target <= 1.00 wall and RSS) %s\n", rt,
+	       rc, rr, verdict);
+	printf("  gpukmmctl probe / (lspci+modinfo): wall %.2f, RSS %.2f (no target: the cluster client's libraries)\n", ct,
+	       crr);
 	FILE *f = fopen(out, "w");
 	if (!f) {
 		perror(out);
 		return 1;
 	}
 	fprintf(f,
-		"{\"name\":\"probe_big\",\"summary\":\"%zu PCI functions: gpukmmctl probe %.0f ms / lspci -k + modinfo %.0f ms "
-		"= %.2fx wall, %.2fx CPU, %.2fx RSS\",\"pci_functions\":%zu,\"runs\":%d,\"inproc_ms\":%.3f,"
-		"\"gpukmmctl_ms\":%.3f,\"gpukmmctl_cpu_ms\":%.3f,\"gpukmmctl_rss_kib\":%ld,\"baseline_ms\":%.3f,"
-		"\"baseline_cpu_ms\":%.3f,\"baseline_rss_kib\":%ld,\"ratio_time\":%.3f,\"ratio_cpu\":%.3f,\"ratio_rss\":%.3f}\n",
-		gpus, mo, mb, mo / mb, cb > 0 ? co / cb : 0.0, rss_base ? (double)rss_ours / (double)rss_base : 0.0,
-		gpus, runs, mi, mo, co, rss_ours, mb, cb, rss_base, mo / mb, cb > 0 ? co / cb : 0.0,
-		rss_base ? (double)rss_ours / (double)rss_base : 0.0);
+		"{\"name\":\"probe_big\",\"summary\":\"%zu PCI functions: gpukmm-probe %.0f ms / lspci -k + modinfo %.0f ms "
+		"= %.2fx wall, %.2fx CPU, %.2fx RSS (target <= 1.0x wall and RSS) %s; gpukmmctl probe %.2fx wall, %.2fx RSS\","
+		"\"pci_functions\":%zu,\"runs\":%d,\"inproc_ms\":%.3f,\"probe_ms\":%.3f,\"probe_cpu_ms\":%.3f,"
+		"\"probe_rss_kib\":%ld,\"gpukmmctl_ms\":%.3f,\"gpukmmctl_cpu_ms\":%.3f,\"gpukmmctl_rss_kib\":%ld,"
+		"\"baseline_ms\":%.3f,\"baseline_cpu_ms\":%.3f,\"baseline_rss_kib\":%ld,\"ratio_time\":%.3f,"
+		"\"ratio_cpu\":%.3f,\"ratio_rss\":%.3f,\"verdict\":\"%s\"}\n",
+		gpus, ml, mb, rt, rc, rr, verdict, ct, crr, gpus, runs, mi, ml, cl, rss_lean, mo, co, rss_ours, mb, cb,
+		rss_base, rt, rc, rr, verdict);
 	fclose(f);
+	free(lean);
+	free(lean_cpu);
 	free(inproc);
 	free(ours);
 	free(base);

@@ -85,3 +85,29 @@ check "bad module name: exit 2" test $? = 2
 check "unknown flag: exit 2" test $? = 2
 "$CTL" probe --help | grep -q -- '--json'
 check "help mentions --json" test $? = 0
+
+# --- gpukmm-probe: the same command without the cluster client's libraries ---
+PROBE="$GPUKMM_BIN/gpukmm-probe"
+for s in oot-vfs corrupt none; do
+	root=$(fx $s) || { nok "fixture $s"; continue; }
+	"$CTL" probe --root "$root" >"$tmp/ctl-$s.txt" 2>&1
+	"$PROBE" --root "$root" >"$tmp/probe-$s.txt" 2>&1
+	check "gpukmm-probe: same report as gpukmmctl probe ($s)" cmp -s "$tmp/ctl-$s.txt" "$tmp/probe-$s.txt"
+	"$CTL" probe --root "$root" --json | grep -v '"probedAt"' >"$tmp/ctl-$s.json"
+	"$PROBE" --root "$root" --json | grep -v '"probedAt"' >"$tmp/probe-$s.json"
+	check "gpukmm-probe: same JSON as gpukmmctl probe ($s)" cmp -s "$tmp/ctl-$s.json" "$tmp/probe-$s.json"
+done
+no_client_libs() { ! readelf -d "$1" | grep NEEDED | grep -qE 'libcurl|libssl|libnng|libre2|libstdc'; }
+check "gpukmm-probe: links no cluster client library" no_client_libs "$PROBE"
+"$PROBE" --bogus >/dev/null 2>"$tmp/pu.err"
+check "gpukmm-probe: unknown flag: exit 2" test $? = 2
+check "gpukmm-probe: usage names gpukmm-probe" grep -q '^usage: gpukmm-probe ' "$tmp/pu.err"
+
+# --- product names: what lspci prints (pci.ids), read by our line reader ---
+if command -v lspci >/dev/null && lspci -F "$GPUKMM_SRC/tests/fixtures/probe/flex-64.lspci" -vmm >"$tmp/l.txt" 2>/dev/null; then
+	want=$(awk -F'\t' '/^Class:/ { disp = ($2 ~ /Display|VGA/) } disp && /^Device:/ { print $2; exit }' "$tmp/l.txt")
+	"$PROBE" --root "$(fx bmg2)" --pci-dump "$GPUKMM_SRC/tests/fixtures/probe/flex-64.lspci" --json >"$tmp/n.json"
+	check "product name as lspci names it ($want)" test "$(json_get "$tmp/n.json" 'r["gpus"][0]["productName"]')" = "$want"
+else
+	ok "# SKIP lspci cannot read the dump here"
+fi

@@ -1,5 +1,7 @@
 /* gpukmmctl probe — the node report without any cluster: like `lspci -k` +
- * `modinfo` for the GPU stack, or the NodeReport as JSON. */
+ * `modinfo` for the GPU stack, or the NodeReport as JSON. Also the whole of
+ * the `gpukmm-probe` program (tools/gpukmm-probe), which calls this with
+ * argv[0] "gpukmm-probe". */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,10 +12,13 @@
 
 int gkctl_probe(int argc, char **argv);
 
+/* the name in messages: "gpukmmctl probe" or "gpukmm-probe" */
+static const char *prog = "gpukmmctl probe";
+
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: gpukmmctl probe [--root DIR] [--module NAME] [--pci-dump FILE] [--kver VER]\n"
-		   "                       [--node-name NAME] [--json [--annotation]]\n"
+	fprintf(f, "usage: %s [--root DIR] [--module NAME] [--pci-dump FILE] [--kver VER]\n"
+		   "       %*s [--node-name NAME] [--json [--annotation]]\n"
 		   "  --root DIR       read sysfs/procfs/lib/modules below DIR (default /)\n"
 		   "  --module NAME    the GPU kernel module to report on (default xe)\n"
 		   "  --pci-dump FILE  read PCI devices from an `lspci -x` dump instead of sysfs\n"
@@ -23,7 +28,7 @@ static void usage(FILE *f)
 		   "                   NodeReport; schema/node-report.v1alpha1.json in the source tree)\n"
 		   "  --annotation     with --json: as the Node annotation gpukmm.io/node-report holds it\n"
 		   "                   (one line, summarized to fit its 16 KiB budget; why on stderr)\n"
-		   "Exit: 0 report printed (problems are part of it), 2 usage error or unusable root.\n");
+		   "Exit: 0 report printed (problems are part of it), 2 usage error or unusable root.\n", prog, (int)strlen(prog), "");
 }
 
 static const char *tri(Gpukmm__TriState t, const char *yes, const char *no)
@@ -158,6 +163,7 @@ int gkctl_probe(int argc, char **argv)
 		{ "annotation", no_argument, NULL, 'a' },   { "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	prog = strcmp(argv[0], "gpukmm-probe") == 0 ? "gpukmm-probe" : "gpukmmctl probe";
 	gk_probe_opts o = { .node_name = getenv("NODE_NAME") };
 	int json = 0, annotation = 0, c;
 	optind = 1;
@@ -175,12 +181,12 @@ int gkctl_probe(int argc, char **argv)
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, "gpukmmctl probe: unexpected argument '%s'\n", argv[optind]);
+		fprintf(stderr, "%s: unexpected argument '%s'\n", prog, argv[optind]);
 		usage(stderr);
 		return 2;
 	}
 	if (annotation && !json) {
-		fprintf(stderr, "gpukmmctl probe: --annotation goes with --json\n");
+		fprintf(stderr, "%s: --annotation goes with --json\n", prog);
 		usage(stderr);
 		return 2;
 	}
@@ -188,21 +194,21 @@ int gkctl_probe(int argc, char **argv)
 	gk_err err = { 0 };
 	int rc = gk_probe_run(&o, &r, &err);
 	if (rc) {
-		fprintf(stderr, "gpukmmctl probe: %s\n", err.msg);
+		fprintf(stderr, "%s: %s\n", prog, err.msg);
 		return rc == GK_INVALID_ARGUMENT ? 2 : 1;
 	}
 	if (json) {
 		gk_probe_json_info info;
 		char *s = gk_probe_report_json(r, annotation ? GK_PROBE_JSON_BUDGET : 0, !annotation, &info);
 		if (!s) {
-			fprintf(stderr, "gpukmmctl probe: out of memory\n");
+			fprintf(stderr, "%s: out of memory\n", prog);
 			gk_probe_report_free(r);
 			return 1;
 		}
 		printf("%s\n", s);
 		free(s);
 		if (info.form != GK_PROBE_JSON_FULL)
-			fprintf(stderr, "gpukmmctl probe: summarized: %s\n", info.reason);
+			fprintf(stderr, "%s: summarized: %s\n", prog, info.reason);
 	} else {
 		print_human(stdout, r);
 	}
