@@ -102,6 +102,7 @@ ds_nodes() {
 }
 HAVE_GATER=; [ -x "$GPUKMM_BIN/gpukmm-gater" ] && HAVE_GATER=1
 HAVE_OPMGR=; [ -x "$GPUKMM_BIN/gpukmm-opmgr" ] && HAVE_OPMGR=1
+HAVE_UPGRADER=; [ -x "$GPUKMM_BIN/gpukmm-upgrader" ] && HAVE_UPGRADER=1
 # statusd writes the nodes summary once its code knows the field
 HAVE_NODES=; grep -qs gpuNodes services/statusd/*.c && HAVE_NODES=1
 
@@ -153,6 +154,8 @@ svc_list="{\"name\": \"watcher\", \"credentials\": true, \"args\": [\"--leader-e
   {\"name\": \"gater\", \"credentials\": true},"
 [ -n "$HAVE_OPMGR" ] && svc_list="$svc_list
   {\"name\": \"opmgr\", \"credentials\": true},"
+[ -n "$HAVE_UPGRADER" ] && svc_list="$svc_list
+  {\"name\": \"upgrader\", \"credentials\": true},"
 svc_list="$svc_list
   {\"name\": \"statusd\", \"credentials\": true},
   {\"name\": \"webhook\", \"args\": [\"--insecure-http\", \"--listen\", \"127.0.0.1:0\", \"--port-file\", \"$D/wport\"]}"
@@ -199,12 +202,21 @@ done
 np_follow_start
 
 # --- the policy
-say "kubectl apply -f deploy/examples/clusterpolicy-kmm.yaml"
-show sed -n '/^apiVersion/,$p' deploy/examples/clusterpolicy-kmm.yaml
-bad=$(sed "s/^  name: $CP\$/  name: $CP-name-far-too-long/" deploy/examples/clusterpolicy-kmm.yaml)
+# the example, versioned (KMM's ordered upgrade) with automatic rolling upgrades when
+# gpukmm-upgrader runs: it labels the nodes for the version itself, no admin step
+POLICY=deploy/examples/clusterpolicy-kmm.yaml
+if [ -n "$HAVE_UPGRADER" ]; then
+	POLICY=$D/clusterpolicy-kmm.yaml
+	sed 's/^  kernelModule:$/&\n    version: "1.3"\n    upgradePolicy: {autoUpgrade: true}/' deploy/examples/clusterpolicy-kmm.yaml >"$POLICY"
+	say "kubectl apply -f deploy/examples/clusterpolicy-kmm.yaml, with kernelModule.version and upgradePolicy.autoUpgrade"
+else
+	say "kubectl apply -f deploy/examples/clusterpolicy-kmm.yaml"
+fi
+show sed -n '/^apiVersion/,$p' "$POLICY"
+bad=$(sed "s/^  name: $CP\$/  name: $CP-name-far-too-long/" "$POLICY")
 milestone "the webhook rejects a policy whose Module name is too long for KMM" 10 \
 	bash -c "KUBECONFIG=/dev/null kubectl --server $KUBESIM_URL apply -f - <<<'$bad' 2>&1 | grep -q 'denied the request'"
-k apply -f deploy/examples/clusterpolicy-kmm.yaml >>"$D/apply.log" 2>&1
+k apply -f "$POLICY" >>"$D/apply.log" 2>&1
 milestone "KMM Module $NS/$CP-gpu created" 20 mod_is '.kind == "Module"'
 show bash -c "curl -s $KUBESIM_URL/apis/kmm.sigs.x-k8s.io/v1beta1/namespaces/$NS/modules/$CP-gpu | jq -c '.spec.moduleLoader.container.kernelMappings[]'"
 
@@ -250,6 +262,11 @@ done
 
 say "ClusterPolicy status"
 milestone "status kmmStatus 3/3" 30 cp_is '.status.kmmStatus == "3/3"'
+if [ -n "$HAVE_UPGRADER" ]; then
+	milestone "first install: gpukmm-upgrader labelled every GPU node for 1.3 (no admin step), Upgraded=True" 30 cp_is \
+		'(.status.conditions[] | select(.type == "Upgraded") | .status == "True" and .reason == "UpgradeComplete") and
+		 .status.upgrade.targetVersion == "1.3" and .status.upgrade.upToDate == 3'
+fi
 milestone "status Ready=True (observedGeneration = generation)" 30 cp_is \
 	'(.status.conditions[] | select(.type == "Ready") | .status == "True") and .status.observedGeneration == .metadata.generation'
 if [ -n "$HAVE_NODES" ]; then
@@ -291,23 +308,124 @@ fi
 show k get clusterpolicy -o custom-columns='NAME:.metadata.name,KMM:.status.kmmStatus,DP:.status.devicePluginStatus,DRA:.status.draStatus,XPU:.status.xpuManagerStatus,READY:.status.conditions[?(@.type=="Ready")].status,REASON:.status.conditions[?(@.type=="Ready")].reason'
 show bash -c "curl -s $KUBESIM_URL/apis/intel.com/v1alpha1/clusterpolicies/$CP | jq '.status'"
 
-# --- a version change: KMM's ordered upgrade
-say "version change: kernelModule.version 1.4 (KMM ordered upgrade)"
-k patch clusterpolicy "$CP" --type merge -p '{"spec":{"kernelModule":{"version":"1.4"}}}' >>"$D/apply.log" 2>&1
-milestone "Module recreated with version 1.4 (KMM forbids adding a version in place)" 30 \
-	mod_is '.spec.moduleLoader.container.version == "1.4"'
-milestone "status says why the nodes wait: Ready=False, 0 desired" 30 cp_is \
-	'(.status.conditions[] | select(.type == "Ready") | .status == "False" and (.message | test("0 desired"))) and .status.observedGeneration == .metadata.generation'
-show bash -c "curl -s $KUBESIM_URL/apis/intel.com/v1alpha1/clusterpolicies/$CP | jq -c '.status.conditions[] | select(.type == \"Ready\")'"
-milestone "KMM unloaded the unversioned module (ready labels gone)" 30 bash -c \
-	"! curl -s $KUBESIM_URL/api/v1/nodes | grep -q '$CP-gpu.ready'"
-say "the admin moves the nodes to 1.4 one by one (label kmm.node.kubernetes.io/version-module...)"
-for n in $GPU_NODES; do
-	k label node "$n" "kmm.node.kubernetes.io/version-module.$NS.$CP-gpu=1.4" >>"$D/apply.log" 2>&1
-	milestone "xe 1.4 loaded on $n" 30 node_ready "$n"
-done
-milestone "status Ready=True again for the new generation (KMM 3/3)" 30 cp_is \
-	'(.status.conditions[] | select(.type == "Ready") | .status == "True") and .status.observedGeneration == .metadata.generation and .status.kmmStatus == "3/3"'
+# --- a version change: KMM's ordered upgrade, by hand (without gpukmm-upgrader; with it, the
+# policy is versioned from the start and the upgrade below rolls without an admin step)
+if [ -z "$HAVE_UPGRADER" ]; then
+	say "version change: kernelModule.version 1.4 (KMM ordered upgrade)"
+	k patch clusterpolicy "$CP" --type merge -p '{"spec":{"kernelModule":{"version":"1.4"}}}' >>"$D/apply.log" 2>&1
+	milestone "Module recreated with version 1.4 (KMM forbids adding a version in place)" 30 \
+		mod_is '.spec.moduleLoader.container.version == "1.4"'
+	milestone "status says why the nodes wait: Ready=False, 0 desired" 30 cp_is \
+		'(.status.conditions[] | select(.type == "Ready") | .status == "False" and (.message | test("0 desired"))) and .status.observedGeneration == .metadata.generation'
+	show bash -c "curl -s $KUBESIM_URL/apis/intel.com/v1alpha1/clusterpolicies/$CP | jq -c '.status.conditions[] | select(.type == \"Ready\")'"
+	milestone "KMM unloaded the unversioned module (ready labels gone)" 30 bash -c \
+		"! curl -s $KUBESIM_URL/api/v1/nodes | grep -q '$CP-gpu.ready'"
+	say "the admin moves the nodes to 1.4 one by one (label kmm.node.kubernetes.io/version-module...)"
+	for n in $GPU_NODES; do
+		k label node "$n" "kmm.node.kubernetes.io/version-module.$NS.$CP-gpu=1.4" >>"$D/apply.log" 2>&1
+		milestone "xe 1.4 loaded on $n" 30 node_ready "$n"
+	done
+	milestone "status Ready=True again for the new generation (KMM 3/3)" 30 cp_is \
+		'(.status.conditions[] | select(.type == "Ready") | .status == "True") and .status.observedGeneration == .metadata.generation and .status.kmmStatus == "3/3"'
+fi
+
+# --- an automatic rolling upgrade: gpukmm-upgrader moves the nodes, not the admin
+VKEY="kmm.node.kubernetes.io/version-module.$NS.$CP-gpu"
+UPSTATE=gpukmm.io/upgrade-state
+# one line per GPU node: name, KMM's version label, the upgrade state, cordon, KMM's ready label
+upgrade_rows() {
+	kj /api/v1/nodes | jq -r --arg v "$VKEY" --arg s "$UPSTATE" --arg k "$READY_KEY" '.items[] |
+		select(.metadata.labels["intel.feature.node.kubernetes.io/gpu"] == "true") |
+		"\(.metadata.name)\t\(.metadata.labels[$v] // "-")\t\(.metadata.labels[$s] // "-")\t\(if .spec.unschedulable then "cordoned" else "-" end)\t\(if .metadata.labels[$k] != null then "yes" else "-" end)"'
+}
+upgrade_counts() {
+	cpj | jq -r '(.status.conditions[]? | select(.type == "Upgraded") | .reason) as $r | .status.upgrade // empty |
+		"\($r // "-"): \(.upToDate // 0)/\(.nodes // 0) on \(.targetVersion // "-"), draining \(.draining // 0), unloading \(.unloading // 0), loading \(.loading // 0), failed \(.failed // 0)"'
+}
+# print each node's line when it changes and the rollout's counts when they change, until
+# every GPU node is done on $1 (or $2 s); UPG_MAXDOWN = the most nodes seen without the driver
+watch_rollout() {
+	local want=$1 end=$((SECONDS + $2)) rows prev="" c pc="" line down
+	local -A seen=()
+	UPG_MAXDOWN=0
+	[ -n "$CHECK" ] || printf '     %-14s %-8s %-10s %-9s %s\n' NODE VERSION STATE CORDON KMM-READY
+	while [ $SECONDS -lt $end ]; do
+		rows=$(upgrade_rows 2>/dev/null)
+		down=$(awk -F'\t' '$5 != "yes"' <<<"$rows" | grep -c .)
+		[ "$down" -gt "$UPG_MAXDOWN" ] && UPG_MAXDOWN=$down
+		if [ "$rows" != "$prev" ]; then
+			while IFS=$'\t' read -r n v st co r; do
+				line="$v $st $co $r"
+				[ "${seen[$n]:-}" = "$line" ] && continue
+				seen[$n]=$line
+				if [ -n "$CHECK" ]; then echo "#   $n: version $v, state $st, $co, KMM ready $r"
+				else printf '     %-14s %-8s %-10s %-9s %s\n' "$n" "$v" "$st" "$co" "$r"; fi
+			done <<<"$rows"
+			prev=$rows
+		fi
+		c=$(upgrade_counts 2>/dev/null)
+		if [ -n "$c" ] && [ "$c" != "$pc" ]; then
+			if [ -n "$CHECK" ]; then echo "#   status.upgrade: $c"; else echo "       status: $c"; fi
+			pc=$c
+		fi
+		[ "$(awk -F'\t' -v w="$want" '$2 == w && $3 == "done"' <<<"$rows" | grep -c .)" = 3 ] && return 0
+		sleep 0.3
+	done
+	return 1
+}
+node_events() {
+	k get events --field-selector "involvedObject.name=$1" --sort-by=.metadata.name -o custom-columns=REASON:.reason,MESSAGE:.message \
+		2>/dev/null | grep -E '^(REASON|Upgrad)' | cut -c1-160 | sed 's/^/     /'
+}
+if [ -n "$HAVE_UPGRADER" ]; then
+	say "a new driver: kernelModule.version 1.3 -> 1.4, rolled out by gpukmm-upgrader (upgradePolicy.autoUpgrade)"
+	show echo "   a GPU workload runs on every node (pods of a ReplicaSet asking for gpu.intel.com/xe)"
+	k create namespace work >>"$D/apply.log" 2>&1
+	k apply -f - >>"$D/apply.log" 2>&1 <<Y
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata: {name: inference, namespace: work}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: inference}}
+  template:
+    metadata: {labels: {app: inference}}
+    spec: {containers: [{name: c, image: inference}]}
+Y
+	rs_uid=$(k get rs -n work inference -o jsonpath='{.metadata.uid}')
+	for n in $GPU_NODES; do
+		kraw POST /api/v1/namespaces/work/pods "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"inference-$n\",
+			\"namespace\":\"work\",\"labels\":{\"app\":\"inference\"},\"ownerReferences\":[{\"apiVersion\":\"apps/v1\",
+			\"kind\":\"ReplicaSet\",\"name\":\"inference\",\"uid\":\"$rs_uid\",\"controller\":true}]},\"spec\":{\"nodeName\":\"$n\",
+			\"containers\":[{\"name\":\"c\",\"image\":\"inference\",\"resources\":{\"limits\":{\"gpu.intel.com/xe\":\"1\"}}}]}}" >/dev/null
+	done
+	milestone "3 GPU workload pods run, one per GPU node" 30 bash -c \
+		"[ \"\$(curl -s '$KUBESIM_URL/api/v1/namespaces/work/pods' | jq '[.items[] | select(.status.phase == \"Running\")] | length')\" = 3 ]"
+	show echo "   kubectl patch clusterpolicy $CP --type merge -p '{\"spec\":{\"kernelModule\":{\"version\":\"1.4\"}}}'"
+	show echo "   (defaults: maxParallel 1, maxUnavailable 25%, drain on: the pods using a GPU are evicted through the Eviction API)"
+	t_up=$SECONDS
+	k patch clusterpolicy "$CP" --type merge -p '{"spec":{"kernelModule":{"version":"1.4"}}}' >>"$D/apply.log" 2>&1
+	say "gpukmm-upgrader rolls it node by node: cordon, drain, unload, version label, load, confirm, uncordon"
+	if watch_rollout 1.4 120; then
+		milestone "every GPU node upgraded to 1.4 by gpukmm-upgrader (state done), in $((SECONDS - t_up))s, no admin labelling" 1 true
+	else
+		milestone "every GPU node upgraded to 1.4 by gpukmm-upgrader (state done)" 1 false
+	fi
+	milestone "never more than maxParallel = 1 node without the driver during the rollout (max seen $UPG_MAXDOWN)" 1 \
+		[ "$UPG_MAXDOWN" -le 1 ]
+	milestone "every node's own report confirms xe 1.4 loaded" 30 bash -c "curl -s $KUBESIM_URL/api/v1/nodes | jq -e '
+		[.items[] | select(.metadata.labels[\"intel.feature.node.kubernetes.io/gpu\"] == \"true\") |
+		 .metadata.annotations[\"gpukmm.io/node-report\"] | fromjson | .module | .loaded and .version == \"1.4\"] | length == 3 and all'"
+	milestone "Upgraded=True UpgradeComplete, status.upgrade 3/3 on 1.4" 30 cp_is \
+		'(.status.conditions[] | select(.type == "Upgraded") | .status == "True" and .reason == "UpgradeComplete") and
+		 .status.upgrade.targetVersion == "1.4" and .status.upgrade.upToDate == 3'
+	milestone "the workload pods were evicted (Eviction API), every node uncordoned" 10 bash -c \
+		"[ \"\$(curl -s '$KUBESIM_URL/api/v1/namespaces/work/pods' | jq '.items | length')\" = 0 ] &&
+		 curl -s $KUBESIM_URL/api/v1/nodes | jq -e '[.items[] | .spec.unschedulable // false] | any | not' >/dev/null"
+	show k get clusterpolicy "$CP" -o custom-columns='NAME:.metadata.name,KMM:.status.kmmStatus,TARGET:.status.upgrade.targetVersion,UP-TO-DATE:.status.upgrade.upToDate,NODES:.status.upgrade.nodes,UPGRADED:.status.conditions[?(@.type=="Upgraded")].reason'
+	show echo "   kubectl get events --field-selector involvedObject.name=gpu-rhel-1 (gpukmm-upgrader's, one per step):"
+	show node_events gpu-rhel-1
+fi
 
 # --- a GPU in use blocks the removal of the driver
 say "a workload holds a GPU (allocated ResourceClaim); the policy drops kernelModule"
