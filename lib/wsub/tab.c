@@ -1,4 +1,5 @@
 /* gpukmm — a view's objects: typed copies by key (gpukmm/wsub.h). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,7 +24,16 @@ ProtobufCMessage *gk_wsub_clone(const ProtobufCMessage *m)
 void gk_wsub_tab_init(gk_wsub_tab *t, size_t max)
 {
 	memset(t, 0, sizeof(*t));
-	t->max = max ? max : 4096;
+	t->max = max ? max : GK_WSUB_TAB_MAX;
+}
+
+const char *gk_wsub_tab_overflow(const gk_wsub_tab *t, const char *kind, char *buf, size_t cap)
+{
+	if (!t->overflow)
+		return NULL;
+	snprintf(buf, cap, "the view could not keep every %s (at most %zu, or out of memory): they cannot be confirmed", kind,
+		 t->max);
+	return buf;
 }
 
 static gk_wsub_obj *find(const gk_wsub_tab *t, const char *key)
@@ -63,8 +73,10 @@ void gk_wsub_tab_clear(gk_wsub_tab *t)
 int gk_wsub_tab_put(gk_wsub_tab *t, const char *key, const ProtobufCMessage *msg, gk_err *err)
 {
 	ProtobufCMessage *c = gk_wsub_clone(msg);
-	if (!c)
+	if (!c) {
+		t->overflow = true;
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: cannot copy %s", key);
+	}
 	gk_wsub_obj *o = find(t, key);
 	if (o) {
 		protobuf_c_message_free_unpacked(o->msg, NULL);
@@ -72,6 +84,7 @@ int gk_wsub_tab_put(gk_wsub_tab *t, const char *key, const ProtobufCMessage *msg
 		return GK_OK;
 	}
 	if (t->n >= t->max) {
+		t->overflow = true;
 		protobuf_c_message_free_unpacked(c, NULL);
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: more than %zu objects, dropping %s", t->max, key);
 	}
@@ -85,6 +98,7 @@ int gk_wsub_tab_put(gk_wsub_tab *t, const char *key, const ProtobufCMessage *msg
 		}
 	}
 	if (!k || t->n == t->cap) {
+		t->overflow = true;
 		free(k);
 		protobuf_c_message_free_unpacked(c, NULL);
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: out of memory");

@@ -23,6 +23,7 @@ struct gk_opv {
 	bool leader, synced;
 	uint64_t term;  /* Leadership.term, stamped on status reports */
 	uint64_t ignored;
+	char ovf[2][256];        /* why a table overflowed (gk_wsub_tab_overflow) */
 };
 
 /* the claims (the DRA guard: read as a set), the operands (an absence in the
@@ -317,7 +318,7 @@ int gk_opv_apply(gk_opv *v, const char *topic, const Gpukmm__Event *ev, gk_err *
 			break;
 		bool before = v->claims.n > 0;
 		int rc = put_typed(&v->claims, key, &c->base, del || !claim_blocks(c), err);
-		if ((v->claims.n > 0) != before)
+		if ((v->claims.n > 0) != before || rc != GK_OK) /* a refused claim: the guard must look again */
 			mark_all(v);
 		return rc;
 	}
@@ -381,13 +382,17 @@ bool gk_opv_claims_allocated(const gk_opv *v)
 
 const char *gk_opv_claims_unconfirmed(const gk_opv *v)
 {
-	return gk_wsub_unconf_reason(&v->uc, UC_CLAIM);
+	const char *o = gk_wsub_tab_overflow(&v->claims, "ResourceClaim", (char *)v->ovf[0], sizeof(v->ovf[0]));
+	return o ? o : gk_wsub_unconf_reason(&v->uc, UC_CLAIM);
 }
 
 const char *gk_opv_operand_unconfirmed(const gk_opv *v, const char *resource, const char *ns, const char *name)
 {
 	const char *r = gk_wsub_unconf_reason(&v->uc, UC_OPERAND);
 	if (r)
+		return r;
+	if ((r = gk_wsub_tab_overflow(&v->objects, "operand object", (char *)v->ovf[1], sizeof(v->ovf[1]))) ||
+	    (r = gk_wsub_tab_overflow(&v->daemonsets, "DaemonSet", (char *)v->ovf[1], sizeof(v->ovf[1]))))
 		return r;
 	char key[800]; /* the watcher's key of an operand: resource/[ns/]name */
 	int n = snprintf(key, sizeof(key), "%s/%s%s%s", resource ? resource : "", ns && *ns ? ns : "",

@@ -194,11 +194,13 @@ int gk_upp_pass(const gk_upv *v, const char *policy, const gk_upp_ops *ops, int6
 	gk_policy_selector_free(&sel);
 	for (size_t i = 0; i < oth.n; i++)
 		gk_policy_selector_free(&oth.sel[i]);
-	qsort(nodes, n, sizeof(*nodes), cmp_nodes);
+	if (n)
+		qsort(nodes, n, sizeof(*nodes), cmp_nodes);
 	in.nodes = nodes;
 	in.n = n;
-	/* picks only on states read fresh since we lead, and none while a write is in flight */
-	in.confirmed = !res->pending && ops->confirmed(ops->user);
+	/* picks only on states read fresh since we lead, on a view that holds every node and
+	 * claim, and none while a write is in flight */
+	in.confirmed = !res->pending && ops->confirmed(ops->user) && gk_upv_complete(v);
 
 	gk_upg_plan plan;
 	int rc = gk_upg_decide(&in, &plan, err);

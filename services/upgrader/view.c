@@ -44,7 +44,7 @@ int gk_upv_new(gk_upv **out, const char *ns, size_t max, gk_upv_dirty_fn fn, voi
 		free(v);
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: out of memory");
 	}
-	v->max = max ? max : 4096;
+	v->max = max ? max : GK_WSUB_TAB_MAX;
 	gk_wsub_tab_init(&v->policies, max);
 	gk_wsub_tab_init(&v->modules, max);
 	gk_wsub_tab_init(&v->nodes, max);
@@ -455,4 +455,9 @@ void gk_upv_state_get(const gk_upv *v, gk_upv_state *out)
 {
 	*out = (gk_upv_state){ .policies = v->policies.n, .modules = v->modules.n, .nodes = v->nodes.n,
 			       .claims = v->claims.n, .ignored = v->ignored, .stale = v->stale };
+}
+
+bool gk_upv_complete(const gk_upv *v)
+{
+	return !v->nodes.overflow && !v->claims.overflow && !v->modules.overflow && !v->policies.overflow;
 }

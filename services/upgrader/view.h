@@ -38,6 +38,9 @@ bool gk_upv_leader(const gk_upv *v);
 /* the Leadership.term of the view (0 without an election) */
 uint64_t gk_upv_term(const gk_upv *v);
 bool gk_upv_kmm(const gk_upv *v);
+/* false when a table refused an object (over its bound, or out of memory): the
+ * view does not hold every node or claim, so nothing may be picked on it */
+bool gk_upv_complete(const gk_upv *v);
 const Gpukmm__ClusterPolicy *gk_upv_policy(const gk_upv *v, const char *name);
 const Gpukmm__Module *gk_upv_module(const gk_upv *v, const char *name);
 size_t gk_upv_n_nodes(const gk_upv *v);

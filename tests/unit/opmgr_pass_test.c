@@ -268,6 +268,58 @@ Test(opmgr_pass, mode_switch_and_the_claim_guard)
 	cr_assert_eq(R.requeue_ms, 0);
 }
 
+/* A claim the view could not keep (over its bound) is not an absent claim: once the
+ * table refused one, the claims are unconfirmed and the DRA driver stays even when every
+ * claim the table holds is released. */
+static void ev_claim(int type, const char *name)
+{
+	char buf[512];
+	snprintf(buf, sizeof(buf), "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"apps\"},\"status\":{\"allocation\":"
+		 "{\"devices\":{\"results\":[{\"driver\":\"gpu.intel.com\"}]}}}}", name);
+	cJSON *cj = cJSON_Parse(buf);
+	Gpukmm__ResourceClaim *c;
+	cr_assert_eq(gk_kobj_resource_claim_from_json(cj, &c, NULL), 0);
+	cJSON_Delete(cj);
+	Gpukmm__Event ev = GPUKMM__EVENT__INIT;
+	ev.has_type = 1;
+	ev.type = type;
+	ev.object_case = GPUKMM__EVENT__OBJECT_RESOURCE_CLAIM;
+	ev.resource_claim = c;
+	gk_opv_apply(V, "resourceclaim", &ev, NULL); /* the refused one returns an error, as in the service */
+	gk_kobj_free(c);
+}
+
+Test(opmgr_pass, a_claim_the_view_could_not_keep_holds_the_dra_driver)
+{
+	gk_opv_free(V);
+	cr_assert_eq(gk_opv_new(&V, NS, 16, dirty, NULL, NULL), 0); /* room for 16 objects of each kind */
+	gk_op_opts o = { .namespace_ = NS, .kmm = true, .dra_version = "v1" };
+	const char *dra = "{\"apiVersion\":\"intel.com/v1alpha1\",\"kind\":\"ClusterPolicy\",\"metadata\":{\"name\":\"gpu\","
+			  "\"uid\":\"u1\",\"finalizers\":[" OURS "]},\"spec\":{\"resourceRegistration\":\"dra\"}}";
+	add_policy(CP_DP(OURS, ""));
+	add_rendered(dra, &o, NULL);
+	load();
+	char name[32];
+	for (int i = 0; i < 17; i++) { /* the 17th does not fit */
+		snprintf(name, sizeof(name), "c%d", i);
+		ev_claim(GPUKMM__EVENT_TYPE__ADDED, name);
+	}
+	for (int i = 0; i < 16; i++) { /* every claim the view holds is released; c16 still holds a GPU */
+		snprintf(name, sizeof(name), "c%d", i);
+		ev_claim(GPUKMM__EVENT_TYPE__DELETED, name);
+	}
+	memset(&F, 0, sizeof(F));
+	pass();
+	cr_assert(logged("create DaemonSet gpu-device-plugin"));
+	cr_assert_not(logged("delete DaemonSet gpu-gpu-dra"), "a claim was dropped from the view: the DRA driver stays");
+	cr_assert(R.n_errors > 0 && strstr(R.errors[0], "the view could not keep every ResourceClaim"), "%s",
+		  R.n_errors ? R.errors[0] : "(no error)");
+	/* a fresh snapshot (every claim released) confirms them again */
+	load();
+	pass();
+	cr_assert(logged("delete DaemonSet gpu-gpu-dra"));
+}
+
 /* upstream §9.3: device plugin and XPU Manager first, DRA next (guarded), misc after; finalizers last */
 Test(opmgr_pass, ordered_teardown_then_finalizers)
 {
