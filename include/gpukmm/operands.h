@@ -201,7 +201,9 @@ enum gk_op_sync {
  * policy with another uid is replaced: adoption), and want->rules. The patch
  * carries metadata.resourceVersion of live as a precondition. */
 int gk_op_sync(const gk_op_obj *want, const cJSON *live, cJSON **patch, char *msg, size_t cap);
-/* Is `live` ours: the label, or a controller reference to a ClusterPolicy named cp? */
+/* Is `live` policy cp's: a controller reference to the ClusterPolicy named cp, or our
+ * label and no controller reference (one to anything else, another policy included: not
+ * cp's, whatever its labels say). */
 bool gk_op_is_ours(const cJSON *live, const char *cp);
 /* Did gpu-base-operator leave `live` for policy cp: its labels `app: <app>` and
  * `owner: <cp>`, and no controller reference to anything but that policy? */

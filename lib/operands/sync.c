@@ -105,16 +105,15 @@ static bool names_policy(const cJSON *ref, const char *cp)
 bool gk_op_is_ours(const cJSON *live, const char *cp)
 {
 	const cJSON *md = cJSON_GetObjectItemCaseSensitive(live, "metadata");
-	const cJSON *labels = cJSON_GetObjectItemCaseSensitive(md, "labels");
-	const char *mb = str(labels, GK_OP_MANAGED_BY_KEY);
-	if (mb && strcmp(mb, GK_OP_MANAGED_BY_VALUE) == 0)
-		return true;
 	const cJSON *ref;
 	cJSON_ArrayForEach(ref, cJSON_GetObjectItemCaseSensitive(md, "ownerReferences")) {
-		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ref, "controller")) && names_policy(ref, cp))
-			return true;
+		/* the controller decides: another policy's object of a shared name (the
+		 * DeviceClasses) carries our label too, and is not this policy's */
+		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ref, "controller")))
+			return names_policy(ref, cp);
 	}
-	return false;
+	const char *mb = str(cJSON_GetObjectItemCaseSensitive(md, "labels"), GK_OP_MANAGED_BY_KEY);
+	return mb && strcmp(mb, GK_OP_MANAGED_BY_VALUE) == 0;
 }
 
 bool gk_op_is_upstream(const cJSON *live, const char *cp, const char *app)

@@ -54,6 +54,11 @@ static void wrote(gk_opp_result *res, int w, const char *last, const char *what,
 		res->writes++;
 	if (w == GK_OPP_WR_STARTED || w == GK_OPP_WR_BUSY)
 		res->pending++;
+	/* a call on that object in flight or backing off, perhaps another policy's (a
+	 * DeviceClass has one name for all): its end re-runs the object's owner, maybe
+	 * not this policy, so look again */
+	if (w == GK_OPP_WR_BUSY || w == GK_OPP_WR_WAIT)
+		requeue(res, GK_OPP_REQUEUE_MS);
 	if (w == GK_OPP_WR_FAILED)
 		res->failed = true;
 	if (last)
@@ -190,6 +195,11 @@ static bool leftover(const gk_opv *v, const gk_op_ref *c, const char *policy, co
 	/* being read (it goes into the view, and the next pass decides), or waiting to be */
 	if (w == GK_OPP_WR_STARTED || w == GK_OPP_WR_BUSY)
 		res->pending++;
+	/* a call on that object in flight or backing off, perhaps another policy's (a
+	 * DeviceClass has one name for all): its end re-runs the object's owner, maybe
+	 * not this policy, so look again */
+	if (w == GK_OPP_WR_BUSY || w == GK_OPP_WR_WAIT)
+		requeue(res, GK_OPP_REQUEUE_MS);
 	if (w == GK_OPP_WR_FAILED)
 		res->failed = true;
 	if (last)

@@ -28,7 +28,7 @@ chmod 700 "$D"
 FAILED=0
 ok() { echo "ok - $*"; }
 nok() { echo "not ok - $*"; FAILED=1; }
-check() { local n=$1; shift; if "$@"; then ok "$n"; else nok "$n"; fi; }
+check() { local n=$1; shift; if "$@"; then ok "$n"; else nok "$n"; return 1; fi; }
 
 cleanup() {
 	local c
@@ -193,6 +193,7 @@ while [ $SECONDS -lt $end ]; do
 	sleep 0.$((2 + RANDOM % 6))
 done
 kraw PUT /kubesim/faults '{}' >/dev/null
+echo "# $(date -u +%T.%N | cut -c1-12) chaos over: faults cleared ($(kraw_code))"
 echo "# $FAULTS fault sets ($DISC discovery, $LIES lying relists), $KILLS services killed -9, $SUPKILLS supervisor kills, $LEADERKILLS leader kills, $(wc -l <"$D/samples") full samples"
 for c in A B; do kill -0 "${SUP[$c]}" 2>/dev/null || { nok "controller $c is running after the chaos"; ctrl_start "$c"; }; done
 check "the guarded state holds: both deletions still blocked a while after the chaos" wait_until 30 \
@@ -210,10 +211,23 @@ for i in 1 2 3; do
 	kraw DELETE "/apis/resource.k8s.io/v1/namespaces/user/resourceclaims/claim-$i" >/dev/null
 	kraw DELETE "/api/v1/namespaces/user/pods/pod-$i" >/dev/null
 done
+echo "# $(date -u +%T.%N | cut -c1-12) claims and pods released"
 gone() { [ "$(kraw GET "$1" | jq -r .kind)" != "$2" ]; }
+left() { # POLICY PATH...: what is still there and what the policy's status says
+	local p=$1 x
+	shift
+	for x in "$@"; do
+		kraw GET "$x" | jq -r --arg x "$x" 'select(.kind != "Status") |
+			"#   still there: \($x) (finalizers \(.metadata.finalizers // [] | join(",")), deletionTimestamp \(.metadata.deletionTimestamp // "none"))"'
+	done
+	kraw GET "$(cpath "$p")" | jq -r '.status.errors[]? // empty' | sed 's/^/#   status: /'
+	echo "#   faults: $(kraw GET /kubesim/faults | jq -c .)"
+}
 check "claims freed: gpu-a's Module and DRA driver deleted and gpu-a gone" wait_until 60 \
-	eval 'gone "$(mpath gpu-a)" Module && gone "$DRAP" DaemonSet && gone "$(cpath gpu-a)" ClusterPolicy'
-check "pods gone: gpu-b's Module deleted and gpu-b gone" wait_until 60 eval 'gone "$(mpath gpu-b)" Module && gone "$(cpath gpu-b)" ClusterPolicy'
+	eval 'gone "$(mpath gpu-a)" Module && gone "$DRAP" DaemonSet && gone "$(cpath gpu-a)" ClusterPolicy' ||
+	left gpu-a "$(mpath gpu-a)" "$DRAP" "$(cpath gpu-a)"
+check "pods gone: gpu-b's Module deleted and gpu-b gone" wait_until 60 eval 'gone "$(mpath gpu-b)" Module && gone "$(cpath gpu-b)" ClusterPolicy' ||
+	left gpu-b "$(mpath gpu-b)" "$(cpath gpu-b)"
 check "gpu-c untouched: same Module, finalizer, device plugin gated" eval \
 	'[ "$(kraw GET "$(mpath gpu-c)" | jq -r .metadata.uid)" = "${UID0[gpu-c]}" ] && c_final && c_gated'
 for c in A B; do

@@ -649,6 +649,17 @@ Test(operands, sync_adopts_upstream_objects_without_touching_the_template)
 				  yaml("[{apiVersion: intel.com/v1alpha1, kind: ClusterPolicy, name: gpu, uid: old, controller: true}]"));
 	cr_expect(gk_op_is_ours(live, "gpu"));
 	cr_expect(!gk_op_is_ours(live, "other"));
+	/* our label and another policy's controller reference (a DeviceClass has one name
+	 * for every policy): that policy's, not this one's */
+	cJSON *shared = as_served(o);
+	cr_expect(gk_op_is_ours(shared, "gpu"), "our label and our reference");
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(shared, "metadata"), "ownerReferences",
+				  yaml("[{apiVersion: intel.com/v1alpha1, kind: ClusterPolicy, name: other, uid: o, controller: true}]"));
+	cr_expect(!gk_op_is_ours(shared, "gpu"));
+	cr_expect(gk_op_is_ours(shared, "other"));
+	cJSON_DeleteItemFromObject(cJSON_GetObjectItem(shared, "metadata"), "ownerReferences");
+	cr_expect(gk_op_is_ours(shared, "gpu"), "our label, no controller");
+	cJSON_Delete(shared);
 	int rc;
 	char *s = sync_str(o, live, &rc);
 	cr_assert_eq(rc, GK_OP_PATCH);

@@ -40,7 +40,13 @@ static int f_create(void *u, const gk_opp_ref *r, const cJSON *o, const char **l
 	return rec("create", r);
 }
 static int f_patch(void *u, const gk_opp_ref *r, const char *b, const char **l) { *l = NULL; return rec("patch", r); }
-static int f_del(void *u, const gk_opp_ref *r, const char *uid, const char **l) { *l = NULL; return rec("delete", r); }
+static int DEL_ANSWER = GK_OPP_WR_STARTED; /* what the fake delete answers */
+static int f_del(void *u, const gk_opp_ref *r, const char *uid, const char **l)
+{
+	*l = NULL;
+	rec("delete", r);
+	return DEL_ANSWER;
+}
 static int f_fin(void *u, const char *p, const char *rv, char *const *f, size_t n, const char **l)
 {
 	*l = NULL;
@@ -98,6 +104,7 @@ static void reset(void)
 	SNAP.nodes = NODES;
 	CREATED_QA[0] = 0;
 	PROBE = -1;
+	DEL_ANSWER = GK_OPP_WR_STARTED;
 	SNAP.cluster_policies = CPS;
 	SNAP.operands = OBJS;
 	SNAP.daemon_sets = DSS;
@@ -385,6 +392,53 @@ Test(opmgr_pass, not_ours_is_left_alone)
 	cr_assert_eq(F.n, 0, "%s", F.log[0]);
 	cr_assert_eq(R.n_errors, 1);
 	cr_assert(strstr(R.errors[0], "controlled by Deployment d") != NULL, "%s", R.errors[0]);
+}
+
+/* A DeviceClass has one name for every policy: another policy's (our label, its controller
+ * reference) is not this policy's. A teardown neither deletes it (the other policy made it
+ * again, the two deleted and created it in turn and the teardown waited for it) nor guards
+ * it as its DRA driver: the finalizers go. */
+Test(opmgr_pass, teardown_leaves_another_policys_object_alone)
+{
+	gk_op_opts o = { .namespace_ = NS, .kmm = true, .dra_version = "v1" };
+	/* then with GPU claims allocated: they guard the other policy's DRA driver, not this one's */
+	for (int claims = 0; claims < 2; claims++) {
+		reset();
+		add_policy(CP_DP(OURS, DELETING));
+		add_rendered("{\"metadata\":{\"name\":\"other\",\"uid\":\"u2\"},\"spec\":{\"resourceRegistration\":\"dra\"}}",
+			     &o, "DeviceClass");
+		cJSON *cj = cJSON_Parse("{\"metadata\":{\"name\":\"c\",\"namespace\":\"apps\"},\"status\":{\"allocation\":"
+					"{\"devices\":{\"results\":[{\"driver\":\"gpu.intel.com\"}]}}}}");
+		if (claims)
+			cr_assert_eq(gk_kobj_resource_claim_from_json(cj, &RCS[SNAP.n_resource_claims++], NULL), 0);
+		cJSON_Delete(cj);
+		load();
+		pass();
+		cr_assert_not(logged("delete DeviceClass gpu.intel.com"));
+		cr_assert_eq(R.n_errors, 0, "claims %d: %s", claims, R.errors[0]);
+		cr_assert(logged("finalizers"), "nothing of this policy's left: its finalizer goes");
+	}
+}
+
+/* A delete that finds a call on the object in flight or backing off (perhaps another
+ * policy's: the end of that call re-runs the object's owner, maybe not this policy):
+ * the pass looks again later instead of waiting for an event that may never come. */
+Test(opmgr_pass, a_write_it_did_not_start_is_looked_at_again)
+{
+	gk_op_opts o = { .namespace_ = NS, .kmm = true, .dra_version = "v1" };
+	int answers[] = { GK_OPP_WR_BUSY, GK_OPP_WR_WAIT, GK_OPP_WR_STARTED };
+	for (size_t i = 0; i < 3; i++) {
+		reset();
+		DEL_ANSWER = answers[i];
+		add_policy(CP_DP(OURS, DELETING));
+		add_rendered("{\"metadata\":{\"name\":\"gpu\",\"uid\":\"u1\"},\"spec\":{\"resourceRegistration\":\"dp\"}}", &o,
+			     "DaemonSet");
+		load();
+		pass();
+		cr_assert(logged("delete DaemonSet gpu-device-plugin"));
+		cr_assert_eq(R.requeue_ms, i < 2 ? GK_OPP_REQUEUE_MS : 0, "answer %d: requeue %lld", answers[i],
+			     (long long)R.requeue_ms);
+	}
 }
 
 /* the DRA kinds served but claims not watched (an older resource.k8s.io): fail closed */
