@@ -40,7 +40,7 @@ check "kubectl taint adds a second effect for key c" k taint node n1 c=:NoSchedu
 expect "same key, two effects" "c=:NoSchedule b=3:NoExecute c=:PreferNoSchedule " "$(jp node n1 "$TAINTS")"
 check "kubectl taint c:NoSchedule- removes one effect only" k taint node n1 c:NoSchedule-
 expect "other effect of c kept" "b=3:NoExecute c=:PreferNoSchedule " "$(jp node n1 "$TAINTS")"
-check "kubectl taint without --overwrite refuses a change" bash -c '! k taint node n1 b=4:NoExecute 2>/dev/null' 
+check "kubectl taint without --overwrite refuses a change" in_shell '! k taint node n1 b=4:NoExecute 2>/dev/null' 
 check "remove the last taints" k taint node n1 b- c-
 expect "no taints left" "" "$(jp node n1 '{.spec.taints}')"
 

@@ -25,7 +25,7 @@ echo "# second change reconciled after $dt ms (Event writes take 4000 ms)"
 check "second change reconciled in under 3 s, before the 4 s Event write could end ($dt ms)" test "$dt" -lt 3000
 kraw PUT /kubesim/faults '{"rules":[]}' >/dev/null
 check "the Events still get written (in the background)" \
-	wait_for "events" 15 bash -c "kraw GET /api/v1/namespaces/default/events | jq -e '[.items[] | select(.involvedObject.name == \"gpu\")] | length > 0' >/dev/null"
+	wait_for "events" 15 in_shell "kraw GET /api/v1/namespaces/default/events | jq -e '[.items[] | select(.involvedObject.name == \"gpu\")] | length > 0' >/dev/null"
 mm_stop_modmgr TERM
 check "modmgr exits 0 with Event writes possibly in flight" test $? = 0
 exit $MM_FAILED

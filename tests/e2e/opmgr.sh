@@ -41,10 +41,10 @@ check "OTel ConfigMap created" wait_for cm 20 obj_jq "$NSP/configmaps/gpu-xpuman
 check "NodeFeatureRule created" wait_for nfd 20 obj_jq /apis/nfd.k8s-sigs.io/v1alpha1/nodefeaturerules/intel-gpu-devices '.spec.rules | length == 9'
 check "Service created" wait_for svc 20 obj_jq "$NSP/services/intel-xpumanager" '.spec.ports[0].port == 8080'
 check "ServiceMonitor created" wait_for sm 20 obj_jq /apis/monitoring.coreos.com/v1/namespaces/$MM_NS/servicemonitors/intel-xpumanager '.spec.endpoints[0].path == "/metrics"'
-check "every object owned by the policy (controller reference with its uid) and labelled" bash -c "
+check "every object owned by the policy (controller reference with its uid) and labelled" in_shell "
 	for p in $DSP/gpu-device-plugin $DSP/gpu-xpu-manager $NSP/configmaps/gpu-xpumanager-otel-config \
 		/apis/nfd.k8s-sigs.io/v1alpha1/nodefeaturerules/intel-gpu-devices $NSP/services/intel-xpumanager; do
-		$(declare -f kcurl kraw); kraw GET \$p | jq -e '.metadata.ownerReferences == [{\"apiVersion\":\"intel.com/v1alpha1\",\"kind\":\"ClusterPolicy\",\"name\":\"gpu\",\"uid\":\"$UID_CP\",\"controller\":true,\"blockOwnerDeletion\":true}] and .metadata.labels[\"app.kubernetes.io/managed-by\"] == \"gpukmm\"' >/dev/null || exit 1
+		$(declare -f kraw); kraw GET \$p | jq -e '.metadata.ownerReferences == [{\"apiVersion\":\"intel.com/v1alpha1\",\"kind\":\"ClusterPolicy\",\"name\":\"gpu\",\"uid\":\"$UID_CP\",\"controller\":true,\"blockOwnerDeletion\":true}] and .metadata.labels[\"app.kubernetes.io/managed-by\"] == \"gpukmm\"' >/dev/null || exit 1
 	done"
 check "device plugin: monitoring flags, level, tolerations, runxpumd" ds_is gpu-device-plugin \
 	'.spec.template.spec.containers[0].args == ["-enable-monitoring","-xpumd-endpoint=/run/xpumd/intelxpuinfo.sock","-v=2"]
@@ -81,8 +81,8 @@ check "XPU Manager labels replaced whole (as upstream)" wait_for labels 20 ds_is
 kraw PATCH $CPP '{"spec":{"resourceMonitoring":false,"useNFDLabeling":false}}' application/merge-patch+json >/dev/null
 check "monitoring off: XPU Manager deleted" wait_for "xpu gone" 20 ds_gone gpu-xpu-manager
 check "monitoring off: its ConfigMap deleted (upstream leaves it)" wait_for "cm gone" 20 obj_gone "$NSP/configmaps/gpu-xpumanager-otel-config"
-check "monitoring off: Service and ServiceMonitor deleted" wait_for "prom gone" 20 bash -c "
-	$(declare -f kcurl kraw obj obj_jq obj_gone); obj_gone $NSP/services/intel-xpumanager && obj_gone /apis/monitoring.coreos.com/v1/namespaces/$MM_NS/servicemonitors/intel-xpumanager"
+check "monitoring off: Service and ServiceMonitor deleted" wait_for "prom gone" 20 in_shell "
+	$(declare -f kraw obj obj_jq obj_gone); obj_gone $NSP/services/intel-xpumanager && obj_gone /apis/monitoring.coreos.com/v1/namespaces/$MM_NS/servicemonitors/intel-xpumanager"
 check "NFD off: the rule deleted" wait_for "nfd gone" 20 obj_gone /apis/nfd.k8s-sigs.io/v1alpha1/nodefeaturerules/intel-gpu-devices
 check "device plugin without the monitoring flags and mount, same object" wait_for "dp args" 20 ds_is gpu-device-plugin \
 	'.spec.template.spec.containers[0].args == ["-v=2"] and (.spec.template.spec.volumes | map(.name) | index("runxpumd") == null)
@@ -96,15 +96,15 @@ check "dra: the device plugin goes" wait_for "dp gone" 20 ds_gone gpu-device-plu
 check "dra without DRA served: upstream's message" wait_for "dra msg" 20 op_report_has \
 	'.errors == ["DRA is not enabled in the cluster, but ClusterPolicy requests it."] and .devicePluginStatus == "N/A"'
 kraw PATCH $CPP '{"spec":{"resourceRegistration":"dp"}}' application/merge-patch+json >/dev/null
-check "back to dp: the device plugin again (a new object), the error gone" wait_for "dp back" 20 bash -c "
-	$(declare -f kcurl kraw obj obj_jq ds_is); DSP=$DSP; ds_is gpu-device-plugin '.metadata.uid != \"$dp_uid\"' && $(declare -f op_last_report op_report_has); MM_DIR=$MM_DIR; op_report_has '.errors == null or .errors == []'"
+check "back to dp: the device plugin again (a new object), the error gone" wait_for "dp back" 20 in_shell "
+	$(declare -f kraw obj obj_jq ds_is); DSP=$DSP; ds_is gpu-device-plugin '.metadata.uid != \"$dp_uid\"' && $(declare -f op_last_report op_report_has); MM_DIR=$MM_DIR; op_report_has '.errors == null or .errors == []'"
 
 # ---- deletion: ordered teardown, nothing left behind ---------------------------------------
 kraw PATCH $CPP '{"spec":{"resourceMonitoring":true}}' application/merge-patch+json >/dev/null
 check "monitoring on again" wait_for "xpu again" 20 ds_is gpu-xpu-manager '.kind == "DaemonSet"'
 k delete clusterpolicy gpu --wait=false >/dev/null 2>&1
-check "deleted policy: DaemonSets and ConfigMap gone" wait_for teardown 30 bash -c "
-	$(declare -f kcurl kraw obj obj_jq obj_gone ds_gone); DSP=$DSP
+check "deleted policy: DaemonSets and ConfigMap gone" wait_for teardown 30 in_shell "
+	$(declare -f kraw obj obj_jq obj_gone ds_gone); DSP=$DSP
 	ds_gone gpu-device-plugin && ds_gone gpu-xpu-manager && obj_gone $NSP/configmaps/gpu-xpumanager-otel-config"
 check "deleted policy: finalizer released, the policy is gone" wait_for "cp gone" 30 obj_gone $CPP
 check "nothing labelled managed-by=gpukmm left" op_none_left app.kubernetes.io%2Fmanaged-by%3Dgpukmm \

@@ -46,18 +46,18 @@ op_start
 check "opmgr synced" wait_for "opmgr synced" 20 op_synced
 check "DRA kubelet plugin DaemonSet" wait_for dra-ds 20 ds_is gpu-gpu-dra \
 	'.spec.template.spec.serviceAccountName == "gpu-gpu-dra" and .spec.template.spec.containers[0].args == ["-v=0","--healthcheck-port=51516","--manage-binding=true"]'
-check "its ServiceAccount, ClusterRole and binding" wait_for dra-rbac 20 bash -c "
-	$(declare -f kcurl kraw obj obj_jq); obj_jq $NSP/serviceaccounts/gpu-gpu-dra .metadata.uid &&
+check "its ServiceAccount, ClusterRole and binding" wait_for dra-rbac 20 in_shell "
+	$(declare -f kraw obj obj_jq); obj_jq $NSP/serviceaccounts/gpu-gpu-dra .metadata.uid &&
 	obj_jq $RBP/clusterroles/gpu-gpu-dra '.rules | length == 3' &&
 	obj_jq $RBP/clusterrolebindings/gpu-gpu-dra '.subjects[0].name == \"gpu-gpu-dra\"'"
-check "DeviceClasses gpu.intel.com and gpu-vfio.intel.com" wait_for classes 20 bash -c "
-	$(declare -f kcurl kraw obj obj_jq); obj_jq $RP/deviceclasses/gpu.intel.com '.spec.selectors | length == 1' &&
+check "DeviceClasses gpu.intel.com and gpu-vfio.intel.com" wait_for classes 20 in_shell "
+	$(declare -f kraw obj obj_jq); obj_jq $RP/deviceclasses/gpu.intel.com '.spec.selectors | length == 1' &&
 	obj_jq $RP/deviceclasses/gpu-vfio.intel.com '.spec.selectors | length == 1'"
-check "ValidatingAdmissionPolicy and binding" wait_for vap 20 bash -c "
-	$(declare -f kcurl kraw obj obj_jq); obj_jq $VP/validatingadmissionpolicies/gpu-gpu-dra '.spec.failurePolicy == \"Fail\"' &&
+check "ValidatingAdmissionPolicy and binding" wait_for vap 20 in_shell "
+	$(declare -f kraw obj obj_jq); obj_jq $VP/validatingadmissionpolicies/gpu-gpu-dra '.spec.failurePolicy == \"Fail\"' &&
 	obj_jq $VP/validatingadmissionpolicybindings/gpu-gpu-dra '.spec.policyName == \"gpu-gpu-dra\"'"
-check "XPU Manager claims the GPUs through the monitor claim template" wait_for xpu 20 bash -c "
-	$(declare -f kcurl kraw obj obj_jq ds_is); DSP=$DSP; obj_jq $RP/namespaces/$MM_NS/resourceclaimtemplates/gpu-monitor-claim .metadata.uid &&
+check "XPU Manager claims the GPUs through the monitor claim template" wait_for xpu 20 in_shell "
+	$(declare -f kraw obj obj_jq ds_is); DSP=$DSP; obj_jq $RP/namespaces/$MM_NS/resourceclaimtemplates/gpu-monitor-claim .metadata.uid &&
 	ds_is gpu-xpu-manager '.spec.template.spec.resourceClaims == [{\"name\":\"monitor-claim\",\"resourceClaimTemplateName\":\"gpu-monitor-claim\"}]'"
 # the claims' watch ends in 410 and their relist answers 200 with {} (not a list: a failed
 # list, the cache kept, the claims unconfirmed); a workload's claim made meanwhile holds a
@@ -74,33 +74,33 @@ kraw PATCH "/apis/resource.k8s.io/$RCV/namespaces/apps/resourceclaims/c1/status"
 	'{"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.intel.com","pool":"n1","device":"gpu-0"}]}}}}' \
 	application/merge-patch+json >/dev/null
 kraw PATCH $CPP '{"spec":{"resourceRegistration":"dp"}}' application/merge-patch+json >/dev/null
-check "dp while the claims cannot be read: the DRA driver stays, the status says why" wait_for unconfirmed 20 bash -c "
-	$(declare -f kcurl kraw obj obj_jq ds_is op_last_report op_report_has); DSP=$DSP; MM_DIR=$MM_DIR
+check "dp while the claims cannot be read: the DRA driver stays, the status says why" wait_for unconfirmed 20 in_shell "
+	$(declare -f kraw obj obj_jq ds_is op_last_report op_report_has); DSP=$DSP; MM_DIR=$MM_DIR
 	op_report_has '.errors | map(test(\"^GPU ResourceClaims that could not be confirmed .* blocking the removal of the DRA driver gpu-gpu-dra\")) | any'"
-check "…the device plugin came, the DRA driver is still there" wait_for "dp came" 20 bash -c "
-	$(declare -f kcurl kraw obj obj_jq ds_is); DSP=$DSP; ds_is gpu-device-plugin .metadata.uid &&
+check "…the device plugin came, the DRA driver is still there" wait_for "dp came" 20 in_shell "
+	$(declare -f kraw obj obj_jq ds_is); DSP=$DSP; ds_is gpu-device-plugin .metadata.uid &&
 	ds_is gpu-gpu-dra '.metadata.uid and .metadata.deletionTimestamp == null'"
 faults '{}'
-check "dp while a claim holds a GPU: the device plugin comes, the DRA driver stays" wait_for guard 20 bash -c "
-	$(declare -f kcurl kraw obj obj_jq ds_is op_last_report op_report_has); DSP=$DSP; MM_DIR=$MM_DIR
+check "dp while a claim holds a GPU: the device plugin comes, the DRA driver stays" wait_for guard 20 in_shell "
+	$(declare -f kraw obj obj_jq ds_is op_last_report op_report_has); DSP=$DSP; MM_DIR=$MM_DIR
 	ds_is gpu-device-plugin .metadata.uid && ds_is gpu-gpu-dra .metadata.uid &&
 	op_report_has '.errors | index(\"allocated GPU ResourceClaims blocking the removal of the DRA driver gpu-gpu-dra\") != null'"
 check "the XPU Manager moves to the extended resource" wait_for xpu-dp 20 ds_is gpu-xpu-manager \
 	'(.spec.template.spec.resourceClaims == null) and .spec.template.spec.containers[0].resources.limits["gpu.intel.com/monitoring"] == "1"'
 kraw DELETE "/apis/resource.k8s.io/$RCV/namespaces/apps/resourceclaims/c1" >/dev/null
-check "claim released: the DRA driver and everything it had go" wait_for "dra gone" 30 bash -c "
-	$(declare -f kcurl kraw obj obj_jq obj_gone ds_gone); DSP=$DSP; ds_gone gpu-gpu-dra && obj_gone $RP/deviceclasses/gpu.intel.com &&
+check "claim released: the DRA driver and everything it had go" wait_for "dra gone" 30 in_shell "
+	$(declare -f kraw obj obj_jq obj_gone ds_gone); DSP=$DSP; ds_gone gpu-gpu-dra && obj_gone $RP/deviceclasses/gpu.intel.com &&
 	obj_gone $RBP/clusterroles/gpu-gpu-dra && obj_gone $VP/validatingadmissionpolicies/gpu-gpu-dra &&
 	obj_gone $RP/namespaces/$MM_NS/resourceclaimtemplates/gpu-monitor-claim"
 kraw PATCH $CPP '{"spec":{"resourceRegistration":"dra"}}' application/merge-patch+json >/dev/null
-check "back to dra: the DRA driver again, the device plugin goes" wait_for "dra back" 30 bash -c "
-	$(declare -f kcurl kraw obj obj_jq obj_gone ds_gone ds_is); DSP=$DSP; ds_is gpu-gpu-dra .metadata.uid && ds_gone gpu-device-plugin"
+check "back to dra: the DRA driver again, the device plugin goes" wait_for "dra back" 30 in_shell "
+	$(declare -f kraw obj obj_jq obj_gone ds_gone ds_is); DSP=$DSP; ds_is gpu-gpu-dra .metadata.uid && ds_gone gpu-device-plugin"
 # the finalizer patch meets twelve 409s (issue #15 item 6): retried on the conflict spacing,
 # each said, not on the failure backoff
 faults '{"rules":[{"verb":"patch","resource":"clusterpolicies","code":409,"times":12}]}'
 k delete clusterpolicy gpu --wait=false >/dev/null 2>&1
-check "policy deleted: nothing left" wait_for "all gone" 30 bash -c "
-	$(declare -f kcurl kraw obj obj_jq obj_gone ds_gone); DSP=$DSP; obj_gone $CPP && ds_gone gpu-gpu-dra && ds_gone gpu-xpu-manager &&
+check "policy deleted: nothing left" wait_for "all gone" 30 in_shell "
+	$(declare -f kraw obj obj_jq obj_gone ds_gone); DSP=$DSP; obj_gone $CPP && ds_gone gpu-gpu-dra && ds_gone gpu-xpu-manager &&
 	obj_gone $RP/deviceclasses/gpu-vfio.intel.com && obj_gone $RBP/clusterrolebindings/gpu-gpu-dra && obj_gone $NSP/serviceaccounts/gpu-gpu-dra"
 check "…through twelve 409s on its finalizer patch, each logged" \
 	eval '[ "$(op_counter "conflict (409) writing its finalizers")" -ge 12 ]'

@@ -74,8 +74,8 @@ check "our finalizers added beside upstream's" wait_for fins 20 obj_jq $CPP \
 k delete clusterpolicy gpu --wait=false >/dev/null 2>&1
 check "deleted policy: operands gone, then the Module, then the policy (upstream's finalizer removed)" \
 	wait_for "cp gone" 30 obj_gone $CPP
-check "nothing left: DaemonSets, ConfigMap, Module" bash -c "
-	$(declare -f kcurl kraw obj obj_jq obj_gone); obj_gone $DSP/gpu-device-plugin && obj_gone $DSP/gpu-xpu-manager &&
+check "nothing left: DaemonSets, ConfigMap, Module" in_shell "
+	$(declare -f kraw obj obj_jq obj_gone); obj_gone $DSP/gpu-device-plugin && obj_gone $DSP/gpu-xpu-manager &&
 	obj_gone $NSP/configmaps/gpu-xpumanager-otel-config && obj_gone $MODP"
 op_stop TERM
 check "opmgr exits 0 on SIGTERM" test $? = 0

@@ -237,6 +237,11 @@ kubesim_settled() {
 	kraw GET /kubesim/stats | jq -e --argjson rv "$rv" '.controllers.seen >= $rv and (.controllers.busy | not)' >/dev/null
 }
 
+# in_shell STRING: STRING evaluated in a subshell of the calling script, which sees its
+# functions (kraw, kcurl ...) and variables. `bash -c` sees neither: a check written as
+# `bash -c "kraw ... | jq -e ..."` ran nothing and, with jq 1.6, passed on the empty output.
+in_shell() { (eval "$1"); }
+
 # wait_for SECONDS COMMAND...: polls COMMAND every 0.1 s until it succeeds.
 wait_for() {
 	local deadline=$((SECONDS + $1))
