@@ -15,6 +15,7 @@ set -u
 cd "${GPUKMM_SRC:-.}" || exit 1
 . tests/lib/nodeprofile.sh
 . tests/lib/controller.sh
+. tests/lib/metrics.sh
 NS=intel-gpu-base-operator
 D=$(mktemp -d "${TMPDIR:-/tmp}/gpukmm-nrr.XXXXXX") || exit 1
 chmod 700 "$D"
@@ -49,6 +50,10 @@ src_is() { [ "$(src)" = "$1" ]; }
 requests() { kraw GET "/apis/gpukmm.io/v1alpha1/namespaces/$NS/nodereportrequests" | jq -r '.items | length'; }
 requests_are() { [ "$(requests)" = "$1" ]; }
 node_log_says() { grep -qF -- "$1" "$NP_DIR/node-gpu-1.log"; }
+prober_unchanged() {
+	"$GPUKMM_BIN/gpukmmctl" status --runtime-dir "$NP_DIR/gpu-1/run" --json --timeout-ms 2000 2>/dev/null |
+		jq -r "$METRICS_FLAT"' [.services[]? | select(.name == "prober") | .metrics | flat] | add | .prober_reports_unchanged // 0'
+}
 node_statusd_pid() {
 	local p
 	for p in $(sup_child_pids "$NP_DIR/gpu-1/run"); do
@@ -67,14 +72,22 @@ np_pin gpu-1 oot-idle # KMM loads xe
 check "the node hands in its new report (xe loaded); it waits: no controller" wait_until 30 requests_are 1
 np_pin gpu-1 oot-avail # ... and unloads it again
 check "the next report meets the pending request (409) and waits" wait_until 30 node_log_says "still pending"
+# the root's flip may be probed half-way (a report of its own): the kill comes once the
+# prober's heartbeat shows two more probes that found nothing new
+u0=$(prober_unchanged)
+check "the prober's report settled (unchanged probes: $u0 -> 2 more)" wait_until 30 eval '[ "$(prober_unchanged)" -ge $((u0 + 2)) ]'
 pid=$(node_statusd_pid)
 check "the node statusd is found ($pid)" test -n "$pid"
 kill -KILL $pid 2>/dev/null
 check "the supervisor restarts the node statusd" wait_until 30 eval '[ -n "$(node_statusd_pid)" ] && [ "$(node_statusd_pid)" != "$pid" ]'
 sd_start
-check "the controller applies the request that waited (xe loaded, the past)" wait_until 30 eval 'requests_are 0 && src_is oot'
-check "the restarted node statusd hands in what the node runs now (xe not loaded)" wait_until 30 src_is none
-check "... and the controller consumed it" wait_until 30 requests_are 0
+# the controller applies the request that waited (xe loaded: the past), then the one
+# the restarted node statusd hands in (not seen apart: the second may follow at once).
+# The requests are read first: the controller writes the Node before it deletes one.
+check "the Node ends up saying what the node runs now (xe not loaded), no request left" \
+	wait_until 30 eval 'requests_are 0 && src_is none'
+writes=$(grep -c "Node gpu-1: gpukmm.io labels and report written" "$D/statusd-ctrl.log")
+check "... after the controller applied the request that waited (Node written 3 times: $writes)" test "$writes" = 3
 
 # ---- 2. the controller's DELETE answered 409 -----------------------------------------------
 faults() { kraw GET /kubesim/stats | jq -r '.faultsInjected // 0'; }
@@ -86,7 +99,7 @@ check "the request is deleted on a retry, not left behind" wait_until 30 request
 check "... after both 409s ($f0 -> $(faults) faults injected)" test "$(faults)" = $((f0 + 2))
 kraw PUT /kubesim/faults '{"rules": []}' >/dev/null
 np_pin gpu-1 oot-avail
-check "the node's next report goes through (no 409 from a forgotten request)" wait_until 30 eval 'src_is none && requests_are 0'
+check "the node's next report goes through (no 409 from a forgotten request)" wait_until 30 eval 'requests_are 0 && src_is none'
 
 stop_pid "$SDP"; SDP=
 check "the controller statusd exits 0 on SIGTERM" test "$STOP_RC" = 0
