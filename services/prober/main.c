@@ -2,7 +2,8 @@
  * statusd over RPC gpukmm.Status.ReportNode: on start, every --interval-ms,
  * and soon after an inotify event on the inputs (see watch.h: sysfs/procfs
  * stay silent, so the interval is the real fallback). Unchanged reports are
- * not resent (fingerprint); a failed send is retried with backoff, the latest
+ * not resent (fingerprint), but restated every interval (a restarted statusd
+ * holds none; it ignores one it holds); a failed send is retried with backoff, the latest
  * report winning (reporter.h). Holds no API credentials; every file it reads
  * is treated as untrusted (lib/probe caps and validates each read). */
 #include <stdio.h>
@@ -172,7 +173,9 @@ static void node_metrics(const Gpukmm__NodeReport *r)
 	gk_metric_set(mod, loaded, GK_LV(name, loaded ? src[s] : "none"));
 }
 
-static void do_probe(struct app *a)
+/* restate: the interval's probe tells statusd the state again even when
+ * unchanged (a restarted statusd lost it; reporter.h) */
+static void do_probe(struct app *a, bool restate)
 {
 	Gpukmm__NodeReport *r = NULL;
 	gk_err err = { 0 };
@@ -184,14 +187,14 @@ static void do_probe(struct app *a)
 	a->problems = r->n_problems;
 	node_metrics(r);
 	gk_pwatch_arm(&a->watch, a->po.root ? a->po.root : "/", a->po.module ? a->po.module : "xe", r);
-	if (gk_reporter_offer(&a->rep, r) == GK_REP_SEND)
+	if (gk_reporter_offer(&a->rep, r, restate) == GK_REP_SEND)
 		start_send(a);
 }
 
 static void on_interval(gk_loop *l, gk_timer_id id, void *user)
 {
 	struct app *a = user;
-	do_probe(a);
+	do_probe(a, true);
 	a->interval_timer = gk_loop_timer(l, a->interval_ms, on_interval, a);
 }
 
@@ -199,7 +202,7 @@ static void on_debounce(gk_loop *l, gk_timer_id id, void *user)
 {
 	struct app *a = user;
 	a->debounce_timer = 0;
-	do_probe(a);
+	do_probe(a, false);
 }
 
 static void on_inotify(gk_loop *l, int fd, uint32_t ev, void *user)
@@ -258,6 +261,9 @@ int main(int argc, char **argv)
 			      &a.rep.unchanged);
 	gk_metric_counter_var("gpukmm_prober_reports_replaced_total", "Reports superseded before they were sent.",
 			      &a.rep.replaced);
+	gk_metric_counter_var("gpukmm_prober_reports_restated_total",
+			      "Unchanged reports told statusd again (every interval: a restarted statusd lost them).",
+			      &a.rep.restated);
 	gk_metric_counter_var("gpukmm_prober_probe_failures_total", "Probes that could not run.", &a.probe_failures);
 	gk_metric_gauge_var("gpukmm_prober_problems", "Unreadable inputs in the last report.", &a.problems);
 	gk_metric_counter_var("gpukmm_prober_inotify_events_total", "Inotify events seen.", &a.inotify_events);
@@ -279,7 +285,7 @@ int main(int argc, char **argv)
 
 	GK_INFO("probing %s for module %s every %lld ms, node %s", a.po.root ? a.po.root : "/",
 		a.po.module ? a.po.module : "xe", (long long)a.interval_ms, a.node_name);
-	do_probe(&a);
+	do_probe(&a, false);
 	a.interval_timer = gk_loop_timer(a.svc.loop, a.interval_ms, on_interval, &a);
 	gk_svc_ready(&a.svc);
 	rc = gk_loop_run(a.svc.loop);

@@ -25,7 +25,7 @@ static enum gk_rep_action can_send(const gk_reporter *r)
 	return r->pending && !r->in_flight && !r->retry_wait ? GK_REP_SEND : GK_REP_IDLE;
 }
 
-enum gk_rep_action gk_reporter_offer(gk_reporter *r, Gpukmm__NodeReport *rep)
+enum gk_rep_action gk_reporter_offer(gk_reporter *r, Gpukmm__NodeReport *rep, bool restate)
 {
 	r->probes++;
 	uint64_t fp = gk_probe_fingerprint(rep);
@@ -37,12 +37,20 @@ enum gk_rep_action gk_reporter_offer(gk_reporter *r, Gpukmm__NodeReport *rep)
 	rep->has_generation = 1;
 	rep->generation = r->generation;
 	if (r->have_acked && fp == r->acked_fp && !r->in_flight) {
-		/* statusd already has this state: drop it and anything older pending */
+		/* statusd already has this state: anything older pending goes; the
+		 * report itself too, unless it is to be restated (statusd may have
+		 * restarted since and lost it: it keeps a report only in memory) */
 		r->unchanged++;
-		gk_probe_report_free(rep);
 		gk_probe_report_free(r->pending);
 		r->pending = NULL;
-		return GK_REP_IDLE;
+		if (!restate) {
+			gk_probe_report_free(rep);
+			return GK_REP_IDLE;
+		}
+		r->restated++;
+		r->pending = rep;
+		r->pending_fp = fp;
+		return can_send(r);
 	}
 	if (r->pending) {
 		if (!(r->in_flight && r->pending_fp == r->in_flight_fp))

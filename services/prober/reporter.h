@@ -2,7 +2,11 @@
  *
  * The latest report wins: one pending report at most (bounded memory); a new
  * probe result replaces a pending one that was not acknowledged yet. A report
- * whose fingerprint equals the last one statusd acknowledged is not resent.
+ * whose fingerprint equals the last one statusd acknowledged is not resent,
+ * unless the caller restates it (the prober does on every interval probe):
+ * statusd keeps the report in memory only, so one restarted after it
+ * acknowledged a report (kill -9, its container restarted) has nothing to hand
+ * in until it is told again; statusd ignores a restated report it holds.
  * `generation` increases whenever the fingerprint changes. Failed sends are
  * retried with exponential backoff (min → ×2 → max), reset by a success. */
 #ifndef GPUKMM_PROBER_REPORTER_H
@@ -26,7 +30,7 @@ typedef struct gk_reporter {
 	uint64_t generation;
 	int64_t backoff_ms, min_backoff_ms, max_backoff_ms;
 	/* counters (heartbeats) */
-	uint64_t probes, sent, failed, unchanged, replaced;
+	uint64_t probes, sent, failed, unchanged, replaced, restated;
 } gk_reporter;
 
 enum gk_rep_action { GK_REP_IDLE = 0, GK_REP_SEND = 1 };
@@ -34,8 +38,9 @@ enum gk_rep_action { GK_REP_IDLE = 0, GK_REP_SEND = 1 };
 void gk_reporter_init(gk_reporter *r, int64_t min_backoff_ms, int64_t max_backoff_ms);
 void gk_reporter_fini(gk_reporter *r);
 /* A new probe result; takes ownership of rep (sets rep->generation).
+ * `restate`: send it even when statusd acknowledged the same state already.
  * GK_REP_SEND: start a send now (gk_reporter_take_send). */
-enum gk_rep_action gk_reporter_offer(gk_reporter *r, Gpukmm__NodeReport *rep);
+enum gk_rep_action gk_reporter_offer(gk_reporter *r, Gpukmm__NodeReport *rep, bool restate);
 /* The report to send now (still owned by the reporter; valid until the next
  * offer/done call); marks it in flight. NULL when nothing to send. */
 const Gpukmm__NodeReport *gk_reporter_take_send(gk_reporter *r);

@@ -266,10 +266,17 @@ int gk_sd_nodew_report(gk_sd_nodew *w, const Gpukmm__NodeReport *in, gk_err *err
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "statusd: out of memory");
 	}
 	/* a create in flight holds no pointer into the report (its body is a copy) */
+	bool same = w->rep && gk_probe_fingerprint(d) == gk_probe_fingerprint(w->rep);
 	if (w->rep)
 		gpukmm__node_report__free_unpacked(w->rep, NULL);
 	w->rep = d;
 	w->st.reports++;
+	if (same) {
+		/* the prober restating what we hold (every interval): whatever we are
+		 * doing with it (handed in, waiting out a 409, in flight) goes on as
+		 * it is — no new create, no backoff reset */
+		return GK_OK;
+	}
 	w->dirty = true;
 	w->backoff_ms = 0;
 	if (!w->call)

@@ -8,7 +8,9 @@
  * AlreadyExists means the previous request is not applied yet: it cannot be
  * replaced, so the newest report waits (backoff 1 s .. 60 s). An unchanged
  * report (same fingerprint) is handed in again only after resend_ms, in case
- * a request was refused unread (its token expired while no controller ran). */
+ * a request was refused unread (its token expired while no controller ran).
+ * The prober restates its report every interval (a restarted statusd holds
+ * none): a report equal to the one held changes nothing here. */
 #ifndef GPUKMM_STATUSD_NODEW_H
 #define GPUKMM_STATUSD_NODEW_H
 

@@ -225,12 +225,17 @@ static void on_call(void *user, int rc, cJSON *out, const gk_kube_status *st, co
 		}
 		break;
 	case STEP_DELETE:
-		if (rc == GK_OK || rc == GK_NOT_FOUND || rc == GK_ABORTED) {
-			/* gone, or replaced by a newer request (precondition): that one stays */
+		if (rc == GK_OK || rc == GK_NOT_FOUND) {
 			w->failing = 0;
 			drop_item(w, w->cur.name, w->cur.uid);
 			done(w);
 		} else {
+			/* a 409 too: the request is still there (a precondition failed:
+			 * the watch brings the version that differs, or none changed and
+			 * the 409 was the server's own). Forgotten here, it would stay
+			 * unapplied for good — the watch tells nothing of an object that
+			 * did not change — and the node's creates would meet it (409)
+			 * forever: the version the inbox holds now goes through again. */
 			transient(w, "delete the request", msg);
 		}
 		break;

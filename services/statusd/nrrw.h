@@ -12,7 +12,8 @@
  *   → merge patch of our keys only (node.c: gpukmm.io/ labels of a closed set,
  *     the gpukmm.io/node-report annotation; resourceVersion precondition, 409 →
  *     re-read) when they differ, nothing written when equal
- *   → DELETE the request (preconditions uid + resourceVersion).
+ *   → DELETE the request (preconditions uid + resourceVersion; a 409 is no
+ *     deletion: retried with the version the watch holds by then).
  *
  * Only the leader applies (checked before the chain and again before the Node
  * patch); a failed call (transport, 5xx, 403) is no verdict: the request stays
