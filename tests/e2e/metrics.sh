@@ -166,7 +166,9 @@ val() { awk -v s="$2" '$1 == s { print $2; f = 1 } END { if (!f) print "absent" 
 eq() { [ "$(val "$1" "$2")" = "$3" ]; }
 gt() { local v; v=$(val "$1" "$2"); [ "$v" != absent ] && awk -v v="$v" -v m="$3" 'BEGIN { exit !(v > m) }'; }
 C=$D/controller.prom P="policy=\"$CP\""
-check "KMM desired 2, available 2" bash -c "$(declare -f val eq); eq $C 'gpukmm_policy_kmm_desired_nodes{service=\"statusd\",$P}' 2 && eq $C 'gpukmm_policy_kmm_available_nodes{service=\"statusd\",$P}' 2"
+# (the wait above saw two series on one page; under ASan a page once still lacked these two:
+# read the page again until they are on it as well)
+check "KMM desired 2, available 2" wait_until 20 in_shell "page && eq $C 'gpukmm_policy_kmm_desired_nodes{service=\"statusd\",$P}' 2 && eq $C 'gpukmm_policy_kmm_available_nodes{service=\"statusd\",$P}' 2"
 check "Ready True" eq "$C" "gpukmm_policy_condition{service=\"statusd\",$P,type=\"Ready\",status=\"True\"}" 1
 check "GPU nodes: 2 with the out-of-tree module, none without" bash -c "$(declare -f val eq); eq $C 'gpukmm_policy_gpu_nodes{service=\"statusd\",$P,module_source=\"oot\"}' 2 && eq $C 'gpukmm_policy_gpu_nodes{service=\"statusd\",$P,module_source=\"none\"}' 0"
 check "operand device-plugin: 2 of 2 pods ready" bash -c "$(declare -f val eq); eq $C 'gpukmm_policy_operand_ready_pods{service=\"statusd\",$P,operand=\"device-plugin\"}' 2 && eq $C 'gpukmm_policy_operand_desired_pods{service=\"statusd\",$P,operand=\"device-plugin\"}' 2"
