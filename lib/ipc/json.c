@@ -441,7 +441,17 @@ static cJSON *dbl(double v)
 		return cJSON_CreateString("NaN");
 	if (isinf(v))
 		return cJSON_CreateString(v > 0 ? "Infinity" : "-Infinity");
-	return cJSON_CreateNumber(v);
+	/* cJSON prints %1.15g when that reads back within its epsilon, which loses
+	 * bits (4888888888288888888...e57 came back different): the shortest of
+	 * %.15g..%.17g that reads back to the same double, as raw number text
+	 * (the tree is only printed) */
+	char buf[40];
+	for (int prec = 15; prec <= 17; prec++) {
+		snprintf(buf, sizeof(buf), "%.*g", prec, v);
+		if (strtod(buf, NULL) == v)
+			break;
+	}
+	return cJSON_CreateRaw(buf);
 }
 
 static cJSON *to_obj(const ProtobufCMessage *m, int depth);
