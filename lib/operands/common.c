@@ -436,10 +436,26 @@ cJSON *gk_opr_node_selector(gk_opr *r)
  * gated policy's DaemonSets require gpukmm.io/upgrade-state not to be
  * unloading or loading (gpukmm-upgrader, ARCHITECTURE §5 "Driver upgrades");
  * the DaemonSet controller deletes their pods there and brings them back once
- * the new driver is confirmed. NULL when the policy is not versioned and gated. */
+ * the new driver is confirmed. A policy without kernelModule (KMM served) keeps
+ * them off the nodes that still carry its Module's ready label: dropping
+ * kernelModule makes them leave before KMM unloads the out-of-tree driver they
+ * hold open, and come back on the in-tree one once it is gone (ARCHITECTURE §5
+ * "The operands leave before KMM unloads"). NULL otherwise. */
 cJSON *gk_opr_affinity(gk_opr *r)
 {
 	const Gpukmm__KernelModuleSpec *km = r->spec->kernel_module;
+	char key[GK_POLICY_KEY_MAX];
+	if (r->o->kmm && !km && gk_policy_ready_label(key, sizeof(key), r->ns, r->cpn) == 0) {
+		char js[GK_POLICY_KEY_MAX + 192];
+		snprintf(js, sizeof(js),
+			 "{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":{\"nodeSelectorTerms\":"
+			 "[{\"matchExpressions\":[{\"key\":\"%s\",\"operator\":\"DoesNotExist\"}]}]}}}",
+			 key);
+		cJSON *a = cJSON_Parse(js); /* the key: a label key, no quote or backslash */
+		if (!a)
+			r->oom = true;
+		return a;
+	}
 	if (!r->o->kmm || !km || !km->version || !*km->version)
 		return NULL;
 	cJSON *a = cJSON_Parse("{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":{"

@@ -108,3 +108,15 @@ check "the device plugin keeps running on the drained node" 5 dp_on gpu-1
 k uncordon gpu-1 >>"$D/kubectl.log" 2>&1
 check "uncordoned: still loaded, nothing unloaded" 5 eval "loaded_on gpu-1 && node_is gpu-1 '.metadata.annotations[\"$FAILED_UNLOAD\"] == null'"
 check "the policy stays Ready" 40 cp_is '.status.conditions[] | select(.type == "Ready") | .status == "True"'
+
+# ---- the policy deleted: the operands go, then KMM unloads everywhere ------------------------
+# opmgr's teardown deletes the DaemonSets (their pods are collected), releases the policy to
+# modmgr, which deletes the Module; KMM's unload runs once no operand pod holds the driver
+# (ARCHITECTURE §5 "The operands leave before KMM unloads").
+k delete rs -n work trainer --cascade=foreground --wait=false >>"$D/kubectl.log" 2>&1
+k delete pod -n work --all --wait=false >>"$D/kubectl.log" 2>&1
+check "the trainers are gone" 30 eval '[ -z "$(k get pods -n work -o name 2>/dev/null)" ]'
+k delete clusterpolicy "$CP" --wait=false >>"$D/kubectl.log" 2>&1
+check "policy deleted: the operands' pods, the Module and every ready label are gone (KMM unloaded)" 60 eval \
+	"! k get clusterpolicy $CP >/dev/null 2>&1 && ! k -n $NS get module $MOD >/dev/null 2>&1 &&
+	 [ -z \"\$(k get nodes -l '$KEY' -o name)\" ] && [ -z \"\$(k get pods -n $NS -o name)\" ]"

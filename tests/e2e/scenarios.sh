@@ -6,7 +6,8 @@
 #   1. KMM installed after start: the policy reports KMM missing; the KMM CRD
 #      appears and fake-kmm starts — no restart — the Module is created and loaded
 #   2. node added: a new GPU node (and its node profile) is counted and loaded
-#   3. node cordoned: KMM unloads there, status says which node waits; uncordoned: back
+#   3. node cordoned: the driver stays loaded (the Module tolerates the cordon, issue #19),
+#      KMM never tries to unload it, the status stays Ready; uncordoned: nothing changes
 #   4. kernel upgraded: a node reboots into another kernel (Node + its node root);
 #      KMM loads the module built for it; a kernel no mapping matches is named in
 #      status.nodes (NoKernelMapping) and blocks Ready
@@ -67,13 +68,25 @@ check "node added: KMM 3/3, status.nodes gpuNodes 3 / ootLoaded 3, Ready=True" 4
 	'cp_is ".status.kmmStatus == \"3/3\" and .status.nodes.gpuNodes == 3 and .status.nodes.ootLoaded == 3" && ready_is True'
 
 # ---- 3. node cordoned -------------------------------------------------------------------------
+# The drain-safe Module (ARCHITECTURE §5) tolerates node.kubernetes.io/unschedulable: a cordon
+# never changes what is loaded. Before it, KMM dropped the cordoned node and unloaded there.
+FAILED_UNLOAD="fake-kmm.gpukmm.io/unload-failed.$NS.$CP-gpu"
 k cordon gpu-3 >>"$D/kubectl.log" 2>&1
-check "cordoned: KMM unloads xe on gpu-3 (its worker cannot run there)" 30 unloaded_on gpu-3
-check "cordoned: status names gpu-3 (NotLoaded) and Ready=False" 40 eval \
-	'cp_is "[.status.nodes.problems[]? | select(.node == \"gpu-3\" and .reason == \"NotLoaded\")] | length == 1" && ready_is False NotLoaded'
+check "cordoned: the Module tolerates the cordon (drain-safe)" 20 eval \
+	"kraw GET /apis/kmm.sigs.x-k8s.io/v1beta1/namespaces/$NS/modules/$CP-gpu | jq -e '.spec.tolerations | index({\"key\":\"node.kubernetes.io/unschedulable\",\"operator\":\"Exists\",\"effect\":\"NoSchedule\"}) != null'"
+# a barrier: once fake-kmm has loaded a node that joined after the cordon, it has seen the cordon
+node gpu-4 "$K_UBU"
+check "cordoned: fake-kmm has seen the cordon (a node that joined after it loaded)" 40 loaded_on gpu-4
+check "cordoned: the driver stays on gpu-3 (ready label), KMM never tried to unload it" 5 eval \
+	"loaded_on gpu-3 && node_is gpu-3 '.metadata.annotations[\"$FAILED_UNLOAD\"] == null'"
+check "cordoned: gpu-3 stays in the Module's targets (4 matching, 4 available)" 20 eval \
+	"kraw GET /apis/kmm.sigs.x-k8s.io/v1beta1/namespaces/$NS/modules/$CP-gpu | jq -e '.status.moduleLoader | .nodesMatchingSelectorNumber == 4 and .availableNumber == 4'"
+k delete node gpu-4 >>"$D/kubectl.log" 2>&1
+check "cordoned: status names no problem on gpu-3, KMM 3/3, Ready=True" 40 eval \
+	'cp_is "([.status.nodes.problems[]? | select(.node == \"gpu-3\")] | length == 0) and .status.kmmStatus == \"3/3\" and .status.nodes.ootLoaded == 3" && ready_is True'
 k uncordon gpu-3 >>"$D/kubectl.log" 2>&1
-check "uncordoned: loaded again, Ready=True, no problem node" 40 eval \
-	'loaded_on gpu-3 && cp_is ".status.nodes.ootLoaded == 3 and .status.nodes.problemNodes == 0" && ready_is True'
+check "uncordoned: still loaded, nothing unloaded, Ready=True, no problem node" 40 eval \
+	'loaded_on gpu-3 && node_is gpu-3 ".metadata.annotations[\"$FAILED_UNLOAD\"] == null" && cp_is ".status.nodes.ootLoaded == 3 and .status.nodes.problemNodes == 0" && ready_is True'
 
 # ---- 4. kernel upgraded -----------------------------------------------------------------------
 reboot_into() { # NODE KERNEL: the node profile stops, the node boots KERNEL, the profile starts
@@ -93,6 +106,8 @@ reboot_into gpu-2 "$K_NOMAP"
 check "a kernel no mapping matches: status.nodes names gpu-2 (NoKernelMapping)" 40 cp_is \
 	'[.status.nodes.problems[]? | select(.node == "gpu-2" and .reason == "NoKernelMapping")] | length == 1'
 check "... and Ready=False with that reason" 40 ready_is False NoKernelMapping
+ready_is False NoKernelMapping ||
+	echo "#   status: $(cpj | jq -c '[.status.kmmStatus, .status.nodes, .status.conditions, .status.upgrade]')"
 reboot_into gpu-2 "$K_RHEL"
 check "back on a mapped kernel: KMM 3/3, Ready=True" 60 eval \
 	'loaded_on gpu-2 && cp_is ".status.kmmStatus == \"3/3\" and .status.nodes.ootLoaded == 3" && ready_is True'

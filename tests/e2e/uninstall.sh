@@ -118,6 +118,8 @@ check "... and nothing was deleted (the policy is not even marked)" 1 eval \
 	"! terminating clusterpolicy/$CP && k get crd clusterpolicies.intel.com && k get ns $NS"
 
 # ---- 3. the controller runs, a GPU is allocated: the guard holds, the command says why ---------------
+lease() { kraw GET "/apis/coordination.k8s.io/v1/namespaces/$NS/leases/gpukmm-controller" | jq -r '"\(.spec.holderIdentity // "") \(.spec.renewTime // "")"'; }
+LEASE0=$(lease)
 start_ctrl stopped
 kraw POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"user"}}' >/dev/null
 kraw POST /apis/resource.k8s.io/v1/namespaces/user/resourceclaims \
@@ -125,8 +127,11 @@ kraw POST /apis/resource.k8s.io/v1/namespaces/user/resourceclaims \
 kraw PATCH /apis/resource.k8s.io/v1/namespaces/user/resourceclaims/job/status \
 	'{"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.intel.com","pool":"gpu-1","device":"gpu-0"}]}}}}' \
 	application/merge-patch+json >/dev/null
+# back = every required service of the new supervisor ready and the Lease taken and renewed
+# since the restart (not a count of services nor a line an earlier start may have logged)
 check "the controller is back (its Lease renewed)" 60 eval \
-	"grep -qE 'ready: ([0-9]+)/\1 required services ready' '$D/gpukmm-stopped.log'"
+	'"$GPUKMM_BIN/gpukmmctl" status --runtime-dir "$D/stopped/run-gpukmm" --timeout-ms 1000 &&
+	 l=$(lease) && [ -n "${l%% *}" ] && [ "$l" != "$LEASE0" ]'
 uninstall --timeout 15s
 rc=$?
 sed 's/^/#   /' "$D/out"

@@ -292,6 +292,13 @@ Test(plan, a_pod_holding_the_gpu_blocks_the_unload)
 	cr_expect_eq(p.op, FK_OP_UNLOAD);
 	cr_expect_eq(p.blocked, 1);
 	cr_expect_eq(p.ready, 1);
+	/* the node rebooted into a kernel no mapping matches: the module recorded for the
+	 * old kernel is not in memory, the gated device plugin cannot hold it */
+	p = plan_with_pods(MODJ("", ""), NODEJ(READY, "", "6.1.0-99", LOADED("6.8.0-1")),
+			   "[" POD("dp", "\"nodeSelector\":{\"kmm.node.kubernetes.io/kmm.gpu.ready\":\"\"}") "]");
+	cr_expect_eq(p.op, FK_OP_UNLOAD);
+	cr_expect_eq(p.blocked, 0);
+	cr_expect_str_eq(p.unload_failed, "");
 	/* loads are not blocked by pods */
 	p = plan_with_pods(MODJ("", ""), NODEJ("", "", "6.8.0-1", ""),
 			   "[" POD("train", "\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{\"gpu.intel.com/xe\":\"1\"}}}]") "]");

@@ -176,6 +176,25 @@ Test(operands, operands_pause_for_driver_upgrades)
 	cr_expect_null(at("DaemonSet", "gpu-device-plugin", "spec.template.spec.affinity"));
 }
 
+/* a policy without kernelModule keeps its operands off the nodes that still carry
+ * its Module's ready label: dropping kernelModule, they leave before KMM unloads
+ * the out-of-tree driver they hold open (ARCHITECTURE §5) */
+Test(operands, operands_leave_while_the_dropped_module_is_loaded)
+{
+	O.namespace_ = "ops";
+	O.kmm = true;
+	render("  resourceRegistration: dp\n  resourceMonitoring: true\n");
+	static const char *const aff = "{nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: "
+				       "[{matchExpressions: [{key: kmm.node.kubernetes.io/ops.gpu-gpu.ready, "
+				       "operator: DoesNotExist}]}]}}}";
+	expect_json(at("DaemonSet", "gpu-device-plugin", "spec.template.spec.affinity"), aff, "device plugin");
+	expect_json(at("DaemonSet", "gpu-xpu-manager", "spec.template.spec.affinity"), aff, "XPU Manager");
+	/* KMM not served: no Module was ever there */
+	O.kmm = false;
+	render("  resourceRegistration: dp\n");
+	cr_expect_null(at("DaemonSet", "gpu-device-plugin", "spec.template.spec.affinity"));
+}
+
 /* §6.2: -v always, --health-monitoring with health, --healthcheck-port and probes
  * from podHealthCheck (CRD default true), --manage-binding always; both SA fields */
 Test(operands, dra_daemonset_args_health_and_sa)

@@ -105,7 +105,10 @@ void fk_plan_pair(const fk_module *m, const fk_node *n, fk_pair_plan *p)
 	}
 	if (p->op == FK_OP_UNLOAD) {
 		const char *mod = *m->module_name ? m->module_name : "the module";
-		for (size_t i = 0; i < n->npods && !p->holder[0]; i++)
+		/* loaded for another kernel than the one running: the node rebooted, the
+		 * module is not in memory and nothing can hold it (modprobe -r finds nothing) */
+		int rebooted = *w->kernel && strcmp(l->kernel, w->kernel) != 0;
+		for (size_t i = 0; !rebooted && i < n->npods && !p->holder[0]; i++)
 			if (fk_pod_holds(m, n->pods[i])) {
 				const cJSON *md = cJSON_GetObjectItemCaseSensitive(n->pods[i], "metadata");
 				snprintf(p->holder, sizeof p->holder, "pod %s/%s", fk_obj_str(md, "namespace") ? fk_obj_str(md, "namespace") : "",
