@@ -4,7 +4,7 @@
  * bytes as an AdmissionReview to the webhook. Built and run by tests/fuzz/run.sh
  * (make fuzz; a bounded run in make check through tests/ipc/fuzz.sh), seeds in
  * tests/fuzz/seeds/policy. The Criterion twin is tests/unit/policy_fuzz_test.c. */
-// fuzz-sources: lib/policy/*.c lib/policy/*.cc lib/kobj/*.c lib/yamljson/*.c lib/base/kmap.c lib/log/*.c services/webhook/admission.c
+// fuzz-sources: lib/policy/*.c lib/policy/*.cc lib/kobj/*.c lib/yamljson/*.c lib/base/kmap.c lib/kube/selector.c lib/log/*.c services/webhook/admission.c
 // fuzz-pkgs: yaml-0.1 libcrypto
 // fuzz-libs: -lre2
 #include <stddef.h>
