@@ -56,23 +56,7 @@ check "the device plugin runs on gpu-1 (its DaemonSet gated on the ready label)"
 
 # a GPU workload on each node, one disruption allowed by its budget
 k create namespace work >>"$D/kubectl.log" 2>&1
-k apply -f - >>"$D/kubectl.log" 2>&1 <<'Y'
-apiVersion: apps/v1
-kind: ReplicaSet
-metadata: {name: trainer, namespace: work}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: trainer}}
-  template:
-    metadata: {labels: {app: trainer}}
-    spec: {containers: [{name: c, image: trainer}]}
----
-apiVersion: policy/v1
-kind: PodDisruptionBudget
-metadata: {name: trainer, namespace: work}
-spec: {minAvailable: 1, selector: {matchLabels: {app: trainer}}}
-Y
-rs_uid=$(k get rs -n work trainer -o jsonpath='{.metadata.uid}')
+rs_uid=$(budgeted_rs work trainer 2 "minAvailable: 1" 2>>"$D/kubectl.log")
 for i in 1 2; do
 	k apply -f - >>"$D/kubectl.log" 2>&1 <<Y
 apiVersion: v1

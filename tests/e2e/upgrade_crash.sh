@@ -35,23 +35,7 @@ check "first install: every node on 1.0 by its own report" 60 up_all_on 1.0
 
 # ---- the holds ------------------------------------------------------------------------------------------
 k create namespace work >>"$D/kubectl.log" 2>&1
-k apply -f - >>"$D/kubectl.log" 2>&1 <<Y
-apiVersion: policy/v1
-kind: PodDisruptionBudget
-metadata: {name: db, namespace: work}
-spec: {minAvailable: 1, selector: {matchLabels: {app: db}}}
----
-apiVersion: apps/v1
-kind: ReplicaSet
-metadata: {name: db, namespace: work}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: db}}
-  template:
-    metadata: {labels: {app: db}}
-    spec: {containers: [{name: c, image: db}]}
-Y
-rs_uid=$(k get rs -n work db -o jsonpath='{.metadata.uid}')
+rs_uid=$(budgeted_rs work db 1 "minAvailable: 1" 2>>"$D/kubectl.log")
 gpu_pod() { # NAME NODE APP
 	kraw POST /api/v1/namespaces/work/pods "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"$1\",
 		\"namespace\":\"work\",\"labels\":{\"app\":\"$3\"},\"ownerReferences\":[{\"apiVersion\":\"apps/v1\",

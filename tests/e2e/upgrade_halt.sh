@@ -18,23 +18,7 @@ NODES="gpu-1 gpu-2 gpu-3"
 up_init upgrade-halt $NODES
 up_install 1.0
 k create namespace work >>"$D/kubectl.log" 2>&1
-k apply -f - >>"$D/kubectl.log" 2>&1 <<Y
-apiVersion: policy/v1
-kind: PodDisruptionBudget
-metadata: {name: db, namespace: work}
-spec: {minAvailable: 1, selector: {matchLabels: {app: db}}}
----
-apiVersion: apps/v1
-kind: ReplicaSet
-metadata: {name: db, namespace: work}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: db}}
-  template:
-    metadata: {labels: {app: db}}
-    spec: {containers: [{name: c, image: db}]}
-Y
-db_uid=$(k get rs -n work db -o jsonpath='{.metadata.uid}')
+db_uid=$(budgeted_rs work db 1 "minAvailable: 1" 2>>"$D/kubectl.log")
 kraw POST /api/v1/namespaces/work/pods "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"db\",\"namespace\":\"work\",
 	\"labels\":{\"app\":\"db\"},\"ownerReferences\":[{\"apiVersion\":\"apps/v1\",\"kind\":\"ReplicaSet\",\"name\":\"db\",
 	\"uid\":\"$db_uid\",\"controller\":true}]},\"spec\":{\"nodeName\":\"gpu-1\",\"containers\":[{\"name\":\"c\",\"image\":\"db\",

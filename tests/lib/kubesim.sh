@@ -237,6 +237,29 @@ kubesim_settled() {
 	kraw GET /kubesim/stats | jq -e --argjson rv "$rv" '.controllers.seen >= $rv and (.controllers.busy | not)' >/dev/null
 }
 
+# budgeted_rs NS NAME REPLICAS BUDGET: a ReplicaSet NAME of REPLICAS pods (label app=NAME, image
+# NAME) and a PodDisruptionBudget NAME over them (BUDGET: its rule, e.g. "minAvailable: 1");
+# prints the ReplicaSet's uid. kubectl's own output goes to stderr.
+budgeted_rs() {
+	k apply -f - >&2 <<Y || return 1
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata: {name: $2, namespace: $1}
+spec:
+  replicas: $3
+  selector: {matchLabels: {app: $2}}
+  template:
+    metadata: {labels: {app: $2}}
+    spec: {containers: [{name: c, image: $2}]}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: $2, namespace: $1}
+spec: {$4, selector: {matchLabels: {app: $2}}}
+Y
+	k get rs -n "$1" "$2" -o jsonpath='{.metadata.uid}'
+}
+
 # in_shell STRING: STRING evaluated in a subshell of the calling script, which sees its
 # functions (kraw, kcurl ...) and variables. `bash -c` sees neither: a check written as
 # `bash -c "kraw ... | jq -e ..."` ran nothing and, with jq 1.6, passed on the empty output.

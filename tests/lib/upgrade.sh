@@ -97,23 +97,7 @@ up_all_on() { # VERSION
 # ---- the workload -------------------------------------------------------------------------------
 up_workload() { # N
 	k create namespace work >>"$D/kubectl.log" 2>&1
-	k apply -f - >>"$D/kubectl.log" 2>&1 <<Y
-apiVersion: apps/v1
-kind: ReplicaSet
-metadata: {name: trainer, namespace: work}
-spec:
-  replicas: $1
-  selector: {matchLabels: {app: trainer}}
-  template:
-    metadata: {labels: {app: trainer}}
-    spec: {containers: [{name: c, image: trainer}]}
----
-apiVersion: policy/v1
-kind: PodDisruptionBudget
-metadata: {name: trainer, namespace: work}
-spec: {maxUnavailable: 1, selector: {matchLabels: {app: trainer}}}
-Y
-	UP_RS_UID=$(k get rs -n work trainer -o jsonpath='{.metadata.uid}')
+	UP_RS_UID=$(budgeted_rs work trainer "$1" "maxUnavailable: 1" 2>>"$D/kubectl.log")
 	(
 		trap 'exit 0' TERM
 		seq=0
