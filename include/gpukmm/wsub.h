@@ -111,15 +111,19 @@ typedef struct gk_wsub_tab {
 	gk_wsub_obj *v;
 	size_t n, cap, max;
 	bool overflow; /* a put was refused (over max, or out of memory) since the last clear */
+	const char *kind;  /* what it holds, for the overflow message (gk_wsub_tab_kind) */
+	char why[192];     /* the overflow message, set when a put is refused */
 } gk_wsub_tab;
 
 /* A deep copy of a message (pack + unpack), NULL on OOM or for NULL. */
 ProtobufCMessage *gk_wsub_clone(const ProtobufCMessage *m);
 /* An empty table of at most max (0 = GK_WSUB_TAB_MAX) entries; nothing to free yet. */
 void gk_wsub_tab_init(gk_wsub_tab *t, size_t max);
-/* Why the table cannot vouch for its kind (it refused an object), NULL when it can;
- * the text lives in buf. */
-const char *gk_wsub_tab_overflow(const gk_wsub_tab *t, const char *kind, char *buf, size_t cap);
+/* Names what the table holds (a static string, e.g. "ResourceClaim"), for the message below;
+ * kept across clears. */
+void gk_wsub_tab_kind(gk_wsub_tab *t, const char *kind);
+/* Why the table cannot vouch for its kind (it refused an object), NULL when it can. */
+const char *gk_wsub_tab_overflow(const gk_wsub_tab *t);
 /* Store a copy of msg under key, replacing what was there. GK_RESOURCE_EXHAUSTED
  * (err says which key) on OOM or when a new key would pass the bound. */
 int gk_wsub_tab_put(gk_wsub_tab *t, const char *key, const ProtobufCMessage *msg, gk_err *err);

@@ -27,13 +27,22 @@ void gk_wsub_tab_init(gk_wsub_tab *t, size_t max)
 	t->max = max ? max : GK_WSUB_TAB_MAX;
 }
 
-const char *gk_wsub_tab_overflow(const gk_wsub_tab *t, const char *kind, char *buf, size_t cap)
+void gk_wsub_tab_kind(gk_wsub_tab *t, const char *kind)
 {
-	if (!t->overflow)
-		return NULL;
-	snprintf(buf, cap, "the view could not keep every %s (at most %zu, or out of memory): they cannot be confirmed", kind,
-		 t->max);
-	return buf;
+	t->kind = kind;
+}
+
+const char *gk_wsub_tab_overflow(const gk_wsub_tab *t)
+{
+	return t->overflow ? t->why : NULL;
+}
+
+/* a put refused: the kind can no longer be vouched for */
+static void refused(gk_wsub_tab *t)
+{
+	t->overflow = true;
+	snprintf(t->why, sizeof(t->why), "the view could not keep every %s (at most %zu, or out of memory): they cannot be confirmed",
+		 t->kind ? t->kind : "object", t->max);
 }
 
 static gk_wsub_obj *find(const gk_wsub_tab *t, const char *key)
@@ -67,14 +76,16 @@ void gk_wsub_tab_clear(gk_wsub_tab *t)
 		protobuf_c_message_free_unpacked(t->v[i].msg, NULL);
 	}
 	free(t->v);
+	const char *kind = t->kind;
 	gk_wsub_tab_init(t, t->max);
+	t->kind = kind;
 }
 
 int gk_wsub_tab_put(gk_wsub_tab *t, const char *key, const ProtobufCMessage *msg, gk_err *err)
 {
 	ProtobufCMessage *c = gk_wsub_clone(msg);
 	if (!c) {
-		t->overflow = true;
+		refused(t);
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: cannot copy %s", key);
 	}
 	gk_wsub_obj *o = find(t, key);
@@ -84,7 +95,7 @@ int gk_wsub_tab_put(gk_wsub_tab *t, const char *key, const ProtobufCMessage *msg
 		return GK_OK;
 	}
 	if (t->n >= t->max) {
-		t->overflow = true;
+		refused(t);
 		protobuf_c_message_free_unpacked(c, NULL);
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: more than %zu objects, dropping %s", t->max, key);
 	}
@@ -98,7 +109,7 @@ int gk_wsub_tab_put(gk_wsub_tab *t, const char *key, const ProtobufCMessage *msg
 		}
 	}
 	if (!k || t->n == t->cap) {
-		t->overflow = true;
+		refused(t);
 		free(k);
 		protobuf_c_message_free_unpacked(c, NULL);
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: out of memory");

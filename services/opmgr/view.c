@@ -23,7 +23,6 @@ struct gk_opv {
 	bool leader, synced;
 	uint64_t term;  /* Leadership.term, stamped on status reports */
 	uint64_t ignored;
-	char ovf[2][256];        /* why a table overflowed (gk_wsub_tab_overflow) */
 };
 
 /* the claims (the DRA guard: read as a set), the operands (an absence in the
@@ -44,6 +43,9 @@ int gk_opv_new(gk_opv **out, const char *ns, size_t max, gk_opv_dirty_fn fn, voi
 	gk_wsub_tab_init(&v->objects, max);
 	gk_wsub_tab_init(&v->daemonsets, max);
 	gk_wsub_tab_init(&v->claims, max);
+	gk_wsub_tab_kind(&v->objects, "operand object");
+	gk_wsub_tab_kind(&v->daemonsets, "DaemonSet");
+	gk_wsub_tab_kind(&v->claims, "ResourceClaim");
 	gk_kmap_init(&v->nodes);
 	gk_kmap_init(&v->slices);
 	gk_wsub_unconf_init(&v->uc, uc_topics, uc_whole, UC_N);
@@ -382,7 +384,7 @@ bool gk_opv_claims_allocated(const gk_opv *v)
 
 const char *gk_opv_claims_unconfirmed(const gk_opv *v)
 {
-	const char *o = gk_wsub_tab_overflow(&v->claims, "ResourceClaim", (char *)v->ovf[0], sizeof(v->ovf[0]));
+	const char *o = gk_wsub_tab_overflow(&v->claims);
 	return o ? o : gk_wsub_unconf_reason(&v->uc, UC_CLAIM);
 }
 
@@ -391,8 +393,7 @@ const char *gk_opv_operand_unconfirmed(const gk_opv *v, const char *resource, co
 	const char *r = gk_wsub_unconf_reason(&v->uc, UC_OPERAND);
 	if (r)
 		return r;
-	if ((r = gk_wsub_tab_overflow(&v->objects, "operand object", (char *)v->ovf[1], sizeof(v->ovf[1]))) ||
-	    (r = gk_wsub_tab_overflow(&v->daemonsets, "DaemonSet", (char *)v->ovf[1], sizeof(v->ovf[1]))))
+	if ((r = gk_wsub_tab_overflow(&v->objects)) || (r = gk_wsub_tab_overflow(&v->daemonsets)))
 		return r;
 	char key[800]; /* the watcher's key of an operand: resource/[ns/]name */
 	int n = snprintf(key, sizeof(key), "%s/%s%s%s", resource ? resource : "", ns && *ns ? ns : "",
