@@ -62,7 +62,7 @@ static void on_event_call(void *user, int rc, cJSON *out, const gk_kube_status *
 
 static void record(gk_upk *k, const wdata *d)
 {
-	const Gpukmm__Node *n = gk_upv_node(k->view, d->node);
+	const gk_upv_node *n = gk_upv_node_get(k->view, d->node);
 	char name[300], ts[GK_KUBE_TIME_LEN];
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
@@ -72,7 +72,7 @@ static void record(gk_upk *k, const wdata *d)
 		 (unsigned long long)now.tv_sec * 1000000000ull + (unsigned long long)now.tv_nsec,
 		 (unsigned long long)(k->seq++ & 0xffff));
 	const gk_kobj_event e = { .name = name, .api_version = "v1", .kind = "Node", .object = d->node,
-				  .uid = n && n->metadata ? n->metadata->uid : NULL, .warning = d->ev_warning,
+				  .uid = n ? gk_upv_node_uid(n) : NULL, .warning = d->ev_warning,
 				  .reason = d->ev_reason, .message = d->ev_msg, .ts = ts,
 				  .component = "gpukmm-upgrader", .reporting_component = "gpukmm.io/upgrader",
 				  .instance = k->instance };

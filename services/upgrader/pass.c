@@ -13,20 +13,10 @@
 
 #define PERIODIC_MS 30000 /* while nodes are in a step: decide again at least this often */
 
-static const char *label(const Gpukmm__Node *n, const char *key)
-{
-	return n->metadata ? gk_kv_get(n->metadata->labels, n->metadata->n_labels, key) : NULL;
-}
-
-static const char *annotation(const Gpukmm__Node *n, const char *key)
-{
-	return n->metadata ? gk_kv_get(n->metadata->annotations, n->metadata->n_annotations, key) : NULL;
-}
-
-static bool matches(const Gpukmm__Node *n, const gk_policy_selector *sel)
+static bool matches(const gk_upv_node *n, const gk_policy_selector *sel)
 {
 	for (size_t i = 0; i < sel->n; i++) {
-		const char *v = label(n, sel->kv[i]->key);
+		const char *v = gk_upv_node_label(n, sel->kv[i]->key);
 		if (!v || strcmp(v, sel->kv[i]->value ? sel->kv[i]->value : ""))
 			return false;
 	}
@@ -148,11 +138,11 @@ int gk_upp_pass(const gk_upv *v, const char *policy, const gk_upp_ops *ops, int6
 	}
 	size_t n = 0;
 	for (size_t i = 0; i < total; i++) {
-		const gk_upg_report *rep;
-		const Gpukmm__Node *node = gk_upv_node_at(v, i, &rep);
-		if (!node || !node->metadata || !node->metadata->name)
+		const gk_upv_node *node = gk_upv_node_at(v, i);
+		if (!node)
 			continue;
-		const char *state = label(node, GK_POLICY_UPGRADE_STATE_LABEL);
+		const gk_upg_report *rep = gk_upv_node_report(node);
+		const char *state = gk_upv_node_label(node, GK_POLICY_UPGRADE_STATE_LABEL);
 		if (active) {
 			if (!matches(node, &sel))
 				continue;
@@ -168,19 +158,19 @@ int gk_upp_pass(const gk_upv *v, const char *policy, const gk_upp_ops *ops, int6
 				continue;
 		}
 		gk_upg_node *x = &nodes[n++];
-		x->name = node->metadata->name;
-		x->ready = !node->has_ready || node->ready;
-		x->unschedulable = node->has_unschedulable && node->unschedulable;
-		x->version = label(node, vkey);
+		x->name = gk_upv_node_name(node);
+		x->ready = gk_upv_node_ready(node);
+		x->unschedulable = gk_upv_node_unschedulable(node);
+		x->version = gk_upv_node_label(node, vkey);
 		x->state = gk_upg_state_parse(state);
 		x->state_raw = state;
-		x->skip = label_true(label(node, GK_POLICY_UPGRADE_SKIP_LABEL));
-		x->cordoned_by_us = label_true(annotation(node, GK_POLICY_UPGRADE_CORDONED_ANN));
-		x->started_s = gk_upg_parse_time(annotation(node, GK_POLICY_UPGRADE_STARTED_ANN));
-		x->from_srcversion = annotation(node, GK_POLICY_UPGRADE_FROM_ANN);
-		x->fail_reason = annotation(node, GK_POLICY_UPGRADE_REASON_ANN);
-		x->kmm_ready = label(node, rkey) != NULL;
-		x->kmm_version_ready = label(node, vrkey);
+		x->skip = label_true(gk_upv_node_label(node, GK_POLICY_UPGRADE_SKIP_LABEL));
+		x->cordoned_by_us = label_true(gk_upv_node_annotation(node, GK_POLICY_UPGRADE_CORDONED_ANN));
+		x->started_s = gk_upg_parse_time(gk_upv_node_annotation(node, GK_POLICY_UPGRADE_STARTED_ANN));
+		x->from_srcversion = gk_upv_node_annotation(node, GK_POLICY_UPGRADE_FROM_ANN);
+		x->fail_reason = gk_upv_node_annotation(node, GK_POLICY_UPGRADE_REASON_ANN);
+		x->kmm_ready = gk_upv_node_label(node, rkey) != NULL;
+		x->kmm_version_ready = gk_upv_node_label(node, vrkey);
 		if (rep) {
 			x->report = *rep;
 			if (strcmp(rep->module, in.module))
@@ -221,8 +211,8 @@ int gk_upp_pass(const gk_upv *v, const char *policy, const gk_upp_ops *ops, int6
 			ops->drain(ops->user, x->name, &in.pol);
 			continue;
 		}
-		const Gpukmm__Node *node = gk_upv_node(v, x->name);
-		rv_of = node && node->metadata ? node->metadata->resource_version : NULL;
+		const gk_upv_node *node = gk_upv_node_get(v, x->name);
+		rv_of = node ? gk_upv_node_rv(node) : NULL;
 		cJSON *body = gk_upg_patch(&in, step, vkey, rv_of);
 		char *s_body = body ? cJSON_PrintUnformatted(body) : NULL;
 		cJSON_Delete(body);

@@ -1,14 +1,17 @@
 /* gpukmm-upgrader — the view (see view.h). */
 #include "view.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gpukmm/ipc.h"
+#include "gpukmm/kmap.h"
 #include "gpukmm/kobj.h"
 #include "gpukmm/policy.h"
 #include "gpukmm/probe.h"
+#include "gpukmm/strpool.h"
 #include "gpukmm/wsub.h"
 #include "status.pb-c.h"
 
@@ -16,21 +19,43 @@
 #define REPORT_MAX (256 * 1024) /* larger annotations are not parsed */
 #define GPU_DRIVER "gpu.intel.com"
 
-/* a node's report digest, kept while the annotation is unchanged */
-typedef struct digest {
-	char *node;
-	uint64_t hash;            /* FNV-1a of the annotation, 0 = none */
-	gk_upg_report r;
-} digest;
+/* A node as the upgrader needs it (see view.h): the strings of its labels and
+ * gpukmm.io annotations (the report's excepted) interned in the view's pool, the
+ * report's digest kept only while it has one. */
+struct gk_upv_node {
+	const char *name;        /* the by-name map entry's key */
+	char *rv, *uid;
+	bool ready, unschedulable;
+	uint32_t n_labels, n_ann;
+	const char **kv;         /* key, value pairs: labels, then annotations; pooled */
+	uint64_t hash;           /* FNV-1a of the report annotation, 0 = none */
+	gk_upg_report *report;   /* NULL: no readable report */
+	size_t idx;              /* in nodeset.v */
+};
+
+/* the nodes: by name, and in an array for the passes (swap-removed) */
+typedef struct nodeset {
+	gk_kmap by_name;         /* name → gk_upv_node */
+	gk_upv_node **v;
+	size_t n, cap;
+	bool overflow;           /* a node was refused since the last snapshot */
+} nodeset;
+
+/* the allocated GPU claims, as a set of ns/name */
+typedef struct claimset {
+	gk_kmap m;
+	bool overflow;
+} claimset;
 
 struct gk_upv {
 	char *ns;
 	gk_upv_dirty_fn dirty;
 	void *user;
 	size_t max;
-	gk_wsub_tab policies, modules, nodes, claims;
-	digest *dg;               /* one per node of the nodes table (by name) */
-	size_t n_dg, cap_dg;
+	gk_wsub_tab policies, modules;
+	nodeset nodes;
+	claimset claims;
+	gk_strpool pool;          /* the nodes' label and annotation strings */
 	bool leader, kmm;
 	uint64_t term; /* Leadership.term, stamped on status reports */
 	uint64_t ignored, stale;
@@ -47,34 +72,13 @@ int gk_upv_new(gk_upv **out, const char *ns, size_t max, gk_upv_dirty_fn fn, voi
 	v->max = max ? max : GK_WSUB_TAB_MAX;
 	gk_wsub_tab_init(&v->policies, max);
 	gk_wsub_tab_init(&v->modules, max);
-	gk_wsub_tab_init(&v->nodes, max);
-	gk_wsub_tab_init(&v->claims, max);
+	gk_kmap_init(&v->nodes.by_name);
+	gk_kmap_init(&v->claims.m);
 	v->dirty = fn;
 	v->user = user;
 	v->leader = true;
 	*out = v;
 	return GK_OK;
-}
-
-static void dg_clear(gk_upv *v)
-{
-	for (size_t i = 0; i < v->n_dg; i++)
-		free(v->dg[i].node);
-	v->n_dg = 0;
-}
-
-void gk_upv_free(gk_upv *v)
-{
-	if (!v)
-		return;
-	gk_wsub_tab_clear(&v->policies);
-	gk_wsub_tab_clear(&v->modules);
-	gk_wsub_tab_clear(&v->nodes);
-	gk_wsub_tab_clear(&v->claims);
-	dg_clear(v);
-	free(v->dg);
-	free(v->ns);
-	free(v);
 }
 
 static void mark(gk_upv *v, const char *p)
@@ -89,7 +93,103 @@ void gk_upv_touch_all(gk_upv *v)
 		mark(v, v->policies.v[i].key);
 }
 
-/* ---- node report digests ------------------------------------------------------------ */
+/* ---- nodes ----------------------------------------------------------------------------- */
+
+static void nodes_clear(gk_upv *v, nodeset *ns);
+
+void gk_upv_free(gk_upv *v)
+{
+	if (!v)
+		return;
+	gk_wsub_tab_clear(&v->policies);
+	gk_wsub_tab_clear(&v->modules);
+	nodes_clear(v, &v->nodes);
+	gk_kmap_clear(&v->claims.m);
+	gk_kmap_clear(&v->pool.m);
+	free(v->ns);
+	free(v);
+}
+
+static void node_free(gk_upv *v, gk_upv_node *n)
+{
+	if (!n)
+		return;
+	for (size_t i = 0; n->kv && i < 2 * ((size_t)n->n_labels + n->n_ann); i++)
+		gk_strpool_put(&v->pool, n->kv[i]);
+	free(n->kv);
+	free(n->rv);
+	free(n->uid);
+	free(n->report);
+	free(n);
+}
+
+static void nodes_clear(gk_upv *v, nodeset *ns)
+{
+	for (size_t i = 0; i < ns->n; i++)
+		node_free(v, ns->v[i]);
+	free(ns->v);
+	gk_kmap_clear(&ns->by_name);
+	memset(ns, 0, sizeof(*ns));
+}
+
+static gk_upv_node *node_get(const nodeset *ns, const char *name)
+{
+	gk_kmap_ent *e = name ? gk_kmap_get(&ns->by_name, name) : NULL;
+	return e ? e->ptr : NULL;
+}
+
+static void node_del(gk_upv *v, const char *name)
+{
+	gk_kmap_ent *e = gk_kmap_get(&v->nodes.by_name, name);
+	gk_upv_node *n = e ? e->ptr : NULL;
+	if (!n)
+		return;
+	nodeset *ns = &v->nodes;
+	ns->v[n->idx] = ns->v[--ns->n];
+	ns->v[n->idx]->idx = n->idx;
+	node_free(v, n);
+	gk_kmap_del(&ns->by_name, name);
+}
+
+/* Stores n under its name in ns (replacing and freeing what was there); n->name
+ * then points at the map's copy. On a refusal n is freed and the set overflows. */
+static int node_set(gk_upv *v, nodeset *ns, gk_upv_node *n, const char *name, gk_err *err)
+{
+	gk_kmap_ent *e = gk_kmap_get(&ns->by_name, name);
+	if (e && e->ptr) {
+		gk_upv_node *old = e->ptr;
+		n->idx = old->idx;
+		ns->v[n->idx] = n;
+		n->name = e->key;
+		e->ptr = n;
+		node_free(v, old);
+		return GK_OK;
+	}
+	if (ns->n >= v->max || (ns->n == ns->cap && ns->cap >= SIZE_MAX / 2 / sizeof(*ns->v))) {
+		ns->overflow = true;
+		node_free(v, n);
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: more than %zu nodes, dropping %s", v->max, name);
+	}
+	if (ns->n == ns->cap) {
+		size_t nc = ns->cap ? ns->cap * 2 : 64;
+		gk_upv_node **nv = realloc(ns->v, nc * sizeof(*nv));
+		if (!nv)
+			goto oom;
+		ns->v = nv;
+		ns->cap = nc;
+	}
+	if (!(e = gk_kmap_put(&ns->by_name, name, NULL, NULL)))
+		goto oom;
+	e->ptr = n;
+	n->name = e->key;
+	n->idx = ns->n;
+	ns->v[ns->n++] = n;
+	return GK_OK;
+oom:
+	ns->overflow = true;
+	node_free(v, n);
+	return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: out of memory, dropping %s", name);
+}
 
 static uint64_t fnv(const char *s)
 {
@@ -128,54 +228,59 @@ void gk_upv_report_digest(const char *json, gk_upg_report *out)
 	gk_probe_report_free(r);
 }
 
-static digest *dg_find(gk_upv *v, const char *node)
+/* The upgrader's copy of a Node; the report is digested again only when its
+ * annotation differs from prev's (whose digest is then taken over). */
+static int node_build(gk_upv *v, const Gpukmm__Node *src, gk_upv_node *prev, gk_upv_node **out, gk_err *err)
 {
-	for (size_t i = 0; i < v->n_dg; i++)
-		if (!strcmp(v->dg[i].node, node))
-			return &v->dg[i];
-	return NULL;
-}
-
-static void dg_del(gk_upv *v, const char *node)
-{
-	digest *d = dg_find(v, node);
-	if (!d)
-		return;
-	free(d->node);
-	*d = v->dg[--v->n_dg];
-}
-
-/* (re)digest the node's report when its annotation changed */
-static int dg_update(gk_upv *v, const Gpukmm__Node *n, gk_err *err)
-{
-	const char *name = n->metadata->name;
-	const char *json = gk_kv_get(n->metadata->annotations, n->metadata->n_annotations, REPORT_ANN);
-	uint64_t h = json ? fnv(json) : 0;
-	digest *d = dg_find(v, name);
-	if (!d) {
-		if (v->n_dg == v->cap_dg) {
-			size_t nc = v->cap_dg ? v->cap_dg * 2 : 64;
-			digest *nd = realloc(v->dg, nc * sizeof(*nd));
-			if (!nd)
-				return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: out of memory");
-			v->dg = nd;
-			v->cap_dg = nc;
-		}
-		d = &v->dg[v->n_dg];
-		memset(d, 0, sizeof(*d));
-		if (!(d->node = strdup(name)))
-			return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: out of memory");
-		v->n_dg++;
-		d->hash = ~h; /* force */
+	*out = NULL;
+	const Gpukmm__ObjectMeta *md = src->metadata;
+	const char *json = gk_kv_get(md->annotations, md->n_annotations, REPORT_ANN);
+	size_t nl = md->n_labels, na = 0;
+	for (size_t i = 0; i < md->n_annotations; i++)
+		if (md->annotations[i]->key && strcmp(md->annotations[i]->key, REPORT_ANN))
+			na++;
+	gk_upv_node *n = calloc(1, sizeof(*n));
+	if (!n)
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: out of memory");
+	n->ready = !src->has_ready || src->ready;
+	n->unschedulable = src->has_unschedulable && src->unschedulable;
+	bool oom = (md->resource_version && !(n->rv = strdup(md->resource_version))) ||
+		   (md->uid && !(n->uid = strdup(md->uid))) || ((nl || na) && !(n->kv = calloc(2 * (nl + na), sizeof(*n->kv))));
+	size_t k = 0;
+	for (size_t i = 0; !oom && i < md->n_labels; i++, n->n_labels++) {
+		const Gpukmm__KeyValue *kv = md->labels[i];
+		oom = !(n->kv[k++] = gk_strpool_get(&v->pool, kv->key, SIZE_MAX)) ||
+		      !(n->kv[k++] = gk_strpool_get(&v->pool, kv->value, SIZE_MAX));
 	}
-	if (d->hash == h)
-		return GK_OK;
-	d->hash = h;
-	gk_upv_report_digest(json, &d->r);
+	for (size_t i = 0; !oom && i < md->n_annotations; i++) {
+		const Gpukmm__KeyValue *kv = md->annotations[i];
+		if (!kv->key || !strcmp(kv->key, REPORT_ANN))
+			continue;
+		n->n_ann++;
+		oom = !(n->kv[k++] = gk_strpool_get(&v->pool, kv->key, SIZE_MAX)) ||
+		      !(n->kv[k++] = gk_strpool_get(&v->pool, kv->value, SIZE_MAX));
+	}
+	if (!oom) {
+		n->hash = json ? fnv(json) : 0;
+		if (prev && prev->hash == n->hash) {
+			n->report = prev->report;
+			prev->report = NULL;
+		} else if (json) {
+			gk_upg_report r;
+			gk_upv_report_digest(json, &r);
+			if (r.present && !(n->report = malloc(sizeof(r))))
+				oom = true;
+			else if (r.present)
+				*n->report = r;
+		}
+	}
+	if (oom) {
+		node_free(v, n);
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: out of memory");
+	}
+	*out = n;
 	return GK_OK;
 }
-
-/* ---- nodes ----------------------------------------------------------------------------- */
 
 /* resourceVersions are opaque, but the API server's are increasing integers */
 static bool older(const char *a, const char *b)
@@ -193,14 +298,16 @@ static int put_node(gk_upv *v, const Gpukmm__Node *n, gk_err *err)
 		v->ignored++;
 		return GK_OK;
 	}
-	const Gpukmm__Node *old = (const Gpukmm__Node *)gk_wsub_tab_get(&v->nodes, n->metadata->name);
-	if (old && old->metadata && older(n->metadata->resource_version, old->metadata->resource_version)) {
+	gk_upv_node *old = node_get(&v->nodes, n->metadata->name), *nn;
+	if (old && older(n->metadata->resource_version, old->rv)) {
 		v->stale++;
 		return GK_OK;
 	}
-	int rc = gk_wsub_tab_put(&v->nodes, n->metadata->name, &n->base, err);
+	int rc = node_build(v, n, old, &nn, err);
 	if (rc == GK_OK)
-		rc = dg_update(v, n, err);
+		rc = node_set(v, &v->nodes, nn, n->metadata->name, err);
+	else
+		v->nodes.overflow = true; /* this node's state is not held: the fleet is not confirmed */
 	gk_upv_touch_all(v);
 	return rc;
 }
@@ -209,6 +316,8 @@ int gk_upv_put_node(gk_upv *v, const Gpukmm__Node *n, gk_err *err)
 {
 	return put_node(v, n, err);
 }
+
+/* ---- claims ---------------------------------------------------------------------------- */
 
 static bool claim_gpu(const Gpukmm__ResourceClaim *c)
 {
@@ -226,6 +335,22 @@ static int claim_key(char *buf, size_t cap, const Gpukmm__ObjectMeta *m)
 		return -1;
 	int n = snprintf(buf, cap, "%s/%s", m->namespace_ ? m->namespace_ : "", m->name);
 	return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
+static int claim_add(gk_upv *v, const char *key, gk_err *err)
+{
+	claimset *c = &v->claims;
+	if (gk_kmap_get(&c->m, key))
+		return GK_OK;
+	if (c->m.n >= v->max) {
+		c->overflow = true;
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: more than %zu claims, dropping %s", v->max, key);
+	}
+	if (!gk_kmap_put(&c->m, key, NULL, NULL)) {
+		c->overflow = true;
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: out of memory, dropping %s", key);
+	}
+	return GK_OK;
 }
 
 /* the policy a Module belongs to: <cp>-gpu in the operator namespace */
@@ -252,7 +377,8 @@ int gk_upv_load_snapshot(gk_upv *v, const Gpukmm__SnapshotReply *s, gk_err *err)
 	gk_upv_touch_all(v);
 	gk_wsub_tab_clear(&v->policies);
 	gk_wsub_tab_clear(&v->modules);
-	gk_wsub_tab_clear(&v->claims);
+	gk_kmap_clear(&v->claims.m);
+	v->claims.overflow = false;
 	int rc = GK_OK, r;
 	char key[600];
 	for (size_t i = 0; i < s->n_cluster_policies; i++) {
@@ -277,33 +403,43 @@ int gk_upv_load_snapshot(gk_upv *v, const Gpukmm__SnapshotReply *s, gk_err *err)
 		const Gpukmm__ResourceClaim *c = s->resource_claims[i];
 		if (!claim_gpu(c) || claim_key(key, sizeof(key), c->metadata))
 			continue;
-		if ((r = gk_wsub_tab_put(&v->claims, key, &c->base, err)))
+		if ((r = claim_add(v, key, err)))
 			rc = r;
 	}
 	/* nodes: keep what we hold when it is newer than the snapshot (our own
 	 * write the watcher has not seen yet); drop nodes the snapshot lacks */
-	gk_wsub_tab keep;
-	gk_wsub_tab_init(&keep, v->max);
+	nodeset keep = { 0 };
+	gk_kmap_init(&keep.by_name);
 	for (size_t i = 0; i < s->n_nodes; i++) {
 		const Gpukmm__Node *n = s->nodes[i];
 		if (!n->metadata || !n->metadata->name) {
 			v->ignored++;
 			continue;
 		}
-		const Gpukmm__Node *old = (const Gpukmm__Node *)gk_wsub_tab_get(&v->nodes, n->metadata->name);
-		if (old && old->metadata && older(n->metadata->resource_version, old->metadata->resource_version)) {
+		const char *name = n->metadata->name;
+		if (node_get(&keep, name))
+			continue; /* listed twice: the first one stands */
+		gk_kmap_ent *oe = gk_kmap_get(&v->nodes.by_name, name);
+		gk_upv_node *old = oe ? oe->ptr : NULL, *nn = NULL;
+		if (old && older(n->metadata->resource_version, old->rv)) {
 			v->stale++;
-			n = old;
+			/* moved over as it is: the old set no longer owns it */
+			oe->ptr = NULL;
+			v->nodes.v[old->idx] = NULL;
+			r = node_set(v, &keep, old, name, err);
+		} else if ((r = node_build(v, n, old, &nn, err)) == GK_OK) {
+			r = node_set(v, &keep, nn, name, err);
+		} else {
+			keep.overflow = true;
 		}
-		if ((r = gk_wsub_tab_put(&keep, n->metadata->name, &n->base, err)))
+		if (r)
 			rc = r;
 	}
-	gk_wsub_tab_clear(&v->nodes);
-	v->nodes = keep;
-	dg_clear(v);
 	for (size_t i = 0; i < v->nodes.n; i++)
-		if ((r = dg_update(v, (const Gpukmm__Node *)v->nodes.v[i].msg, err)))
-			rc = r;
+		node_free(v, v->nodes.v[i]); /* NULL for those moved over */
+	v->nodes.n = 0;
+	nodes_clear(v, &v->nodes);
+	v->nodes = keep;
 	v->kmm = s->discovery && s->discovery->has_kmm && s->discovery->kmm;
 	gk_wsub_lead_update(&v->leader, &v->term, s->leadership);
 	gk_upv_touch_all(v);
@@ -348,8 +484,7 @@ int gk_upv_apply(gk_upv *v, const char *topic, const Gpukmm__Event *ev, gk_err *
 		if (!n->metadata || !n->metadata->name)
 			break;
 		if (del) {
-			gk_wsub_tab_del(&v->nodes, n->metadata->name);
-			dg_del(v, n->metadata->name);
+			node_del(v, n->metadata->name);
 			gk_upv_touch_all(v);
 			return GK_OK;
 		}
@@ -360,10 +495,10 @@ int gk_upv_apply(gk_upv *v, const char *topic, const Gpukmm__Event *ev, gk_err *
 		if (claim_key(key, sizeof(key), c->metadata))
 			break;
 		if (del || !claim_gpu(c)) {
-			gk_wsub_tab_del(&v->claims, key);
+			gk_kmap_del(&v->claims.m, key);
 			return GK_OK;
 		}
-		return gk_wsub_tab_put(&v->claims, key, &c->base, err);
+		return claim_add(v, key, err);
 	}
 	case GPUKMM__EVENT__OBJECT_DISCOVERY: {
 		bool k = ev->discovery->has_kmm && ev->discovery->kmm;
@@ -420,21 +555,62 @@ size_t gk_upv_n_nodes(const gk_upv *v)
 	return v->nodes.n;
 }
 
-const Gpukmm__Node *gk_upv_node_at(const gk_upv *v, size_t i, const gk_upg_report **report)
+const gk_upv_node *gk_upv_node_at(const gk_upv *v, size_t i)
 {
-	if (i >= v->nodes.n)
-		return NULL;
-	const Gpukmm__Node *n = (const Gpukmm__Node *)v->nodes.v[i].msg;
-	if (report) {
-		digest *d = dg_find((gk_upv *)v, v->nodes.v[i].key);
-		*report = d ? &d->r : NULL;
-	}
-	return n;
+	return i < v->nodes.n ? v->nodes.v[i] : NULL;
 }
 
-const Gpukmm__Node *gk_upv_node(const gk_upv *v, const char *name)
+const gk_upv_node *gk_upv_node_get(const gk_upv *v, const char *name)
 {
-	return (const Gpukmm__Node *)gk_wsub_tab_get(&v->nodes, name);
+	return node_get(&v->nodes, name);
+}
+
+static const char *kv_get(const char *const *kv, size_t n, const char *key)
+{
+	for (size_t i = 0; key && i < n; i++)
+		if (!strcmp(kv[2 * i], key))
+			return kv[2 * i + 1];
+	return NULL;
+}
+
+const char *gk_upv_node_label(const gk_upv_node *n, const char *key)
+{
+	return n->kv ? kv_get(n->kv, n->n_labels, key) : NULL;
+}
+
+const char *gk_upv_node_annotation(const gk_upv_node *n, const char *key)
+{
+	return n->kv ? kv_get(n->kv + 2 * (size_t)n->n_labels, n->n_ann, key) : NULL;
+}
+
+const char *gk_upv_node_name(const gk_upv_node *n)
+{
+	return n->name;
+}
+
+const char *gk_upv_node_rv(const gk_upv_node *n)
+{
+	return n->rv;
+}
+
+const char *gk_upv_node_uid(const gk_upv_node *n)
+{
+	return n->uid;
+}
+
+bool gk_upv_node_ready(const gk_upv_node *n)
+{
+	return n->ready;
+}
+
+bool gk_upv_node_unschedulable(const gk_upv_node *n)
+{
+	return n->unschedulable;
+}
+
+const gk_upg_report *gk_upv_node_report(const gk_upv_node *n)
+{
+	return n->report;
 }
 
 bool gk_upv_gpu_claim(const gk_upv *v, const char *ns, const char *name)
@@ -442,7 +618,7 @@ bool gk_upv_gpu_claim(const gk_upv *v, const char *ns, const char *name)
 	char key[600];
 	if (snprintf(key, sizeof(key), "%s/%s", ns ? ns : "", name ? name : "") >= (int)sizeof(key))
 		return false;
-	return gk_wsub_tab_get(&v->claims, key) != NULL;
+	return gk_kmap_get(&v->claims.m, key) != NULL;
 }
 
 void gk_upv_each_policy(const gk_upv *v, gk_upv_dirty_fn fn, void *user)
@@ -454,7 +630,7 @@ void gk_upv_each_policy(const gk_upv *v, gk_upv_dirty_fn fn, void *user)
 void gk_upv_state_get(const gk_upv *v, gk_upv_state *out)
 {
 	*out = (gk_upv_state){ .policies = v->policies.n, .modules = v->modules.n, .nodes = v->nodes.n,
-			       .claims = v->claims.n, .ignored = v->ignored, .stale = v->stale };
+			       .claims = v->claims.m.n, .ignored = v->ignored, .stale = v->stale };
 }
 
 bool gk_upv_complete(const gk_upv *v)

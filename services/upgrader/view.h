@@ -1,8 +1,10 @@
 /* gpukmm-upgrader — the upgrader's view of the cluster: ClusterPolicies, the
- * KMM Modules of the operator namespace, every Node (with the upgrade-relevant
- * digest of its gpukmm.io/node-report, re-read only when the report changes),
- * the ResourceClaims allocated to Intel GPUs (which pods the default drain
- * selects), KMM discovery and leadership. Rebuilt from watcher snapshots, kept
+ * KMM Modules of the operator namespace, every Node (only what a pass reads:
+ * its label and annotation strings interned in one pool, since thousands of nodes
+ * share most of them, and the upgrade-relevant digest of its
+ * gpukmm.io/node-report, re-read only when the report changes), the names of the
+ * ResourceClaims allocated to Intel GPUs (which pods the default drain selects),
+ * KMM discovery and leadership. Rebuilt from watcher snapshots, kept
  * current by bus events; pure data (no sockets).
  *
  * Dirty keys: a policy → that policy; its Module (<cp>-gpu) → that policy; a
@@ -43,10 +45,25 @@ bool gk_upv_kmm(const gk_upv *v);
 bool gk_upv_complete(const gk_upv *v);
 const Gpukmm__ClusterPolicy *gk_upv_policy(const gk_upv *v, const char *name);
 const Gpukmm__Module *gk_upv_module(const gk_upv *v, const char *name);
+/* A Node as the upgrader keeps it: name, resourceVersion, uid, Ready,
+ * unschedulable, labels, gpukmm.io annotations (the strings shared across nodes)
+ * and the digest of its report. Valid until the view changes. */
+typedef struct gk_upv_node gk_upv_node;
 size_t gk_upv_n_nodes(const gk_upv *v);
-/* The i-th node (any order; stable until the view changes) and its report digest. */
-const Gpukmm__Node *gk_upv_node_at(const gk_upv *v, size_t i, const gk_upg_report **report);
-const Gpukmm__Node *gk_upv_node(const gk_upv *v, const char *name);
+/* The i-th node (any order; stable until the view changes). */
+const gk_upv_node *gk_upv_node_at(const gk_upv *v, size_t i);
+const gk_upv_node *gk_upv_node_get(const gk_upv *v, const char *name);
+const char *gk_upv_node_name(const gk_upv_node *n);
+const char *gk_upv_node_rv(const gk_upv_node *n);
+const char *gk_upv_node_uid(const gk_upv_node *n);
+/* true when the Ready condition is True or unknown */
+bool gk_upv_node_ready(const gk_upv_node *n);
+bool gk_upv_node_unschedulable(const gk_upv_node *n);
+const char *gk_upv_node_label(const gk_upv_node *n, const char *key);
+/* a gpukmm.io annotation other than the report */
+const char *gk_upv_node_annotation(const gk_upv_node *n, const char *key);
+/* the digest of its gpukmm.io/node-report, NULL when it has no readable one */
+const gk_upg_report *gk_upv_node_report(const gk_upv_node *n);
 /* A ResourceClaim ns/name allocated to the Intel GPU driver. */
 bool gk_upv_gpu_claim(const gk_upv *v, const char *ns, const char *name);
 void gk_upv_each_policy(const gk_upv *v, gk_upv_dirty_fn fn, void *user);
