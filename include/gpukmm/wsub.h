@@ -29,6 +29,7 @@
 
 #include "events.pb-c.h"
 #include "gpukmm/err.h"
+#include "gpukmm/kmap.h"
 #include "gpukmm/ipc.h"
 #include "gpukmm/loop.h"
 
@@ -92,14 +93,15 @@ bool gk_wsub_lead_update(bool *leader, uint64_t *term, const Gpukmm__Leadership 
 /* ---- a view's objects: typed copies of watcher objects by key ----------------------
  *
  * What a view keeps from snapshots and events (ClusterPolicies by name,
- * DaemonSets by "ns/name", ...): each entry owns a copy of the message.
- * Bounded: at most `max` entries. Lookups are linear (views hold policies
- * and the few objects that belong to them). Iterate with t->v[i], i < t->n
- * (unordered; put/del move entries). */
+ * DaemonSets by "ns/name", ...): each entry owns a copy of the message, or
+ * no message at all (a set: gk_wsub_tab_add, for a kind a view only counts or
+ * looks up by name). Bounded: at most `max` entries. Lookups go through a hash
+ * index (a view may hold every claim of a 15,000-node cluster). Iterate with
+ * t->v[i], i < t->n (unordered; put/del move entries). */
 
 typedef struct gk_wsub_obj {
-	char *key;
-	ProtobufCMessage *msg;
+	const char *key;       /* the index's copy */
+	ProtobufCMessage *msg; /* NULL for an entry of a set */
 } gk_wsub_obj;
 
 /* The default bound of a view table: above the largest cluster we support (15,000
@@ -110,6 +112,7 @@ typedef struct gk_wsub_obj {
 typedef struct gk_wsub_tab {
 	gk_wsub_obj *v;
 	size_t n, cap, max;
+	gk_kmap idx;   /* key → its index in v, plus one */
 	bool overflow; /* a put was refused (over max, or out of memory) since the last clear */
 	const char *kind;  /* what it holds, for the overflow message (gk_wsub_tab_kind) */
 	char why[192];     /* the overflow message, set when a put is refused */
@@ -127,7 +130,11 @@ const char *gk_wsub_tab_overflow(const gk_wsub_tab *t);
 /* Store a copy of msg under key, replacing what was there. GK_RESOURCE_EXHAUSTED
  * (err says which key) on OOM or when a new key would pass the bound. */
 int gk_wsub_tab_put(gk_wsub_tab *t, const char *key, const ProtobufCMessage *msg, gk_err *err);
+/* Store key with no message (a set's member); refused like a put. */
+int gk_wsub_tab_add(gk_wsub_tab *t, const char *key, gk_err *err);
 const ProtobufCMessage *gk_wsub_tab_get(const gk_wsub_tab *t, const char *key);
+/* Whether key is held (with or without a message). */
+bool gk_wsub_tab_has(const gk_wsub_tab *t, const char *key);
 void gk_wsub_tab_del(gk_wsub_tab *t, const char *key);
 /* Drop every entry (the table stays usable, with its bound). */
 void gk_wsub_tab_clear(gk_wsub_tab *t);

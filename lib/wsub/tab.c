@@ -1,4 +1,5 @@
 /* gpukmm — a view's objects: typed copies by key (gpukmm/wsub.h). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,10 +48,8 @@ static void refused(gk_wsub_tab *t)
 
 static gk_wsub_obj *find(const gk_wsub_tab *t, const char *key)
 {
-	for (size_t i = 0; i < t->n; i++)
-		if (strcmp(t->v[i].key, key) == 0)
-			return &t->v[i];
-	return NULL;
+	gk_kmap_ent *e = key ? gk_kmap_get(&t->idx, key) : NULL;
+	return e ? &t->v[(uintptr_t)e->ptr - 1] : NULL;
 }
 
 const ProtobufCMessage *gk_wsub_tab_get(const gk_wsub_tab *t, const char *key)
@@ -59,35 +58,39 @@ const ProtobufCMessage *gk_wsub_tab_get(const gk_wsub_tab *t, const char *key)
 	return o ? o->msg : NULL;
 }
 
+bool gk_wsub_tab_has(const gk_wsub_tab *t, const char *key)
+{
+	return find(t, key) != NULL;
+}
+
 void gk_wsub_tab_del(gk_wsub_tab *t, const char *key)
 {
 	gk_wsub_obj *o = find(t, key);
 	if (!o)
 		return;
-	free(o->key);
 	protobuf_c_message_free_unpacked(o->msg, NULL);
-	*o = t->v[--t->n];
+	gk_kmap_del(&t->idx, key); /* o->key was its copy */
+	size_t i = (size_t)(o - t->v);
+	if (i != --t->n) {
+		*o = t->v[t->n];
+		gk_kmap_get(&t->idx, o->key)->ptr = (void *)(uintptr_t)(i + 1);
+	}
 }
 
 void gk_wsub_tab_clear(gk_wsub_tab *t)
 {
-	for (size_t i = 0; i < t->n; i++) {
-		free(t->v[i].key);
+	for (size_t i = 0; i < t->n; i++)
 		protobuf_c_message_free_unpacked(t->v[i].msg, NULL);
-	}
 	free(t->v);
+	gk_kmap_clear(&t->idx);
 	const char *kind = t->kind;
 	gk_wsub_tab_init(t, t->max);
 	t->kind = kind;
 }
 
-int gk_wsub_tab_put(gk_wsub_tab *t, const char *key, const ProtobufCMessage *msg, gk_err *err)
+/* stores c (owned; NULL for a set's member) under key */
+static int store(gk_wsub_tab *t, const char *key, ProtobufCMessage *c, gk_err *err)
 {
-	ProtobufCMessage *c = gk_wsub_clone(msg);
-	if (!c) {
-		refused(t);
-		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: cannot copy %s", key);
-	}
 	gk_wsub_obj *o = find(t, key);
 	if (o) {
 		protobuf_c_message_free_unpacked(o->msg, NULL);
@@ -99,8 +102,7 @@ int gk_wsub_tab_put(gk_wsub_tab *t, const char *key, const ProtobufCMessage *msg
 		protobuf_c_message_free_unpacked(c, NULL);
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: more than %zu objects, dropping %s", t->max, key);
 	}
-	char *k = strdup(key);
-	if (k && t->n == t->cap) {
+	if (t->n == t->cap) {
 		size_t nc = t->cap ? t->cap * 2 : 16;
 		gk_wsub_obj *nv = realloc(t->v, nc * sizeof(*nv));
 		if (nv) {
@@ -108,12 +110,28 @@ int gk_wsub_tab_put(gk_wsub_tab *t, const char *key, const ProtobufCMessage *msg
 			t->cap = nc;
 		}
 	}
-	if (!k || t->n == t->cap) {
+	gk_kmap_ent *e = t->n < t->cap ? gk_kmap_put(&t->idx, key, NULL, NULL) : NULL;
+	if (!e) {
 		refused(t);
-		free(k);
 		protobuf_c_message_free_unpacked(c, NULL);
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: out of memory");
 	}
-	t->v[t->n++] = (gk_wsub_obj){ k, c };
+	t->v[t->n++] = (gk_wsub_obj){ e->key, c };
+	e->ptr = (void *)(uintptr_t)t->n;
 	return GK_OK;
+}
+
+int gk_wsub_tab_put(gk_wsub_tab *t, const char *key, const ProtobufCMessage *msg, gk_err *err)
+{
+	ProtobufCMessage *c = gk_wsub_clone(msg);
+	if (!c) {
+		refused(t);
+		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: cannot copy %s", key);
+	}
+	return store(t, key, c, err);
+}
+
+int gk_wsub_tab_add(gk_wsub_tab *t, const char *key, gk_err *err)
+{
+	return store(t, key, NULL, err);
 }

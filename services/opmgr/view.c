@@ -255,7 +255,7 @@ int gk_opv_load_snapshot(gk_opv *v, const Gpukmm__SnapshotReply *s, gk_err *err)
 		if (!claim_blocks(c) || !c->metadata ||
 		    obj_key(key, sizeof(key), "", c->metadata->namespace_, c->metadata->name))
 			continue;
-		if ((r = gk_wsub_tab_put(&v->claims, key, &c->base, err)))
+		if ((r = gk_wsub_tab_add(&v->claims, key, err)))
 			rc = r;
 	}
 	for (size_t i = 0; i < s->n_nodes; i++) {
@@ -319,7 +319,11 @@ int gk_opv_apply(gk_opv *v, const char *topic, const Gpukmm__Event *ev, gk_err *
 		if (!c->metadata || obj_key(key, sizeof(key), "", c->metadata->namespace_, c->metadata->name))
 			break;
 		bool before = v->claims.n > 0;
-		int rc = put_typed(&v->claims, key, &c->base, del || !claim_blocks(c), err);
+		int rc = GK_OK;
+		if (del || !claim_blocks(c))
+			gk_wsub_tab_del(&v->claims, key);
+		else
+			rc = gk_wsub_tab_add(&v->claims, key, err);
 		if ((v->claims.n > 0) != before || rc != GK_OK) /* a refused claim: the guard must look again */
 			mark_all(v);
 		return rc;

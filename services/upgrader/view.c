@@ -41,12 +41,6 @@ typedef struct nodeset {
 	bool overflow;           /* a node was refused since the last snapshot */
 } nodeset;
 
-/* the allocated GPU claims, as a set of ns/name */
-typedef struct claimset {
-	gk_kmap m;
-	bool overflow;
-} claimset;
-
 struct gk_upv {
 	char *ns;
 	gk_upv_dirty_fn dirty;
@@ -54,7 +48,7 @@ struct gk_upv {
 	size_t max;
 	gk_wsub_tab policies, modules;
 	nodeset nodes;
-	claimset claims;
+	gk_wsub_tab claims;       /* the allocated GPU claims: a set of ns/name */
 	gk_strpool pool;          /* the nodes' label and annotation strings */
 	bool leader, kmm;
 	uint64_t term; /* Leadership.term, stamped on status reports */
@@ -73,7 +67,8 @@ int gk_upv_new(gk_upv **out, const char *ns, size_t max, gk_upv_dirty_fn fn, voi
 	gk_wsub_tab_init(&v->policies, max);
 	gk_wsub_tab_init(&v->modules, max);
 	gk_kmap_init(&v->nodes.by_name);
-	gk_kmap_init(&v->claims.m);
+	gk_wsub_tab_init(&v->claims, max);
+	gk_wsub_tab_kind(&v->claims, "ResourceClaim");
 	v->dirty = fn;
 	v->user = user;
 	v->leader = true;
@@ -104,7 +99,7 @@ void gk_upv_free(gk_upv *v)
 	gk_wsub_tab_clear(&v->policies);
 	gk_wsub_tab_clear(&v->modules);
 	nodes_clear(v, &v->nodes);
-	gk_kmap_clear(&v->claims.m);
+	gk_wsub_tab_clear(&v->claims);
 	gk_kmap_clear(&v->pool.m);
 	free(v->ns);
 	free(v);
@@ -337,22 +332,6 @@ static int claim_key(char *buf, size_t cap, const Gpukmm__ObjectMeta *m)
 	return n < 0 || (size_t)n >= cap ? -1 : 0;
 }
 
-static int claim_add(gk_upv *v, const char *key, gk_err *err)
-{
-	claimset *c = &v->claims;
-	if (gk_kmap_get(&c->m, key))
-		return GK_OK;
-	if (c->m.n >= v->max) {
-		c->overflow = true;
-		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: more than %zu claims, dropping %s", v->max, key);
-	}
-	if (!gk_kmap_put(&c->m, key, NULL, NULL)) {
-		c->overflow = true;
-		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "view: out of memory, dropping %s", key);
-	}
-	return GK_OK;
-}
-
 /* the policy a Module belongs to: <cp>-gpu in the operator namespace */
 static void mark_module(gk_upv *v, const Gpukmm__Module *m)
 {
@@ -377,8 +356,7 @@ int gk_upv_load_snapshot(gk_upv *v, const Gpukmm__SnapshotReply *s, gk_err *err)
 	gk_upv_touch_all(v);
 	gk_wsub_tab_clear(&v->policies);
 	gk_wsub_tab_clear(&v->modules);
-	gk_kmap_clear(&v->claims.m);
-	v->claims.overflow = false;
+	gk_wsub_tab_clear(&v->claims);
 	int rc = GK_OK, r;
 	char key[600];
 	for (size_t i = 0; i < s->n_cluster_policies; i++) {
@@ -403,7 +381,7 @@ int gk_upv_load_snapshot(gk_upv *v, const Gpukmm__SnapshotReply *s, gk_err *err)
 		const Gpukmm__ResourceClaim *c = s->resource_claims[i];
 		if (!claim_gpu(c) || claim_key(key, sizeof(key), c->metadata))
 			continue;
-		if ((r = claim_add(v, key, err)))
+		if ((r = gk_wsub_tab_add(&v->claims, key, err)))
 			rc = r;
 	}
 	/* nodes: keep what we hold when it is newer than the snapshot (our own
@@ -495,10 +473,10 @@ int gk_upv_apply(gk_upv *v, const char *topic, const Gpukmm__Event *ev, gk_err *
 		if (claim_key(key, sizeof(key), c->metadata))
 			break;
 		if (del || !claim_gpu(c)) {
-			gk_kmap_del(&v->claims.m, key);
+			gk_wsub_tab_del(&v->claims, key);
 			return GK_OK;
 		}
-		return claim_add(v, key, err);
+		return gk_wsub_tab_add(&v->claims, key, err);
 	}
 	case GPUKMM__EVENT__OBJECT_DISCOVERY: {
 		bool k = ev->discovery->has_kmm && ev->discovery->kmm;
@@ -618,7 +596,7 @@ bool gk_upv_gpu_claim(const gk_upv *v, const char *ns, const char *name)
 	char key[600];
 	if (snprintf(key, sizeof(key), "%s/%s", ns ? ns : "", name ? name : "") >= (int)sizeof(key))
 		return false;
-	return gk_kmap_get(&v->claims.m, key) != NULL;
+	return gk_wsub_tab_has(&v->claims, key);
 }
 
 void gk_upv_each_policy(const gk_upv *v, gk_upv_dirty_fn fn, void *user)
@@ -630,7 +608,7 @@ void gk_upv_each_policy(const gk_upv *v, gk_upv_dirty_fn fn, void *user)
 void gk_upv_state_get(const gk_upv *v, gk_upv_state *out)
 {
 	*out = (gk_upv_state){ .policies = v->policies.n, .modules = v->modules.n, .nodes = v->nodes.n,
-			       .claims = v->claims.m.n, .ignored = v->ignored, .stale = v->stale };
+			       .claims = v->claims.n, .ignored = v->ignored, .stale = v->stale };
 }
 
 bool gk_upv_complete(const gk_upv *v)

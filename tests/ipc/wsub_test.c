@@ -349,3 +349,53 @@ Test(wsub_tab, copies_replaces_deletes_and_is_bounded)
 	gk_wsub_tab_clear(&t);
 	cr_assert_null(gk_wsub_clone(NULL));
 }
+
+/* the hash index follows every swap of a delete; a set holds keys without messages */
+Test(wsub_tab, the_index_follows_deletes_and_sets_hold_keys_only)
+{
+	gk_wsub_tab t;
+	gk_wsub_tab_init(&t, 0);
+	gk_wsub_tab_kind(&t, "ResourceClaim");
+	Gpukmm__Leadership l = GPUKMM__LEADERSHIP__INIT;
+	char key[32], id[32];
+	for (int i = 0; i < 3000; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		snprintf(id, sizeof(id), "id%d", i);
+		l.identity = id;
+		cr_assert_eq(gk_wsub_tab_put(&t, key, &l.base, NULL), 0);
+	}
+	for (int i = 0; i < 3000; i += 2) {
+		snprintf(key, sizeof(key), "k%d", i);
+		gk_wsub_tab_del(&t, key);
+	}
+	/* deleting by an entry's own key (the index's copy) is safe */
+	while (t.n > 1000)
+		gk_wsub_tab_del(&t, t.v[t.n / 2].key);
+	cr_assert_eq(t.n, 1000);
+	for (size_t i = 0; i < t.n; i++) {
+		const Gpukmm__Leadership *x = (const Gpukmm__Leadership *)gk_wsub_tab_get(&t, t.v[i].key);
+		cr_assert_eq(&x->base, t.v[i].msg, "%s found at its own index", t.v[i].key);
+		cr_assert_str_eq(x->identity + 2, t.v[i].key + 1);
+	}
+	gk_wsub_tab_clear(&t);
+	gk_wsub_tab set;
+	gk_wsub_tab_init(&set, 2);
+	gk_wsub_tab_kind(&set, "ResourceClaim");
+	cr_assert_eq(gk_wsub_tab_add(&set, "ns/a", NULL), 0);
+	cr_assert_eq(gk_wsub_tab_add(&set, "ns/a", NULL), 0, "twice is once");
+	cr_assert_eq(gk_wsub_tab_add(&set, "ns/b", NULL), 0);
+	cr_assert(gk_wsub_tab_has(&set, "ns/a"));
+	cr_assert_null(gk_wsub_tab_get(&set, "ns/a"), "no message");
+	cr_assert_not(gk_wsub_tab_has(&set, "ns/c"));
+	cr_assert_null(gk_wsub_tab_overflow(&set));
+	cr_assert_eq(gk_wsub_tab_add(&set, "ns/c", NULL), GK_RESOURCE_EXHAUSTED);
+	cr_assert(gk_wsub_tab_overflow(&set) && strstr(gk_wsub_tab_overflow(&set), "every ResourceClaim (at most 2"),
+		  "%s", gk_wsub_tab_overflow(&set));
+	gk_wsub_tab_del(&set, "ns/a");
+	cr_assert_not(gk_wsub_tab_has(&set, "ns/a"));
+	cr_assert(gk_wsub_tab_has(&set, "ns/b"));
+	gk_wsub_tab_clear(&set);
+	cr_assert_null(gk_wsub_tab_overflow(&set), "a clear starts over");
+	cr_assert_eq(gk_wsub_tab_add(&set, "ns/c", NULL), 0);
+	gk_wsub_tab_clear(&set);
+}
