@@ -49,11 +49,16 @@ typedef struct gk_wsub_view {
 	void (*resynced)(void *user, bool first);
 } gk_wsub_view;
 
+/* The default bound of a snapshot reply: every Node of a 15,000-node cluster with
+ * its gpukmm.io/node-report (typically 1-2 KiB, at most 64 KiB each), or as many
+ * claims; the ipc default of 4 MiB stopped at a few thousand nodes. */
+#define GK_WSUB_SNAPSHOT_MAX ((size_t)64 << 20)
+
 typedef struct gk_wsub_opts {
 	const char *const *topics;   /* under 32 bytes each */
 	size_t n_topics;
 	size_t buffer_max;           /* events buffered during a snapshot; 0 = 4096 */
-	size_t snapshot_max;         /* bytes of a snapshot reply; 0 = the ipc default (4 MiB) */
+	size_t snapshot_max;         /* bytes of a snapshot reply; 0 = GK_WSUB_SNAPSHOT_MAX */
 	int snapshot_timeout_ms;     /* 0 = 10000 */
 	int retry_ms;                /* after a failed snapshot; 0 = 200 */
 } gk_wsub_opts;

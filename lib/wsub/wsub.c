@@ -11,6 +11,7 @@
 
 #define TOPIC_MAX 32
 #define SERVICE_MS 1000 /* how often the bus connection is checked (gk_ipc_sub_service) */
+#define SNAPSHOT_FRAME 4096 /* the reply frame around a snapshot (code, message, ids): far less */
 #define TRIM_EVENTS 1024 /* events after which the heap is trimmed (on the next service tick) */
 
 typedef struct buffered {
@@ -154,7 +155,9 @@ static void on_snapshot(void *user, int code, ProtobufCMessage *reply, const cha
 	if (w->closing || code != GK_OK || !s || !(s->has_synced && s->synced) || w->overflow) {
 		if (!w->closing) {
 			w->st.snapshot_failures++;
-			if (code != GK_OK)
+			if (code == GK_RESOURCE_EXHAUSTED) /* it will not fit on a retry either, until the cluster shrinks */
+				GK_WARN("watcher snapshot: %s (retrying)", errmsg ? errmsg : gk_code_name(code));
+			else if (code != GK_OK)
 				GK_INFO("watcher snapshot: %s (retrying)", errmsg ? errmsg : gk_code_name(code));
 			else if (w->overflow)
 				GK_INFO("watcher snapshot: more than %zu events meanwhile (retrying)", w->o.buffer_max);
@@ -201,6 +204,8 @@ static void request_snapshot(gk_wsub *w)
 	Gpukmm__SnapshotRequest req = GPUKMM__SNAPSHOT_REQUEST__INIT;
 	req.topics = (char **)w->o.topics;
 	req.n_topics = w->o.n_topics;
+	req.has_max_bytes = true;
+	req.max_bytes = w->o.snapshot_max > SNAPSHOT_FRAME ? w->o.snapshot_max - SNAPSHOT_FRAME : 0;
 	gk_err e;
 	if (gk_ipc_call_async(w->watcher, &gpukmm__watcher__descriptor, "Snapshot", &req.base, w->o.snapshot_timeout_ms,
 			      on_snapshot, w, &e) != GK_OK) {
@@ -268,8 +273,10 @@ int gk_wsub_open(gk_wsub **out, gk_loop *loop, const char *events_url, const cha
 	for (size_t i = 0; i < w->o.n_topics; i++)
 		if (gk_ipc_sub_topic(w->sub, w->o.topics[i], &gpukmm__event__descriptor, err))
 			goto fail;
+	if (!w->o.snapshot_max)
+		w->o.snapshot_max = GK_WSUB_SNAPSHOT_MAX;
 	const gk_ipc_opts co = { .recv_max = w->o.snapshot_max, .unpack_max = 2 * w->o.snapshot_max };
-	if (gk_ipc_client_open(&w->watcher, watcher_url, w->o.snapshot_max ? &co : NULL, err))
+	if (gk_ipc_client_open(&w->watcher, watcher_url, &co, err))
 		goto fail;
 	if (gk_loop_add_fd(loop, gk_ipc_sub_fd(w->sub), EPOLLIN, on_sub_fd, w, err))
 		goto fail;

@@ -107,10 +107,6 @@ static void on_server(gk_loop *l, int fd, uint32_t ev, void *user)
 /* ---- the watcher view (lib/wsub): "clusterpolicy", "node", "discovery", "leadership" ---- */
 
 static const char *const TOPICS[] = { "clusterpolicy", "node", "discovery", "leadership" };
-/* A snapshot carries every Node with its gpukmm.io/node-report (each at most
- * 64 KiB, typically 1-2 KiB): the default 4 MiB would stop at a few thousand
- * nodes. The digests kept afterwards are small (nodes.h). */
-#define SNAPSHOT_MAX (64u << 20)
 
 /* The view changed (a policy, the nodes, leadership): the status writer
  * re-evaluates; the inbox goes on if leadership was gained. */
@@ -226,8 +222,7 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		if (a.svc.addr.events && a.svc.addr.watcher) {
-			static const gk_wsub_opts wo = { .topics = TOPICS, .n_topics = sizeof(TOPICS) / sizeof(TOPICS[0]),
-							 .snapshot_max = SNAPSHOT_MAX };
+			static const gk_wsub_opts wo = { .topics = TOPICS, .n_topics = sizeof(TOPICS) / sizeof(TOPICS[0]) };
 			static const gk_wsub_view wv = { .user = &a, .reset = view_reset, .apply = view_apply,
 							 .resynced = view_resynced };
 			if (gk_sd_view_new(&a.view, view_dirty, &a, &err) ||

@@ -174,6 +174,8 @@ int main(int argc, char **argv)
 	gk_metric_counter_var("gpukmm_watcher_events_total", "Object events applied to the cache.", &a.w.c_events);
 	gk_metric_counter_var("gpukmm_watcher_published_total", "Events published on the bus.", &a.w.c_published);
 	gk_metric_counter_var("gpukmm_watcher_errors_total", "API errors (each retried with backoff).", &a.w.c_errors);
+	gk_metric_counter_var("gpukmm_watcher_snapshots_refused_total",
+			      "Snapshots refused because they were larger than the caller can receive.", &a.w.c_snapshots_refused);
 	gk_metric_counter_var("gpukmm_watcher_convert_errors_total", "Objects whose JSON did not convert (ignored).",
 			      &a.w.c_convert_errors);
 	gk_metric_gauge_var("gpukmm_watcher_unconfirmed_topics", "Topics whose state the watcher cannot vouch for "

@@ -1170,7 +1170,18 @@ static void h_snapshot(Gpukmm__Watcher_Service *svc, const Gpukmm__SnapshotReque
 	Gpukmm__Discovery d;
 	Gpukmm__Leadership l;
 	wr_snapshot_fill(w, in, &rep, &d, &l);
-	closure(&rep, cd);
+	size_t n = in->has_max_bytes && in->max_bytes ? protobuf_c_message_get_packed_size(&rep.base) : 0;
+	if (n > in->max_bytes) {
+		/* the caller's socket would drop it (and time out): say why instead */
+		w->c_snapshots_refused++;
+		gk_ipc_fail(cd, GK_RESOURCE_EXHAUSTED,
+			    "snapshot of %zu bytes is over the %llu the caller can receive (the cache holds %llu nodes, "
+			    "%llu claims, %llu pods)",
+			    n, (unsigned long long)in->max_bytes, (unsigned long long)w->c_size[WT_NODE],
+			    (unsigned long long)w->c_size[WT_RC], (unsigned long long)w->c_size[WT_POD]);
+	} else {
+		closure(&rep, cd);
+	}
 	wr_snapshot_free(&rep);
 }
 

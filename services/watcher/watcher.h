@@ -102,6 +102,7 @@ struct wr {
 	int64_t lease_write_ms;      /* when the write started */
 	/* counters (heartbeats) */
 	uint64_t c_events, c_errors, c_convert_errors, c_published;
+	uint64_t c_snapshots_refused; /* over the size the caller can receive */
 	uint64_t c_size[WT_N];
 	uint64_t c_leader;
 	uint64_t c_unconfirmed;      /* topics whose state is unconfirmed now */

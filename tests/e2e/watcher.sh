@@ -120,6 +120,14 @@ check "snapshot after the changes: node-1 node-2" test "$(names_in_snap w1 nodes
 # objects as the server, and the bus number to resume from
 server_nodes=$(k get nodes -o name | sed 's|^node/||' | sort | tr '\n' ' ' | sed 's/ $//')
 check "a resync by snapshot equals the server's state" test "$(names_in_snap w1 nodes)" = "$server_nodes"
+# a caller that can receive fewer bytes than the snapshot gets a refusal saying both sizes, not a
+# reply its socket would drop (it then waited for its timeout and retried, silently, for ever)
+snap_max() { "$CTL" ipc call "ipc://$T/w1/watcher.sock" gpukmm.Watcher.Snapshot "{\"max_bytes\":$1}" --timeout-ms 3000 2>&1; }
+check "a snapshot over the caller's max_bytes is refused: RESOURCE_EXHAUSTED with both sizes" \
+	in_shell "snap_max 64 | grep -E 'RESOURCE_EXHAUSTED' | grep -qE 'snapshot of [0-9]+ bytes is over the 64 the caller can receive \(the cache holds 2 nodes, [0-9]+ claims, [0-9]+ pods\)'"
+check "…one within it is served" in_shell "snap_max 1000000 | grep -q '\"synced\":true'"
+refused_counted() { counters "$W1" | jq -e '.watcher_snapshots_refused == 1' >/dev/null; }
+check "…and counted (gpukmm_watcher_snapshots_refused_total 1)" wait_for 5 refused_counted
 snapseq=$(snap w1 | python3 -c 'import json,sys; print([s["seq"] for s in json.load(sys.stdin)["seqs"] if s["topic"]=="node"][0])')
 lastseq=$(tail -1 "$T/sub.out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["seq"])')
 check "the snapshot carries the node topic's bus sequence ($snapseq = last seen $lastseq)" test "$snapseq" = "$lastseq"
