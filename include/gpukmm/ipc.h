@@ -227,10 +227,12 @@ const ProtobufCMessageDescriptor *gk_pb_find_message(const char *full_name);
 
 /* ---- helpers ----------------------------------------------------------------- */
 
-/* Release nng's process-wide state (its threads and objects it frees in the
- * background). Call once at exit, after closing every ipc object, so leak
- * checkers see a clean process. Not in Criterion tests: Criterion itself talks
- * to its runner over nng. */
+/* At exit, after closing every ipc object. Under AddressSanitizer it releases
+ * nng's process-wide state (nng_fini: its threads and the objects it frees in
+ * the background), so LeakSanitizer sees a clean process and never waits on an
+ * nng thread; in other builds it does nothing (exit() ends those threads, and
+ * nng 1.5.2's nng_fini can abort racing them). Not in Criterion tests:
+ * Criterion itself talks to its runner over nng. */
 void gk_ipc_fini(void);
 
 int64_t gk_now_ms(void);        /* CLOCK_REALTIME ms (deadlines on the wire) */

@@ -11,7 +11,7 @@
  *     int rc = gk_loop_run(svc.loop);    // returns on SIGTERM/SIGINT
  *     ... close sockets ...
  *     gk_svc_fini(&svc);
- *     gk_ipc_fini();                     // last: joins nng's threads
+ *     gk_ipc_fini();                     // last: joins nng's threads (ASan builds)
  *     return rc;
  *
  * gk_ipc_fini() is not optional: without it nng's ~14 threads are still alive
@@ -19,6 +19,8 @@
  * stops every thread with ptrace) can then wait forever on one of them — the
  * service hangs at exit with its Control calls in flight, and the supervisor
  * has to SIGKILL it (tests/ipc/svc_test.c sigterm_with_control_calls_...).
+ * In other builds it does nothing: nng 1.5.2's nng_fini can race its own
+ * threads and abort (see gk_ipc_fini).
  *
  * Without a supervisor (no --control and no $GPUKMM_CONTROL) Ready and
  * heartbeats are skipped, so every service also runs standalone. */
