@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpukmm/kobj.h"
 #include "gpukmm/kube.h"
 #include "gpukmm/log.h"
 #include "gpukmm/policy.h"
