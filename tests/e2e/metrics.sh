@@ -135,6 +135,9 @@ cp "$D/controller.prom" "$D/blocked.prom"
 kraw DELETE /apis/resource.k8s.io/v1/namespaces/user/resourceclaims/job >/dev/null
 gone() { page && ! grep -q 'reason="DeletionBlocked"' "$D/controller.prom"; }
 check "... and stops saying it once the GPU is released" wait_until 30 gone
+# (the nodes' own reports say the unload before the policy comes back: else the wait below
+# could pass on the reports from before it, and the status change under the checks after)
+check "KMM unloaded xe: no node reports the out-of-tree module" wait_until 60 st '.status.nodes.ootLoaded == 0'
 k apply -f deploy/examples/clusterpolicy-kmm.yaml >/dev/null
 check "status back: KMM 2/2, Ready" wait_until 60 st \
 	'.status.kmmStatus == "2/2" and .status.nodes.ootLoaded == 2 and (.status.conditions[] | select(.type == "Ready") | .status == "True")'

@@ -65,19 +65,30 @@ np_fixtures() { # KERNEL [FLAVOR]: the two roots of that kernel, built once
 	local f=${2:-oot}
 	np_fixture "$1" "$f-avail" && np_fixture "$1" "$f-idle"
 }
+# A node's pin, state and root change only under its lock: the follower checks the
+# pin and switches the root under it, so a pin never lands between that check and
+# that switch (which would put the follower's root back over the pinned one).
+np_locked() { # NODE COMMAND... (an eval'd command sees the caller's locals, not its $1..)
+	mkdir -p "$NP_DIR/$1"
+	(flock 9 && shift && "$@") 9>"$NP_DIR/$1/lock"
+}
+np_set_root() { # NODE KERNEL SCENARIO
+	echo "$3" >"$NP_DIR/$1/state"
+	ln -sfn "$NP_DIR/fx/$2/$3" "$NP_DIR/$1/root"
+}
 np_pin() { # NODE SCENARIO
-	np_fixture "$(cat "$NP_DIR/$1/kernel")" "$2" || return 1
-	echo "$2" >"$NP_DIR/$1/pin"
-	echo "$2" >"$NP_DIR/$1/state"
-	ln -sfn "$NP_DIR/fx/$(cat "$NP_DIR/$1/kernel")/$2" "$NP_DIR/$1/root"
+	local node=$1 scen=$2 kv
+	kv=$(cat "$NP_DIR/$node/kernel") && np_fixture "$kv" "$scen" || return 1
+	np_locked "$node" eval 'echo "$scen" >"$NP_DIR/$node/pin" && np_set_root "$node" "$kv" "$scen"'
 }
 np_unpin() { rm -f "$NP_DIR/$1/pin"; }
 
 np_kernel() { # NODE KERNEL
 	np_fixtures "$2" "$(np_flavor_of "$1")" || return 1
-	mkdir -p "$NP_DIR/$1"
-	echo "$2" >"$NP_DIR/$1/kernel"
-	ln -sfn "$NP_DIR/fx/$2/$(np_state "$1")" "$NP_DIR/$1/root"
+	local node=$1 kv=$2
+	mkdir -p "$NP_DIR/$node"
+	echo "$kv" >"$NP_DIR/$node/kernel"
+	np_locked "$node" eval 'ln -sfn "$NP_DIR/fx/$kv/$(np_state "$node")" "$NP_DIR/$node/root"'
 }
 np_state() { cat "$NP_DIR/$1/state" 2>/dev/null || echo "$(np_flavor_of "$1")-avail"; }
 
@@ -144,9 +155,9 @@ np_follow_start() {
 						[ -n "$ver" ] && want=$want@$ver
 					fi
 					[ "$(np_state "$n")" = "$want" ] && continue
-					np_fixture "$(cat "$NP_DIR/$n/kernel")" "$want" || continue
-					echo "$want" >"$NP_DIR/$n/state"
-					ln -sfn "$NP_DIR/fx/$(cat "$NP_DIR/$n/kernel")/$want" "$NP_DIR/$n/root"
+					kv=$(cat "$NP_DIR/$n/kernel")
+					np_fixture "$kv" "$want" || continue
+					np_locked "$n" eval '[ ! -f "$NP_DIR/$n/pin" ] && np_set_root "$n" "$kv" "$want"'
 				done
 			sleep 0.3
 		done
