@@ -280,6 +280,19 @@ unsigned gk_policy_daemonsets(const Gpukmm__ClusterPolicySpec *spec, bool dra_av
 int gk_policy_ds_name(char *buf, size_t cap, const char *cp_name, enum gk_policy_ds which);
 /* Gating applies when KMM is available and kernelModule is set. */
 bool gk_policy_gating_wanted(const Gpukmm__ClusterPolicySpec *spec, bool kmm_available);
+/* The policy's KMM Module is being deleted to be created again (gpukmm-modmgr
+ * deleted it for a version toggle, or someone else deleted it): the status's
+ * ModuleLoaded condition has the reason "Recreating", as modmgr reports it from
+ * a read of the Module. Its gated operands then leave the nodes: they hold the
+ * driver open, and KMM's unload of the old Module fails while they run there
+ * (ARCHITECTURE §5 "The operands leave before KMM unloads"). */
+bool gk_policy_module_recreating(const Gpukmm__ClusterPolicy *cp);
+#define GK_POLICY_COND_MODULE_LOADED "ModuleLoaded"
+#define GK_POLICY_REASON_RECREATING  "Recreating"
+/* The ready key's value in a gated DaemonSet's nodeSelector while the policy's
+ * Module is recreated: no node carries it, so the DaemonSet controller takes the
+ * pods off every node (KMM's ready label itself is ""). */
+#define GK_POLICY_GATE_HOLD_VALUE    "module-recreating"
 
 /* A node selector: sorted KeyValue list owned by the struct. */
 typedef struct gk_policy_selector {

@@ -440,12 +440,16 @@ cJSON *gk_opr_node_selector(gk_opr *r)
  * them off the nodes that still carry its Module's ready label: dropping
  * kernelModule makes them leave before KMM unloads the out-of-tree driver they
  * hold open, and come back on the in-tree one once it is gone (ARCHITECTURE §5
- * "The operands leave before KMM unloads"). NULL otherwise. */
+ * "The operands leave before KMM unloads"). So does a policy whose Module is
+ * being recreated (gk_policy_module_recreating): with the ready key in the node
+ * selector as well, they run nowhere until the new Module is there. NULL
+ * otherwise. */
 cJSON *gk_opr_affinity(gk_opr *r)
 {
 	const Gpukmm__KernelModuleSpec *km = r->spec->kernel_module;
 	char key[GK_POLICY_KEY_MAX];
-	if (r->o->kmm && !km && gk_policy_ready_label(key, sizeof(key), r->ns, r->cpn) == 0) {
+	if (r->o->kmm && (!km || gk_policy_module_recreating(r->cp)) &&
+	    gk_policy_ready_label(key, sizeof(key), r->ns, r->cpn) == 0) {
 		char js[GK_POLICY_KEY_MAX + 192];
 		snprintf(js, sizeof(js),
 			 "{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":{\"nodeSelectorTerms\":"

@@ -72,6 +72,17 @@ bool gk_policy_gating_wanted(const Gpukmm__ClusterPolicySpec *spec, bool kmm_ava
 	return kmm_available && spec && spec->kernel_module;
 }
 
+bool gk_policy_module_recreating(const Gpukmm__ClusterPolicy *cp)
+{
+	const Gpukmm__ClusterPolicyStatus *st = cp ? cp->status : NULL;
+	for (size_t i = 0; st && i < st->n_conditions; i++) {
+		const Gpukmm__Condition *c = st->conditions[i];
+		if (c && c->type && !strcmp(c->type, GK_POLICY_COND_MODULE_LOADED))
+			return c->reason && !strcmp(c->reason, GK_POLICY_REASON_RECREATING);
+	}
+	return false;
+}
+
 void gk_policy_selector_free(gk_policy_selector *s)
 {
 	if (!s)

@@ -57,17 +57,24 @@ static const char *sel_value(const Gpukmm__DaemonSet *ds, const char *key)
 	return ds ? gk_kv_get(ds->node_selector, ds->n_node_selector, key) : NULL;
 }
 
+const char *gk_gater_want(const Gpukmm__ClusterPolicy *cp, bool gating)
+{
+	if (!gating)
+		return NULL;
+	return gk_policy_module_recreating(cp) ? GK_POLICY_GATE_HOLD_VALUE : "";
+}
+
 bool gk_gater_has_gate(const Gpukmm__DaemonSet *ds, const char *key)
 {
 	const char *v = sel_value(ds, key);
-	return v && !*v;
+	return v && (!*v || !strcmp(v, GK_POLICY_GATE_HOLD_VALUE));
 }
 
-cJSON *gk_gater_patch(const Gpukmm__DaemonSet *ds, const char *key, bool want_gate, bool *oom)
+cJSON *gk_gater_patch(const Gpukmm__DaemonSet *ds, const char *key, const char *want, bool *oom)
 {
 	*oom = false;
 	const char *cur = sel_value(ds, key);
-	bool right = want_gate ? (cur && !*cur) : cur == NULL;
+	bool right = want ? (cur && !strcmp(cur, want)) : cur == NULL;
 	if (right)
 		return NULL;
 	cJSON *p = cJSON_CreateObject();
@@ -75,7 +82,7 @@ cJSON *gk_gater_patch(const Gpukmm__DaemonSet *ds, const char *key, bool want_ga
 	const char *rv = ds && ds->metadata ? ds->metadata->resource_version : NULL;
 	if (!p || !(spec = cJSON_AddObjectToObject(p, "spec")) || !(tmpl = cJSON_AddObjectToObject(spec, "template")) ||
 	    !(tspec = cJSON_AddObjectToObject(tmpl, "spec")) || !(ns = cJSON_AddObjectToObject(tspec, "nodeSelector")) ||
-	    !(want_gate ? cJSON_AddStringToObject(ns, key, "") : cJSON_AddNullToObject(ns, key)))
+	    !(want ? cJSON_AddStringToObject(ns, key, want) : cJSON_AddNullToObject(ns, key)))
 		goto fail;
 	if (rv && *rv) {
 		cJSON *m = cJSON_AddObjectToObject(p, "metadata");

@@ -8,8 +8,9 @@
  * gpukmm-opmgr adopts them. Gated + gating
  * wanted (KMM present, the policy alive and kernelModule set) → its pod
  * template's nodeSelector has the KMM ready label
- * kmm.node.kubernetes.io/<ns>.<cp>-gpu.ready: ""; otherwise that key is
- * absent. Only that key is ever touched.
+ * kmm.node.kubernetes.io/<ns>.<cp>-gpu.ready: "" (while the policy's Module
+ * is recreated: the value GK_POLICY_GATE_HOLD_VALUE, which no node carries);
+ * otherwise that key is absent. Only that key is ever touched.
  *
  * Write = JSON merge patch {"spec":{"template":{"spec":{"nodeSelector":
  * {KEY:""|null}}}},"metadata":{"resourceVersion":RV}}. Why a merge patch with a
@@ -38,11 +39,18 @@ bool gk_gater_is_gated(const Gpukmm__DaemonSet *ds, const char *cp, const char *
 /* Should the policy's DaemonSets carry the key: the policy exists, is not
  * being deleted, has kernelModule, and KMM is served. */
 bool gk_gater_policy_wants(const Gpukmm__ClusterPolicy *cp, bool kmm_available);
-/* Does the template nodeSelector carry `key` with the value ""? */
+/* The value the key should have: "" (gated: the pods run where KMM loaded the
+ * driver), GK_POLICY_GATE_HOLD_VALUE (the policy's Module is being recreated:
+ * the pods leave every node, so that KMM can unload the old one), or NULL (the
+ * key absent). */
+const char *gk_gater_want(const Gpukmm__ClusterPolicy *cp, bool gating);
+/* Does the template nodeSelector carry `key` with a value we write ("" or the
+ * hold value)? */
 bool gk_gater_has_gate(const Gpukmm__DaemonSet *ds, const char *key);
-/* The merge patch that makes `ds` right, or NULL when it already is (or on
- * OOM: *oom set). `key` is the ready label key. */
-cJSON *gk_gater_patch(const Gpukmm__DaemonSet *ds, const char *key, bool want_gate, bool *oom);
+/* The merge patch that gives `ds` the key with the value `want` (NULL: without
+ * the key), or NULL when it already has it (or on OOM: *oom set). `key` is the
+ * ready label key. */
+cJSON *gk_gater_patch(const Gpukmm__DaemonSet *ds, const char *key, const char *want, bool *oom);
 /* "<numberReady>/<desiredNumberScheduled>" (missing counts as 0), or "N/A"
  * when ds is NULL. Returns the length (snprintf). */
 int gk_gater_ds_status(char *buf, size_t cap, const Gpukmm__DaemonSet *ds);

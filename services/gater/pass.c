@@ -63,7 +63,7 @@ static void add_error(gk_gater_result *r, const char *fmt, ...)
 
 /* Ask for the write that brings one DaemonSet to the wanted state. */
 static void gate_one(const gk_gtv *v, const gk_gater_ops *ops, const char *ns, const char *name, const char *key,
-		     bool want, gk_gater_result *res)
+		     const char *want, gk_gater_result *res)
 {
 	const Gpukmm__DaemonSet *ds = gk_gtv_ds(v, ns, name);
 	if (!ds)
@@ -172,7 +172,7 @@ int gk_gater_pass(gk_gtv *v, const char *policy, const gk_gater_ops *ops, gk_gat
 		rc = gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
 	}
 	for (size_t i = 0; !c.oom && !why && i < c.n; i += 2)
-		gate_one(v, ops, c.keys[i], c.keys[i + 1], key, res->gating, res);
+		gate_one(v, ops, c.keys[i], c.keys[i + 1], key, gk_gater_want(cp, res->gating), res);
 	/* which carry the key now (as the view has them: a write in flight
 	 * counts once it has landed) */
 	if (!c.oom && c.n) {

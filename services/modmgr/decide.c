@@ -468,7 +468,7 @@ void gk_mm_decide(const gk_mm_view *v, gk_mm_plan *plan)
 	if ((*have_version == '\0') != (*want_version == '\0')) {
 		if (deleting(m->metadata)) {
 			set_status(plan, GK_POLICY_STATUS_RECREATING);
-			cond(plan, "False", "Recreating", "KMM Module %s is being recreated for a version change",
+			cond(plan, "False", GK_POLICY_REASON_RECREATING, "KMM Module %s is being recreated for a version change",
 			     plan->module);
 			requeue(plan, GK_MM_REQUEUE_MS);
 			return;
@@ -478,7 +478,7 @@ void gk_mm_decide(const gk_mm_view *v, gk_mm_plan *plan)
 		plan->module_op = GK_MM_MOD_DELETE;
 		plan->delete_for_version_change = true;
 		set_status(plan, GK_POLICY_STATUS_RECREATING);
-		cond(plan, "False", "Recreating", "KMM Module %s is being recreated for a version change",
+		cond(plan, "False", GK_POLICY_REASON_RECREATING, "KMM Module %s is being recreated for a version change",
 		     plan->module);
 		requeue(plan, GK_MM_REQUEUE_MS);
 		success_event(plan, "ModuleDeleted",
@@ -492,7 +492,7 @@ void gk_mm_decide(const gk_mm_view *v, gk_mm_plan *plan)
 	set_status(plan, st);
 	if (deleting(m->metadata)) {
 		/* someone else deleted it: wait until it is gone, then create it again */
-		cond(plan, "False", "Recreating", "KMM Module %s is pending deletion; it will be recreated",
+		cond(plan, "False", GK_POLICY_REASON_RECREATING, "KMM Module %s is pending deletion; it will be recreated",
 		     plan->module);
 		requeue(plan, GK_MM_REQUEUE_MS);
 		return;

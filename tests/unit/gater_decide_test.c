@@ -31,7 +31,7 @@ static Gpukmm__DaemonSet *ds(const char *name, const char *ns, const char *sel_j
 static char *patch_str(const Gpukmm__DaemonSet *d, bool want)
 {
 	bool oom;
-	cJSON *p = gk_gater_patch(d, KEY, want, &oom);
+	cJSON *p = gk_gater_patch(d, KEY, want ? "" : NULL, &oom);
 	cr_assert_not(oom);
 	if (!p)
 		return NULL;
@@ -210,4 +210,50 @@ Test(gater_decide, forbidden_hint_names_the_binding_to_create)
 	cr_assert(strstr(buf, "--serviceaccount=intel-gpu-base-operator:gpukmm-controller`"), "%s", buf);
 	gk_gater_forbidden_hint(buf, sizeof(buf), "x", "User \"system:serviceaccount:broken", NULL);
 	cr_assert(strstr(buf, "--serviceaccount=intel-gpu-base-operator:gpukmm-controller`"), "%s", buf);
+}
+
+/* While the policy's Module is recreated (modmgr's ModuleLoaded condition says
+ * Recreating) the key holds a value no node carries: the gated pods leave every
+ * node, which lets KMM unload the old Module they hold open; they come back on
+ * "" once the new Module is there. */
+Test(gater_decide, module_recreating_holds_the_pods_off_every_node)
+{
+	Gpukmm__Condition ready = GPUKMM__CONDITION__INIT, ml = GPUKMM__CONDITION__INIT;
+	ready.type = "Ready";
+	ready.reason = GK_POLICY_REASON_RECREATING; /* another condition's reason does not count */
+	ml.type = GK_POLICY_COND_MODULE_LOADED;
+	ml.reason = "ModuleLoaded";
+	Gpukmm__Condition *conds[] = { &ready, &ml };
+	Gpukmm__ClusterPolicyStatus st = GPUKMM__CLUSTER_POLICY_STATUS__INIT;
+	st.conditions = conds;
+	st.n_conditions = 2;
+	Gpukmm__ClusterPolicy cp = GPUKMM__CLUSTER_POLICY__INIT;
+	cr_assert_str_eq(gk_gater_want(&cp, true), "", "no status yet: gated as usual");
+	cp.status = &st;
+	cr_assert_str_eq(gk_gater_want(&cp, true), "");
+	cr_assert_null(gk_gater_want(&cp, false));
+	ml.reason = GK_POLICY_REASON_RECREATING;
+	cr_assert_str_eq(gk_gater_want(&cp, true), GK_POLICY_GATE_HOLD_VALUE);
+	cr_assert_null(gk_gater_want(&cp, false), "not gating: the key goes, recreating or not");
+
+	Gpukmm__DaemonSet *d = ds("gpu-device-plugin", NS, "{\"" KEY "\":\"\"}", NULL);
+	bool oom;
+	cJSON *p = gk_gater_patch(d, KEY, GK_POLICY_GATE_HOLD_VALUE, &oom);
+	cr_assert_not_null(p);
+	char *s = cJSON_PrintUnformatted(p);
+	cr_assert_str_eq(s, "{\"spec\":{\"template\":{\"spec\":{\"nodeSelector\":{\"" KEY
+			    "\":\"" GK_POLICY_GATE_HOLD_VALUE "\"}}}},\"metadata\":{\"resourceVersion\":\"42\"}}");
+	cJSON_free(s);
+	cJSON_Delete(p);
+	gk_kobj_free(d);
+	d = ds("gpu-device-plugin", NS, "{\"" KEY "\":\"" GK_POLICY_GATE_HOLD_VALUE "\"}", NULL);
+	cr_assert(gk_gater_has_gate(d, KEY), "held off: still gated");
+	cr_assert_null(gk_gater_patch(d, KEY, GK_POLICY_GATE_HOLD_VALUE, &oom), "already held: no write");
+	p = gk_gater_patch(d, KEY, "", &oom);
+	cr_assert_not_null(p, "the new Module there: back to \"\"");
+	s = cJSON_PrintUnformatted(p);
+	cr_assert(strstr(s, "\"" KEY "\":\"\""), "%s", s);
+	cJSON_free(s);
+	cJSON_Delete(p);
+	gk_kobj_free(d);
 }

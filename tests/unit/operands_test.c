@@ -195,6 +195,36 @@ Test(operands, operands_leave_while_the_dropped_module_is_loaded)
 	cr_expect_null(at("DaemonSet", "gpu-device-plugin", "spec.template.spec.affinity"));
 }
 
+/* ... and so does a policy whose Module is being recreated (modmgr's ModuleLoaded
+ * condition says Recreating): with the ready key in the node selector too, the
+ * operands run nowhere until the new Module is there, so that KMM can unload the
+ * old one they hold open (a version added to or dropped from kernelModule) */
+Test(operands, operands_leave_while_the_module_is_recreated)
+{
+	O.kmm = true;
+	static const char *const spec = "  resourceRegistration: dp\n  resourceMonitoring: true\n"
+					"  kernelModule: {kernelMappings: [{regexp: '^.+$', containerImage: 'r.io/xe:1'}]}\n";
+	char *y = NULL;
+	cr_assert(asprintf(&y, "%sstatus: {conditions: [{type: Ready, status: 'False', reason: ModuleNotLoaded},"
+			   " {type: ModuleLoaded, status: 'False', reason: Recreating}]}\n", spec) > 0);
+	render(y);
+	free(y);
+	static const char *const aff = "{nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: "
+				       "[{matchExpressions: [{key: kmm.node.kubernetes.io/intel-gpu-base-operator.gpu-gpu.ready, "
+				       "operator: DoesNotExist}]}]}}}";
+	expect_json(at("DaemonSet", "gpu-device-plugin", "spec.template.spec.affinity"), aff, "device plugin");
+	expect_json(at("DaemonSet", "gpu-xpu-manager", "spec.template.spec.affinity"), aff, "XPU Manager");
+	expect_json(at("DaemonSet", "gpu-device-plugin", "spec.template.spec.nodeSelector"),
+		    "{kubernetes.io/arch: amd64, kmm.node.kubernetes.io/intel-gpu-base-operator.gpu-gpu.ready: ''}",
+		    "the gate stays");
+	/* the new Module there (the condition moved on): back on the nodes KMM loaded */
+	cr_assert(asprintf(&y, "%sstatus: {conditions: [{type: ModuleLoaded, status: 'False', reason: ModuleNotLoaded}]}\n",
+			   spec) > 0);
+	render(y);
+	free(y);
+	cr_expect_null(at("DaemonSet", "gpu-device-plugin", "spec.template.spec.affinity"));
+}
+
 /* §6.2: -v always, --health-monitoring with health, --healthcheck-port and probes
  * from podHealthCheck (CRD default true), --manage-binding always; both SA fields */
 Test(operands, dra_daemonset_args_health_and_sa)
