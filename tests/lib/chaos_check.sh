@@ -7,7 +7,7 @@
 #     spec equals `gpukmmctl render` of the policy; controller owner reference =
 #     the policy's uid; no other Module in the operator namespace
 #   - the gated DaemonSets (<cp>-device-plugin, -gpu-dra, -xpu-manager) carry the
-#     KMM ready-label key in their pod nodeSelector iff kernelModule is set
+#     KMM ready-label key in their pod nodeSelector iff kernelModule is set, with the value ""
 #     (CHAOS_GATER=1), and keep their own selector key
 #   - status: observedGeneration = generation, no errors, kmmStatus = the Module's
 #     available/desired counts (N/A without kernelModule), Ready=True iff nothing is
@@ -141,6 +141,9 @@ for name in $(jq -r '.items[].metadata.name' <<<"$cps"); do
 			[ -n "$d" ] || continue
 			gated=$(jq --arg k "$key" 'has($k)' <<<"$d")
 			[ "$gated" = "$([ -n "$km" ] && echo true || echo false)" ] || diverge "$name-$ds: gated=$gated, kernelModule $([ -n "$km" ] && echo set || echo unset)"
+			# (the hold of a Module recreation, "module-recreating", ends with it)
+			[ "$gated" = false ] || jq -e --arg k "$key" '.[$k] == ""' <<<"$d" >/dev/null ||
+				diverge "$name-$ds: its ready key is $(jq -c --arg k "$key" '.[$k]' <<<"$d"), want \"\""
 			jq -e '.["intel.feature.node.kubernetes.io/gpu"] == "true"' <<<"$d" >/dev/null ||
 				diverge "$name-$ds: its own nodeSelector key was lost"
 		done

@@ -46,10 +46,13 @@ sc_cleanup() {
 		fi
 	fi
 	kubesim_rbac_verdict "$NS" || FAILED=1
+	# (read while the API server still runs: printed below on a failure)
+	local policy
+	policy=$(cpj 2>/dev/null | jq -c '{g: .metadata.generation, status}' 2>/dev/null | head -c 2500)
 	kubesim_stop >/dev/null 2>&1
 	san_check "$D"/*.log "$D"/np/*.log || FAILED=1
 	if [ "$FAILED" != 0 ]; then
-		echo "#   policy: $(cpj | jq -c '{g: .metadata.generation, status}' 2>/dev/null | head -c 2500)"
+		echo "#   policy: $policy"
 		log_tails 20 "$D"/*.log "$D"/np/*.log
 	fi
 	rm -rf "$D"
