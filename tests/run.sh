@@ -4,6 +4,10 @@
 #    "[====] Synthesis:" line; a binary that runs no test counts as a failure.
 #  - Script tests tests/*/*.sh (not run.sh): each prints "ok - name" / "not ok - name"
 #    lines; a script that exits non-zero without a "not ok" line counts one failure.
+#  - The scripts run TEST_SCRIPT_JOBS at a time (default 2: they mostly wait on
+#    conditions, and each has its own temp dir, API server and ports), the slowest of
+#    the last run first (its durations in $BUILD/test-logs/durations); results print
+#    as they finish. TEST_SCRIPT_JOBS=1: one after the other.
 # Usage: BUILD=build tests/run.sh [PATTERN]   (PATTERN: substring of the test path)
 set -u
 BUILD=${BUILD:-build}
@@ -54,12 +58,26 @@ run_criterion() {
 	fi
 }
 
-run_script() {
-	local sh=$1 log ok nok
+# A script in the background: its log, then its exit code and seconds in LOG.rc.
+start_script() {
+	local sh=$1 log
 	log="$logdir/${sh//\//_}.log"
-	local t0=$SECONDS
-	timeout -k 10 "${TEST_TIMEOUT:-900}" bash "$sh" >"$log" 2>&1
-	local rc=$? secs=$((SECONDS - t0))
+	rm -f "$log.rc"
+	(
+		t0=$SECONDS
+		timeout -k 10 "${TEST_TIMEOUT:-900}" bash "$sh" >"$log" 2>&1
+		echo "$? $((SECONDS - t0))" >"$log.rc"
+	) &
+	RUNNING[$!]=$sh
+}
+
+# Count a finished script and print its line.
+finish_script() {
+	local sh=$1 log ok nok rc secs
+	log="$logdir/${sh//\//_}.log"
+	read -r rc secs <"$log.rc" 2>/dev/null || { rc=255 secs=0; }
+	rm -f "$log.rc"
+	echo "$secs $sh" >>"$logdir/durations.new"
 	ok=$(grep -a -c '^ok ' "$log"); nok=$(grep -a -c '^not ok ' "$log")
 	sk=$(grep -a -c '^skip ' "$log")
 	if [ $rc -ne 0 ] && [ "$nok" = 0 ]; then nok=1; fi
@@ -79,11 +97,39 @@ for bin in $(ls "$BUILD"/tests/unit/* "$BUILD"/tests/ipc/* 2>/dev/null | grep -v
 	[ -n "$PATTERN" ] && [[ $bin != *"$PATTERN"* ]] && continue
 	run_criterion "$bin"
 done
+scripts=()
 for sh in $(ls tests/ipc/*.sh tests/e2e/*.sh 2>/dev/null | sort); do
 	case $sh in *chaos.sh) [ -z "${CHAOS_IN_CHECK:-1}" ] && continue ;; esac
 	[ -n "$PATTERN" ] && [[ $sh != *"$PATTERN"* ]] && continue
-	run_script "$sh"
+	scripts+=("$sh")
 done
+# the slowest first (the last run's durations, or the plain pass's for the sanitizer one;
+# a script not in them, e.g. a new one, first of all)
+durs=$logdir/durations
+[ -s "$durs" ] || durs=${BUILD%-san}/test-logs/durations
+if [ -s "$durs" ] && [ ${#scripts[@]} -gt 0 ]; then
+	mapfile -t scripts < <(printf '%s\n' "${scripts[@]}" |
+		awk 'NR == FNR { d[$2] = $1; next } { print ($0 in d ? d[$0] : 1e9), $0 }' "$durs" - |
+		sort -k1,1nr -k2,2 | cut -d' ' -f2-)
+fi
+rm -f "$logdir/durations.new"
+declare -A RUNNING=()
+SJOBS=${TEST_SCRIPT_JOBS:-2}
+for sh in "${scripts[@]}"; do
+	while [ ${#RUNNING[@]} -ge "$SJOBS" ]; do
+		wait -n -p done_pid
+		finish_script "${RUNNING[$done_pid]}"
+		unset "RUNNING[$done_pid]"
+	done
+	start_script "$sh"
+done
+while [ ${#RUNNING[@]} -gt 0 ]; do
+	wait -n -p done_pid
+	finish_script "${RUNNING[$done_pid]}"
+	unset "RUNNING[$done_pid]"
+done
+[ -s "$logdir/durations.new" ] && [ -z "$PATTERN" ] && mv "$logdir/durations.new" "$logdir/durations"
+rm -f "$logdir/durations.new"
 
 echo
 if [ ${#failures[@]} -gt 0 ]; then
