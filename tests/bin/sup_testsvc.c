@@ -241,7 +241,10 @@ int main(int argc, char **argv)
 	}
 	rc = gk_loop_run(a.svc.loop);
 	trace(&a, "stop");
-	if (strcmp(a.mode, "hang-teardown") == 0) {
+	/* the supervisor's heartbeat reply asks a draining service to stop again, and
+	 * lib/svc then ends the loop: a stubborn service ignores that too, else it
+	 * would stop by itself whenever a heartbeat lands within the stop timeout */
+	if (strcmp(a.mode, "hang-teardown") == 0 || strcmp(a.mode, "ignore-term") == 0) {
 		trace(&a, "teardown-hangs");
 		for (;;)
 			pause();   /* signals are blocked: nothing ends this but the bound */
