@@ -12,6 +12,7 @@ sect=$(sed -n '/^### By status reason/,/^### Other symptoms/p' README.md)
 reasons() {
 	{
 		grep -h 'cond(plan, ' services/modmgr/decide.c
+		grep -h '^#define GK_POLICY_REASON_' include/gpukmm/policy.h # (reasons named by a macro)
 		grep -h '\.reason = ' services/statusd/merge.c
 		grep -h 'problem(s, d, "' services/statusd/nodes.c
 		grep -h 'cond_reason = "\|problem(&\?c, i, [A-Z_a-z"]*, "\|return "[A-Z][A-Za-z]*";' services/upgrader/decide.c
