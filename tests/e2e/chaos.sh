@@ -63,14 +63,16 @@ trap cleanup EXIT
 KUBESIM_NO_TRAP=1 KUBESIM_RBAC=1 kubesim_start --state-dir "$D/state" || { nok "kubesim starts"; exit 1; }
 echo "# seed $SEED, ${DUR}s of chaos, converge within ${CONVERGE}s, gater: ${CHAOS_GATER:-not built}, up to $MAX_NODES GPU nodes"
 ctrl_cluster || { nok "the shipped RBAC and the ServiceAccounts' kubeconfigs"; exit 1; }
+# (the Node and its node profile's pod token are the driver's own writes: retried while
+# faults are injected, else a node profile runs without its Node or not at all)
 mknode() { # NAME KERNEL
-	kraw POST /api/v1/nodes "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"$1\",\"labels\":{\"kubernetes.io/arch\":\"amd64\",\"intel.feature.node.kubernetes.io/gpu\":\"true\"}},\"status\":{\"nodeInfo\":{\"kernelVersion\":\"$2\"}}}" >/dev/null
-	kraw PATCH "/api/v1/nodes/$1/status" "{\"status\":{\"nodeInfo\":{\"kernelVersion\":\"$2\"}}}" application/merge-patch+json >/dev/null
+	kraw_until "201 409" POST /api/v1/nodes "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"$1\",\"labels\":{\"kubernetes.io/arch\":\"amd64\",\"intel.feature.node.kubernetes.io/gpu\":\"true\"}},\"status\":{\"nodeInfo\":{\"kernelVersion\":\"$2\"}}}" >/dev/null &&
+	kraw_until 200 PATCH "/api/v1/nodes/$1/status" "{\"status\":{\"nodeInfo\":{\"kernelVersion\":\"$2\"}}}" application/merge-patch+json >/dev/null
 }
 KERNELS=(6.8.0-45-generic 5.14.0-427.13.1.el9_4.x86_64 6.8.0-50-generic)
 np_init "$D" "$D/node-kubeconfig" "$NS"
 addnode() { # NAME KERNEL: the Node and its node profile
-	mknode "$1" "$2"
+	mknode "$1" "$2" || nok "Node $1 created"
 	np_start "$1" "$2" || nok "node profile of $1 starts"
 }
 POLICIES=(chaos-a chaos-b)

@@ -152,15 +152,14 @@ kubesim_sa_token() { # NS NAME: a day-long token of that ServiceAccount
 # (NAME, ServiceAccount SA, both created when missing) and a token of it for the
 # audience AUD in FILE (the node profile's report token: kubesim names the node in
 # it as authentication.kubernetes.io/node-name).
-kubesim_pod_token() { # NS SA NODE NAME AUD FILE
-	kraw POST "/api/v1/namespaces/$1/serviceaccounts" \
-		"{\"apiVersion\":\"v1\",\"kind\":\"ServiceAccount\",\"metadata\":{\"name\":\"$2\"}}" >/dev/null
-	kraw POST "/api/v1/namespaces/$1/pods" "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"$4\"},
-		\"spec\":{\"nodeName\":\"$3\",\"serviceAccountName\":\"$2\",\"containers\":[{\"name\":\"c\",\"image\":\"gpukmm\"}]}}" >/dev/null
-	kcurl -sS -X POST -H 'Content-Type: application/json' --data "{\"apiVersion\":\"authentication.k8s.io/v1\",
+kubesim_pod_token() { # NS SA NODE NAME AUD FILE (each write retried: kraw_until)
+	kraw_until "201 409" POST "/api/v1/namespaces/$1/serviceaccounts" \
+		"{\"apiVersion\":\"v1\",\"kind\":\"ServiceAccount\",\"metadata\":{\"name\":\"$2\"}}" >/dev/null &&
+	kraw_until "201 409" POST "/api/v1/namespaces/$1/pods" "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"$4\"},
+		\"spec\":{\"nodeName\":\"$3\",\"serviceAccountName\":\"$2\",\"containers\":[{\"name\":\"c\",\"image\":\"gpukmm\"}]}}" >/dev/null &&
+	kraw_until 201 POST "/api/v1/namespaces/$1/serviceaccounts/$2/token" "{\"apiVersion\":\"authentication.k8s.io/v1\",
 		\"kind\":\"TokenRequest\",\"spec\":{\"audiences\":[\"$5\"],\"expirationSeconds\":86400,
-		\"boundObjectRef\":{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"name\":\"$4\"}}}" \
-		"$KUBESIM_URL/api/v1/namespaces/$1/serviceaccounts/$2/token" | jq -re '.status.token' >"$6.new" &&
+		\"boundObjectRef\":{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"name\":\"$4\"}}}" | jq -re '.status.token' >"$6.new" &&
 		mv "$6.new" "$6"
 }
 
@@ -227,6 +226,24 @@ kraw() {
 	kcurl "${args[@]}" "${KUBESIM_URL:?kubesim not running}$path" 2>"${KUBESIM_DIR:?kubesim not running}/code"
 }
 kraw_code() { cat "${KUBESIM_DIR:?kubesim not running}/code"; }
+# kraw_until "CODES" METHOD PATH [BODY [CONTENT-TYPE]]: kraw again (every 0.2 s, for up
+# to KRAW_UNTIL_S, default 20 s) until the HTTP code is one of CODES: the test's own
+# setup writes as a user would retry them, while faults are injected or kubesim
+# restarts (the code of a refused connection is 000). Prints the last body.
+kraw_until() {
+	local codes=" $1 " end=$((SECONDS + ${KRAW_UNTIL_S:-20})) out c
+	shift
+	while :; do
+		out=$(kraw "$@")
+		c=$(kraw_code | tail -c 3)
+		if [[ $codes == *" $c "* ]]; then
+			printf '%s' "$out"
+			return 0
+		fi
+		[ $SECONDS -lt $end ] || { printf '%s' "$out"; return 1; }
+		sleep 0.2
+	done
+}
 
 # kubesim_settled [RV]: kubesim's controllers have handled every change up to RV
 # (default: the server's resourceVersion now) and have no write pending; for
