@@ -18,16 +18,8 @@ CP=gpu
 MOD=$CP-gpu
 KEY="kmm.node.kubernetes.io/$NS.$MOD.ready"
 KV=6.8.0-45-generic
-FK_CHECK=1
 sc_init recreate
-k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml -f deploy/crd/gpukmm.io_nodereportrequests.yaml \
-	-f tests/fixtures/kmm/modules.kmm.sigs.x-k8s.io.crd.yaml >>"$D/kubectl.log" 2>&1
-k wait --for condition=established --timeout=20s crd/clusterpolicies.intel.com crd/nodereportrequests.gpukmm.io crd/modules.kmm.sigs.x-k8s.io >>"$D/kubectl.log" 2>&1
-kubesim_kubeconfigs "$D" "$NS" || nok "the shipped RBAC and the ServiceAccounts' kubeconfigs"
-"$GPUKMM_BIN/fake-kmm" --kubeconfig "$D/kmm-kubeconfig" --load-delay-ms 200 --unload-delay-ms 200 \
-	--log-level info 2>>"$D/fake-kmm.log" &
-FK_PID=$!
-check "fake-kmm registers KMM's admission webhook" 20 k get validatingwebhookconfiguration fake-kmm-validating-webhook-configuration
+sc_kmm_cluster 200 200
 node gpu-1 "$KV"
 node gpu-2 "$KV"
 

@@ -19,7 +19,6 @@ CP=gpu-sb
 MOD=$CP-gpu
 KEY="kmm.node.kubernetes.io/$NS.$MOD.ready"
 KV=6.8.0-45-generic
-FK_CHECK=1
 sc_init secureboot
 module_is() { kraw GET "/apis/kmm.sigs.x-k8s.io/v1beta1/namespaces/$NS/modules/$MOD" | jq -e "$1" >/dev/null; }
 events() { kraw GET "/api/v1/namespaces/$NS/events" | jq -c --arg m "$MOD" '[.items[] | select(.involvedObject.name == $m and .involvedObject.kind == "ModuleBuildSignConfig") | .reason] | sort'; }
@@ -42,14 +41,7 @@ $1
 Y
 }
 
-k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml -f deploy/crd/gpukmm.io_nodereportrequests.yaml \
-	-f tests/fixtures/kmm/modules.kmm.sigs.x-k8s.io.crd.yaml >>"$D/kubectl.log" 2>&1
-k wait --for condition=established --timeout=20s crd/clusterpolicies.intel.com crd/nodereportrequests.gpukmm.io crd/modules.kmm.sigs.x-k8s.io >>"$D/kubectl.log" 2>&1
-kubesim_kubeconfigs "$D" "$NS" || nok "the shipped RBAC and the ServiceAccounts' kubeconfigs"
-"$GPUKMM_BIN/fake-kmm" --kubeconfig "$D/kmm-kubeconfig" --load-delay-ms 200 --unload-delay-ms 200 --sign-delay-ms 500 \
-	--log-level info 2>>"$D/fake-kmm.log" &
-FK_PID=$!
-check "fake-kmm registers KMM's admission webhook" 20 k get validatingwebhookconfiguration fake-kmm-validating-webhook-configuration
+sc_kmm_cluster 200 200 --sign-delay-ms 500
 node gpu-plain "$KV"
 node gpu-sb "$KV"
 np_init "$D" "$D/node-kubeconfig" "$NS"

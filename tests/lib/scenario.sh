@@ -12,6 +12,10 @@
 #   cpj / cp_is JQ           the ClusterPolicy's JSON / a jq test on it
 #   node_is NODE JQ / loaded_on NODE / unloaded_on NODE
 #   node NAME KERNEL         a GPU node (arch + NFD labels) with its kernel in status.nodeInfo
+#   sc_kmm_cluster LOAD_MS UNLOAD_MS [FAKE-KMM FLAGS...]   the operator namespace, the CRDs
+#                            (established), the shipped RBAC and the kubeconfigs, fake-kmm
+#                            as KMM (those delays, log level info, judged at the end)
+#                            registered with its webhook: its checks are TAP lines
 #   FK_PID                   fake-kmm's pid once started: stopped at the end (judged
 #                            with FK_CHECK=1)
 # At exit: every controller and node profile stops (each judged), fake-kmm; no call of
@@ -72,6 +76,22 @@ cp_is() { cpj | jq -e "$1" >/dev/null; }
 node_is() { kraw GET "/api/v1/nodes/$1" | jq -e "$2" >/dev/null; }
 loaded_on() { node_is "$1" ".metadata.labels[\"$KEY\"] != null"; }
 unloaded_on() { node_is "$1" ".metadata.labels[\"$KEY\"] == null"; }
+sc_kmm_cluster() { # LOAD_MS UNLOAD_MS [FAKE-KMM FLAGS...]
+	local load=$1 unload=$2
+	shift 2
+	k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml -f deploy/crd/gpukmm.io_nodereportrequests.yaml \
+		-f tests/fixtures/kmm/modules.kmm.sigs.x-k8s.io.crd.yaml >>"$D/kubectl.log" 2>&1
+	k wait --for condition=established --timeout=20s crd/clusterpolicies.intel.com crd/nodereportrequests.gpukmm.io crd/modules.kmm.sigs.x-k8s.io \
+		>>"$D/kubectl.log" 2>&1
+	kubesim_kubeconfigs "$D" "$NS" || nok "the shipped RBAC and the ServiceAccounts' kubeconfigs"
+	"$GPUKMM_BIN/fake-kmm" --kubeconfig "$D/kmm-kubeconfig" --load-delay-ms "$load" --unload-delay-ms "$unload" \
+		--log-level info "$@" 2>>"$D/fake-kmm.log" &
+	FK_PID=$!
+	FK_CHECK=1
+	check "fake-kmm registers KMM's admission webhook" 20 k get validatingwebhookconfiguration \
+		fake-kmm-validating-webhook-configuration
+}
+
 node() { # NAME KERNEL
 	printf '{"apiVersion":"v1","kind":"Node","metadata":{"name":"%s","labels":{"kubernetes.io/arch":"amd64","intel.feature.node.kubernetes.io/gpu":"true"}}}' "$1" |
 		k apply -f - >>"$D/kubectl.log" 2>&1

@@ -47,17 +47,7 @@ up_init() { # NAME NODES...
 	sc_init "$name"
 	trap up_cleanup EXIT
 	UP_NODES="$*"
-	k apply -f deploy/namespace/namespace.yaml -f deploy/crd/intel.com_clusterpolicies.yaml -f deploy/crd/gpukmm.io_nodereportrequests.yaml \
-		-f tests/fixtures/kmm/modules.kmm.sigs.x-k8s.io.crd.yaml >>"$D/kubectl.log" 2>&1
-	k wait --for condition=established --timeout=20s crd/clusterpolicies.intel.com crd/nodereportrequests.gpukmm.io crd/modules.kmm.sigs.x-k8s.io \
-		>>"$D/kubectl.log" 2>&1
-	kubesim_kubeconfigs "$D" "$NS" || nok "the shipped RBAC and the ServiceAccounts' kubeconfigs"
-	"$GPUKMM_BIN/fake-kmm" --kubeconfig "$D/kmm-kubeconfig" --load-delay-ms "${UP_LOAD_MS:-300}" \
-		--unload-delay-ms "${UP_UNLOAD_MS:-300}" --log-level info 2>>"$D/fake-kmm.log" &
-	FK_PID=$!
-	FK_CHECK=1
-	check "fake-kmm registers KMM's admission webhook" 20 k get validatingwebhookconfiguration \
-		fake-kmm-validating-webhook-configuration
+	sc_kmm_cluster "${UP_LOAD_MS:-300}" "${UP_UNLOAD_MS:-300}"
 	np_init "$D" "$D/node-kubeconfig"
 	for n in $UP_NODES; do
 		node "$n" "$KV"
