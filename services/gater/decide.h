@@ -13,7 +13,7 @@
  * otherwise that key is absent. Only that key is ever touched.
  *
  * Write = JSON merge patch {"spec":{"template":{"spec":{"nodeSelector":
- * {KEY:""|null}}}},"metadata":{"resourceVersion":RV}}. Why a merge patch with a
+ * {KEY:""|"module-recreating"|null}}}},"metadata":{"resourceVersion":RV}}. Why a merge patch with a
  * resourceVersion precondition rather than server-side apply: SSA would make us
  * co-owner of the key under our field manager and silently take it over from
  * (or conflict with) the operator that renders the DaemonSet with its own

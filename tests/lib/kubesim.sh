@@ -226,23 +226,22 @@ kraw() {
 	kcurl "${args[@]}" "${KUBESIM_URL:?kubesim not running}$path" 2>"${KUBESIM_DIR:?kubesim not running}/code"
 }
 kraw_code() { cat "${KUBESIM_DIR:?kubesim not running}/code"; }
-# kraw_until "CODES" METHOD PATH [BODY [CONTENT-TYPE]]: kraw again (every 0.2 s, for up
-# to KRAW_UNTIL_S, default 20 s) until the HTTP code is one of CODES: the test's own
-# setup writes as a user would retry them, while faults are injected or kubesim
-# restarts (the code of a refused connection is 000). Prints the last body.
-kraw_until() {
-	local codes=" $1 " end=$((SECONDS + ${KRAW_UNTIL_S:-20})) out c
+# kraw_until "CODES" METHOD PATH [BODY [CONTENT-TYPE]]: kraw again (wait_until of
+# tests/lib/proc.sh, for up to KRAW_UNTIL_S, default 20 s) until the HTTP code is one of
+# CODES: the test's own setup writes as a user would retry them, while faults are
+# injected or kubesim restarts (the code of a refused connection is 000). Prints the
+# last body.
+kraw_is() { # "CODES" METHOD PATH ...: one kraw, its code one of CODES (its body in KRAW_OUT)
+	local codes=" $1 "
 	shift
-	while :; do
-		out=$(kraw "$@")
-		c=$(kraw_code | tail -c 3)
-		if [[ $codes == *" $c "* ]]; then
-			printf '%s' "$out"
-			return 0
-		fi
-		[ $SECONDS -lt $end ] || { printf '%s' "$out"; return 1; }
-		sleep 0.2
-	done
+	KRAW_OUT=$(kraw "$@")
+	[[ $codes == *" $(kraw_code | tail -c 3) "* ]]
+}
+kraw_until() {
+	local rc=0
+	wait_until "${KRAW_UNTIL_S:-20}" kraw_is "$@" || rc=1
+	printf '%s' "$KRAW_OUT"
+	return $rc
 }
 
 # kubesim_settled [RV]: kubesim's controllers have handled every change up to RV
