@@ -27,7 +27,12 @@ PKGS    := libprotobuf-c libcurl libcjson libkmod libpci libmicrohttpd yaml-0.1 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CRIT_CFLAGS := $(shell pkg-config --cflags criterion 2>/dev/null)
-CRIT_LIBS   := $(shell pkg-config --libs criterion 2>/dev/null)
+# libnng exports nanomsg's nn_* API too (its compat layer). Criterion talks to
+# its workers over nanomsg, so in a test linked with -lnng its nn_* calls bound
+# to libnng 1.5.2: a test that left an nng close hung (nng#1543) then hung the
+# worker's own nn_close at exit, and Criterion's runner aborted on the timeout.
+# libnanomsg named before libnng gives Criterion its own library back.
+CRIT_LIBS   := $(shell pkg-config --libs criterion 2>/dev/null) -Wl,--no-as-needed -lnanomsg -Wl,--as-needed
 
 OPT      ?= -O2
 WARN     := -Wall -Wextra -Werror -Wno-unused-parameter

@@ -33,12 +33,18 @@ failures=()
 logdir="$BUILD/test-logs"
 mkdir -p "$logdir"
 
+# Tests of a --verbose Criterion log that printed "[RUN ]" and no result line.
+crit_unfinished() {
+	grep -a -E '^\[(RUN |PASS|FAIL|SKIP)\] ' "$1" | sed -E 's/^\[(RUN |PASS|FAIL|SKIP)\] ([^:]+::[^:]+).*/\1 \2/' |
+		awk '$1 == "RUN" { run[$2] = 1; next } { delete run[$2] } END { for (t in run) print "  started, never ended: " t }'
+}
+
 run_criterion() {
 	local bin=$1 name log synth t p f c
 	name=${bin#$BUILD/tests/}
 	log="$logdir/${name//\//_}.log"
 	local t0=$SECONDS
-	timeout -k 10 "${TEST_TIMEOUT:-900}" "$bin" --jobs "$JOBS" --timeout "${CRIT_TIMEOUT:-300}" >"$log" 2>&1
+	timeout -k 10 "${TEST_TIMEOUT:-900}" "$bin" --verbose --jobs "$JOBS" --timeout "${CRIT_TIMEOUT:-300}" >"$log" 2>&1
 	local rc=$? secs=$((SECONDS - t0))
 	synth=$(grep -a 'Synthesis:' "$log" | tail -1)
 	t=$(sed -n 's/.*Tested: \([0-9]*\).*/\1/p' <<<"$synth"); t=${t:-0}
@@ -52,7 +58,13 @@ run_criterion() {
 	if [ $((f + c)) -gt 0 ]; then
 		failures+=("$name")
 		echo "FAIL $name (${secs}s, tested $t, passing $p, failing $f, crashing $c, rc $rc) — log: $log"
-		grep -a -E '\[----\]|\[FAIL\]|ERROR|Sanitizer|runtime error' "$log" | head -40
+		grep -a -E '\[----\]|\[FAIL\]|ERROR|Sanitizer|runtime error' "$log" | grep -a -v '^\[----\] Criterion v' | head -40
+		if [ -z "$synth" ]; then
+			# the runner itself died: which tests had started and never ended, and its last words
+			crit_unfinished "$log"
+			echo "  last lines of the log:"
+			grep -a -v '^\[' "$log" | tail -15 | sed 's/^/  | /'
+		fi
 	else
 		echo "PASS $name ($p tests, ${secs}s)"
 	fi

@@ -127,7 +127,9 @@ static inline int64_t th_ms(void)
  * bound their teardown for that reason (lib/svc: STOP_BOUND_MS); a test that
  * checks something else than the close bounds it the same way: a close that
  * hangs is left behind with a warning (the test process ends with the test,
- * nng has no exit handler) and returns false. */
+ * nng has no exit handler, and Criterion's own worker channel is libnanomsg,
+ * not libnng's nn_* compat layer: see CRIT_LIBS in the Makefile) and returns
+ * false. */
 typedef struct { void (*fn)(void *); void *arg; } th_bounded_call;
 static void *th_bounded_main(void *p)
 {
