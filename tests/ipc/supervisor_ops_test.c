@@ -430,10 +430,8 @@ Test(supervisor_ops, http_listens_on_ipv6)
 	bool v6 = probe >= 0 && bind(probe, (struct sockaddr *)&lo, sizeof(lo)) == 0;
 	if (probe >= 0)
 		close(probe);
-	if (!v6) {
-		cr_log_warn("no IPv6 loopback here: skipped");
-		return;
-	}
+	if (!v6)
+		cr_skip_test("no IPv6 loopback here"); /* a warning would fail the run */
 	static sh_sup s;
 	sh_start(&s, "{\"services\":[" SVC("a", "ready", "") "}]}", false, NULL, "--http-listen", "[::1]:0", NULL);
 	cr_assert(sh_wait_out(&s, "listening on [::1]:", 5000), "no IPv6 listen line");
