@@ -58,7 +58,8 @@ run_criterion() {
 	if [ $((f + c)) -gt 0 ]; then
 		failures+=("$name")
 		echo "FAIL $name (${secs}s, tested $t, passing $p, failing $f, crashing $c, rc $rc) — log: $log"
-		grep -a -E '\[----\]|\[FAIL\]|ERROR|Sanitizer|runtime error' "$log" | grep -a -v '^\[----\] Criterion v' | head -40
+		# (a warning or a runner error fails the run with every test passing: shown too)
+		grep -a -E '\[----\]|\[FAIL\]|\[WARN\]|\[ERR |ERROR|Sanitizer|runtime error' "$log" | grep -a -v '^\[----\] Criterion v' | head -40
 		if [ -z "$synth" ]; then
 			# the runner itself died: which tests had started and never ended, and its last words
 			crit_unfinished "$log"
