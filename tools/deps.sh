@@ -1,12 +1,13 @@
 #!/bin/sh
 # Installs the Debian 12 packages gpukmm needs to build, test and run its demo
 # (prometheus: for promtool, 2.42 in Debian 12, which checks the metrics, the alert
-# rules and their unit tests; its server is not started):
+# rules and their unit tests; its server is not started; libnanomsg-dev: the test binaries
+# link Criterion's libnanomsg ahead of libnng, see CRIT_LIBS in the Makefile):
 # as root directly, otherwise through sudo when sudo is there (else it lists them). kubectl is not a Debian 12 package: the machines
 # this project targets ship it; we only check that it is there.
 set -e
 PKGS="build-essential pkg-config protobuf-c-compiler libprotobuf-c-dev libnng-dev
-libcurl4-openssl-dev libcjson-dev libkmod-dev libpci-dev libcriterion-dev
+libcurl4-openssl-dev libcjson-dev libkmod-dev libpci-dev libcriterion-dev libnanomsg-dev
 libmicrohttpd-dev libyaml-dev libpcre2-dev libre2-dev libssl-dev
 pciutils kmod runit curl openssl clang libclang-rt-14-dev procps psmisc python3 jq prometheus
 python3-jsonschema"
