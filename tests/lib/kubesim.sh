@@ -226,17 +226,17 @@ kraw() {
 	kcurl "${args[@]}" "${KUBESIM_URL:?kubesim not running}$path" 2>"${KUBESIM_DIR:?kubesim not running}/code"
 }
 kraw_code() { cat "${KUBESIM_DIR:?kubesim not running}/code"; }
-# kraw_until "CODES" METHOD PATH [BODY [CONTENT-TYPE]]: kraw again (wait_until of
-# tests/lib/proc.sh, for up to KRAW_UNTIL_S, default 20 s) until the HTTP code is one of
-# CODES: the test's own setup writes as a user would retry them, while faults are
-# injected or kubesim restarts (the code of a refused connection is 000). Prints the
-# last body.
 kraw_is() { # "CODES" METHOD PATH ...: one kraw, its code one of CODES (its body in KRAW_OUT)
 	local codes=" $1 "
 	shift
 	KRAW_OUT=$(kraw "$@")
 	[[ $codes == *" $(kraw_code | tail -c 3) "* ]]
 }
+# kraw_until "CODES" METHOD PATH [BODY [CONTENT-TYPE]]: kraw_is again (wait_until of
+# tests/lib/proc.sh, for up to KRAW_UNTIL_S, default 20 s) until the HTTP code is one of
+# CODES: the test's own setup writes as a user would retry them, while faults are
+# injected or kubesim restarts (the code of a refused connection is 000). Prints the
+# last body.
 kraw_until() {
 	local rc=0
 	wait_until "${KRAW_UNTIL_S:-20}" kraw_is "$@" || rc=1
