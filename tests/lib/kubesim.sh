@@ -38,6 +38,7 @@
 : "${BUILD:=build}" "${GPUKMM_SRC:=$PWD}" "${GPUKMM_BIN:=$GPUKMM_SRC/$BUILD/bin}" "${GPUKMM_TBIN:=$GPUKMM_SRC/$BUILD/tests/bin}"
 export GPUKMM_SRC GPUKMM_BIN GPUKMM_TBIN
 case ":$PATH:" in *":$GPUKMM_SRC/tests/bin:"*) ;; *) PATH="$GPUKMM_SRC/tests/bin:$PATH" ;; esac # jq -e failing on no output (tests/bin/jq)
+. "$GPUKMM_SRC/tests/lib/nap.sh" # nap SECONDS: a sleep without a process
 KUBESIM_BIN=${KUBESIM_BIN:-$GPUKMM_BIN/kubesim}
 KUBECTL=${KUBECTL:-kubectl}
 KUBESIM_CLIENTS=()
@@ -102,7 +103,7 @@ kubesim_stop() {
 		local i
 		for i in $(seq 1 100); do
 			kill -0 "$KUBESIM_PID" 2>/dev/null || break
-			sleep 0.1
+			nap 0.1
 		done
 		kill -KILL "$KUBESIM_PID" 2>/dev/null
 		wait "$KUBESIM_PID" 2>/dev/null
@@ -287,7 +288,7 @@ wait_for() {
 	shift
 	while [ $SECONDS -lt $deadline ]; do
 		"$@" >/dev/null 2>&1 && return 0
-		sleep 0.1
+		nap 0.1
 	done
 	"$@" >/dev/null 2>&1
 }

@@ -37,7 +37,7 @@ wait_for() {
 	local deadline=$((SECONDS + t))
 	while [ $SECONDS -lt $deadline ]; do
 		"$@" >/dev/null 2>&1 && return 0
-		sleep 0.05
+		nap 0.05
 	done
 	echo "# timed out after ${t}s waiting for: $desc" >&2
 	return 1
@@ -60,7 +60,7 @@ mm_teardown() {
 	for p in "${!who[@]}"; do kill -TERM "$p" 2>/dev/null; done
 	for p in "${!who[@]}"; do
 		name=${who[$p]}
-		for i in $(seq 1 200); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+		for i in $(seq 1 200); do kill -0 "$p" 2>/dev/null || break; nap 0.05; done
 		if kill -0 "$p" 2>/dev/null; then
 			kill -KILL "$p" 2>/dev/null
 			wait "$p" 2>/dev/null

@@ -11,9 +11,9 @@
 #                               gpukmm-node's, kubesim_sa_kubeconfig), the operator
 #                               namespace (default intel-gpu-base-operator)
 #   np_report_token NODE FILE   the node pod (created once) and its report token in FILE
-#   np_start NODE KERNEL        builds the fake roots for KERNEL (once per kernel:
+#   np_start NODE KERNEL        the fake roots for KERNEL (built once per build dir and shared:
 #                               "oot-avail" = GPU, OoT xe installed, not loaded;
-#                               "oot-idle" = OoT xe loaded; tests/fixtures/mk-probe-fixture.sh)
+#                               "oot-idle" = OoT xe loaded; tests/fixtures/probe-fixture.sh)
 #                               and starts the node supervisor: NP_PID[NODE]
 #   np_flavor NODE sb           before np_start: a Secure Boot node (roots "sb-avail",
 #                               "sb-idle": Secure Boot on, lockdown integrity)
@@ -52,14 +52,17 @@ np_flavor() { # NODE FLAVOR (oot | sb)
 	mkdir -p "$NP_DIR/$1"
 	echo "$2" >"$NP_DIR/$1/flavor"
 }
-np_flavor_of() { cat "$NP_DIR/$1/flavor" 2>/dev/null || echo oot; }
+np_flavor_of() { local f; np_get f "$NP_DIR/$1/flavor" oot; echo "$f"; }
+np_get() { # VAR FILE DEFAULT: VAR = FILE's first line, DEFAULT when it cannot be read (no process)
+	{ IFS= read -r "$1" <"$2"; } 2>/dev/null || printf -v "$1" '%s' "$3"
+}
 
-np_fixture() { # KERNEL SCENARIO[@MODULE_VERSION]: one root, built once
+np_fixture() { # KERNEL SCENARIO[@MODULE_VERSION]: one root, built once per build dir (shared, read-only)
 	[ -d "$NP_DIR/fx/$1/$2" ] && return 0
-	local scen=${2%%@*} ver=
-	[ "$scen" = "$2" ] || ver=${2#*@}
-	GK_FIXTURE_KVER=$1 GK_FIXTURE_MODVER=$ver "$GPUKMM_SRC/tests/fixtures/mk-probe-fixture.sh" "$scen" \
-		"$NP_DIR/fx/$1/$2" >>"$NP_DIR/fixtures.log" 2>&1
+	local base root
+	case $BUILD in /*) base=$BUILD/fixtures/probe ;; *) base=$GPUKMM_SRC/$BUILD/fixtures/probe ;; esac
+	root=$(GK_FIXTURE_KVER=$1 "$GPUKMM_SRC/tests/fixtures/probe-fixture.sh" "$2" "$base" 2>>"$NP_DIR/fixtures.log") &&
+		mkdir -p "$NP_DIR/fx/$1" && ln -sfn "$root" "$NP_DIR/fx/$1/$2"
 }
 np_fixtures() { # KERNEL [FLAVOR]: the two roots of that kernel, built once
 	local f=${2:-oot}
@@ -149,17 +152,20 @@ np_follow_start() {
 					if length == 0 then "-" else (.[0].value | split(" ") | .[1] // "") end)] | @tsv' 2>/dev/null |
 				while IFS=$'\t' read -r n ver; do
 					[ -f "$NP_DIR/$n/kernel" ] && [ ! -f "$NP_DIR/$n/pin" ] || continue
-					want=$(np_flavor_of "$n")-avail
+					# (no process per node and round: builtins only until a root switches)
+					np_get fl "$NP_DIR/$n/flavor" oot
+					want=$fl-avail
 					if [ "$ver" != - ]; then
-						want=$(np_flavor_of "$n")-idle
+						want=$fl-idle
 						[ -n "$ver" ] && want=$want@$ver
 					fi
-					[ "$(np_state "$n")" = "$want" ] && continue
-					kv=$(cat "$NP_DIR/$n/kernel")
+					np_get st "$NP_DIR/$n/state" "$fl-avail"
+					[ "$st" = "$want" ] && continue
+					np_get kv "$NP_DIR/$n/kernel" ""
 					np_fixture "$kv" "$want" || continue
 					np_locked "$n" eval '[ ! -f "$NP_DIR/$n/pin" ] && np_set_root "$n" "$kv" "$want"'
 				done
-			sleep 0.3
+			nap 0.3
 		done
 	) >/dev/null 2>&1 &
 	NP_FOLLOW_PID=$!

@@ -12,6 +12,8 @@
 #   watcher_has SOCKET TOPIC NS NAME   the gpukmm-watcher serving SOCKET (ipc:// URL) has the object
 #                              (what a test waits for before a change that must be seen after it:
 #                              the watcher publishes in the order it saw)
+#   nap SECONDS                a sleep without a process (tests/lib/nap.sh)
+. "${GPUKMM_SRC:-.}/tests/lib/nap.sh"
 STOP_RC=0
 ok() { echo "ok - $1"; }
 notok() { echo "not ok - $1"; FAILED=1; }
@@ -23,7 +25,7 @@ stop_pid() {
 	STOP_RC=0
 	[ -n "$p" ] || return 0
 	kill -TERM "$p" 2>/dev/null
-	for i in $(seq 1 "$n"); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+	for i in $(seq 1 "$n"); do kill -0 "$p" 2>/dev/null || break; nap 0.1; done
 	kill -KILL "$p" 2>/dev/null
 	wait "$p" 2>/dev/null
 	STOP_RC=$?
@@ -39,7 +41,7 @@ stop_var() {
 }
 wait_until() {
 	local end=$((SECONDS + $1)); shift
-	until "$@"; do [ $SECONDS -ge $end ] && return 1; sleep 0.2; done
+	until "$@"; do [ $SECONDS -ge $end ] && return 1; nap 0.2; done
 }
 san_check() {
 	grep -qE 'Sanitizer|runtime error' "$@" 2>/dev/null || return 0

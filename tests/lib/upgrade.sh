@@ -93,7 +93,7 @@ up_workload() { # N
 		seq=0
 		while :; do
 			# live trainers (not terminating) and the nodes that can take one
-			pods=$(kraw GET "/api/v1/namespaces/work/pods?labelSelector=app%3Dtrainer" 2>/dev/null) || { sleep 0.3; continue; }
+			pods=$(kraw GET "/api/v1/namespaces/work/pods?labelSelector=app%3Dtrainer" 2>/dev/null) || { nap 0.3; continue; }
 			live=$(jq '[.items[]? | select(.metadata.deletionTimestamp == null)] | length' <<<"$pods" 2>/dev/null)
 			if [ -n "$live" ] && [ "$live" -lt "$1" ]; then
 				# the schedulable node with the driver that runs the fewest trainers
@@ -106,7 +106,7 @@ up_workload() { # N
 					up_trainer "trainer-r$seq" "$target" >/dev/null 2>&1
 				fi
 			fi
-			sleep 0.3
+			nap 0.3
 		done
 	) >/dev/null 2>&1 &
 	UP_BG+=($!)
@@ -131,7 +131,7 @@ up_sampler_start() {
 				"\([.[] | select(.metadata.annotations[$l] == null)] | length) \([.[] |
 				select(.metadata.labels[$s] == "draining" or .metadata.labels[$s] == "unloading" or
 				.metadata.labels[$s] == "loading")] | length)"' 2>/dev/null >>"$D/samples"
-			sleep 0.1
+			nap 0.1
 		done
 	) >/dev/null 2>&1 &
 	UP_BG+=($!)
