@@ -21,12 +21,16 @@
 #   (and stop_pid, wait_until from tests/lib/proc.sh)
 # SUP[NAME] = supervisor pid, GEN[NAME] = starts so far. CTRL_GRACE_MS: statusd's
 # grace period (default 2000). CTRL_WATCHER_ARGS: more watcher flags (JSON strings,
-# comma-separated: '"--watch-timeout", "2"').
+# comma-separated: '"--watch-timeout", "2"'); unset, discovery runs every second and an
+# absent API is believed gone after 3 reads over 3 s (defaults 10 s and 20 s: until then
+# opmgr and modmgr hold any deletion that depends on it, e.g. a policy deleted in the
+# first 20 s waits for monitoring.coreos.com; the defaults are tested by watcher_logic_test
+# and chaos_guard.sh, which sets its own).
 declare -A SUP=() GEN=()
 . "${GPUKMM_SRC:-.}/tests/lib/kubesim.sh"
 . "$GPUKMM_SRC/tests/lib/proc.sh"
 ctrl_config() { # NAME IDENTITY_OR_EMPTY(no leader election)
-	local extra=${CTRL_WATCHER_ARGS:-} le
+	local extra=${CTRL_WATCHER_ARGS-'"--discovery-interval", "1", "--discovery-confirm", "3"'} le
 	le="\"args\": [$extra]"
 	[ -n "$2" ] && le="\"args\": [\"--leader-elect\", \"--identity\", \"$2\", \"--lease-duration\", \"4\", \"--renew-deadline\", \"3\", \"--retry-period\", \"1\"${extra:+, $extra}]"
 	local svcs="{\"name\": \"watcher\", \"credentials\": true, $le},
