@@ -1,9 +1,10 @@
 #!/bin/bash
 # Builds the libFuzzer targets tests/fuzz/fuzz_*.c with clang (ASan + UBSan +
 # libFuzzer) into $BUILD/fuzz and runs each for SECONDS (default 30), starting
-# from the seeds in tests/fuzz/seeds/<target>/. Prints the executions per target
-# and exits non-zero on a crash, or when clang / libFuzzer is missing
-# (Debian: clang libclang-rt-14-dev, see tools/deps.sh).
+# from the seeds in tests/fuzz/seeds/<target>/ and the corpus grown so far. Prints the
+# executions per target and exits non-zero on a crash, or when clang / libFuzzer is
+# missing (Debian: clang libclang-rt-14-dev, see tools/deps.sh). SECONDS 0: no fuzzing,
+# each input of the corpus runs once (a replay).
 # Usage: BUILD=build tests/fuzz/run.sh [SECONDS]
 set -u
 BUILD=${BUILD:-build}
@@ -73,8 +74,10 @@ for src in tests/fuzz/fuzz_*.c; do
 	mkdir -p "$corpus"
 	[ -d "tests/fuzz/seeds/$name" ] && cp -n tests/fuzz/seeds/"$name"/* "$corpus"/ 2>/dev/null
 	log="$out/$t.log"
+	budget=-max_total_time=$SECS
+	[ "$SECS" = 0 ] && budget=-runs=0
 	ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1" \
-		"$bin" -max_total_time="$SECS" -max_len=8192 -timeout=10 -rss_limit_mb=1024 \
+		"$bin" "$budget" -max_len=8192 -timeout=10 -rss_limit_mb=1024 \
 		-print_final_stats=1 -artifact_prefix="$out/$t-" "$corpus" >"$log" 2>&1
 	r=$?
 	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
@@ -83,7 +86,11 @@ for src in tests/fuzz/fuzz_*.c; do
 		grep -E 'ERROR|SUMMARY|artifact' "$log" | head -10
 		rc=1
 	else
-		echo "fuzz: $t: ${execs:-0} executions in ${SECS}s, no crash (corpus $(ls "$corpus" | wc -l) inputs)"
+		if [ "$SECS" = 0 ]; then
+			echo "fuzz: $t: corpus replayed (${execs:-0} executions), no crash (corpus $(ls "$corpus" | wc -l) inputs)"
+		else
+			echo "fuzz: $t: ${execs:-0} executions in ${SECS}s, no crash (corpus $(ls "$corpus" | wc -l) inputs)"
+		fi
 	fi
 done
 exit $rc
