@@ -4,10 +4,11 @@
 #    "[====] Synthesis:" line; a binary that runs no test counts as a failure.
 #  - Script tests tests/*/*.sh (not run.sh): each prints "ok - name" / "not ok - name"
 #    lines; a script that exits non-zero without a "not ok" line counts one failure.
-#  - The scripts run TEST_SCRIPT_JOBS at a time (default 2: they mostly wait on
-#    conditions, and each has its own temp dir, API server and ports), the slowest of
-#    the last run first (its durations in $BUILD/test-logs/durations); results print
-#    as they finish. TEST_SCRIPT_JOBS=1: one after the other.
+#  - Binaries and scripts share one pool of TEST_SCRIPT_JOBS slots (default 2: the
+#    scripts mostly wait on conditions, each in its own temp dir with its own API server
+#    and ports; a binary runs its tests TEST_JOBS at a time), the slowest of the last
+#    run first (their durations in $BUILD/test-logs/durations); results print as they
+#    finish. TEST_SCRIPT_JOBS=1: one after the other.
 # Usage: BUILD=build tests/run.sh [PATTERN]   (PATTERN: substring of the test path)
 set -u
 BUILD=${BUILD:-build}
@@ -39,13 +40,40 @@ crit_unfinished() {
 		awk '$1 == "RUN" { run[$2] = 1; next } { delete run[$2] } END { for (t in run) print "  started, never ended: " t }'
 }
 
-run_criterion() {
-	local bin=$1 name log synth t p f c
+# A test (a Criterion binary or a script) in the background: its log, then its exit
+# code and seconds in LOG.rc.
+start_test() {
+	local path=$1 log
+	log="$logdir/$(log_name "$path").log"
+	rm -f "$log.rc"
+	(
+		t0=$SECONDS
+		case $path in
+		*.sh) timeout -k 10 "${TEST_TIMEOUT:-900}" bash "$path" >"$log" 2>&1 ;;
+		*) timeout -k 10 "${TEST_TIMEOUT:-900}" "$path" --verbose --jobs "$JOBS" --timeout "${CRIT_TIMEOUT:-300}" >"$log" 2>&1 ;;
+		esac
+		echo "$? $((SECONDS - t0))" >"$log.rc"
+	) &
+	RUNNING[$!]=$path
+}
+log_name() { local n=${1#$BUILD/tests/}; echo "${n//\//_}"; }
+
+# Count a finished test and print its line.
+finish_test() {
+	local path=$1 log rc secs
+	log="$logdir/$(log_name "$path").log"
+	read -r rc secs <"$log.rc" 2>/dev/null || { rc=255 secs=0; }
+	rm -f "$log.rc"
+	echo "$secs ${path#$BUILD/}" >>"$logdir/durations.new" # (a binary: the same key in both passes)
+	case $path in
+	*.sh) finish_script "$path" "$log" "$rc" "$secs" ;;
+	*) finish_criterion "$path" "$log" "$rc" "$secs" ;;
+	esac
+}
+
+finish_criterion() {
+	local bin=$1 log=$2 rc=$3 secs=$4 name synth t p f c
 	name=${bin#$BUILD/tests/}
-	log="$logdir/${name//\//_}.log"
-	local t0=$SECONDS
-	timeout -k 10 "${TEST_TIMEOUT:-900}" "$bin" --verbose --jobs "$JOBS" --timeout "${CRIT_TIMEOUT:-300}" >"$log" 2>&1
-	local rc=$? secs=$((SECONDS - t0))
 	synth=$(grep -a 'Synthesis:' "$log" | tail -1)
 	t=$(sed -n 's/.*Tested: \([0-9]*\).*/\1/p' <<<"$synth"); t=${t:-0}
 	p=$(sed -n 's/.*Passing: \([0-9]*\).*/\1/p' <<<"$synth"); p=${p:-0}
@@ -71,26 +99,8 @@ run_criterion() {
 	fi
 }
 
-# A script in the background: its log, then its exit code and seconds in LOG.rc.
-start_script() {
-	local sh=$1 log
-	log="$logdir/${sh//\//_}.log"
-	rm -f "$log.rc"
-	(
-		t0=$SECONDS
-		timeout -k 10 "${TEST_TIMEOUT:-900}" bash "$sh" >"$log" 2>&1
-		echo "$? $((SECONDS - t0))" >"$log.rc"
-	) &
-	RUNNING[$!]=$sh
-}
-
-# Count a finished script and print its line.
 finish_script() {
-	local sh=$1 log ok nok rc secs
-	log="$logdir/${sh//\//_}.log"
-	read -r rc secs <"$log.rc" 2>/dev/null || { rc=255 secs=0; }
-	rm -f "$log.rc"
-	echo "$secs $sh" >>"$logdir/durations.new"
+	local sh=$1 log=$2 rc=$3 secs=$4 ok nok sk
 	ok=$(grep -a -c '^ok ' "$log"); nok=$(grep -a -c '^not ok ' "$log")
 	sk=$(grep -a -c '^skip ' "$log")
 	if [ $rc -ne 0 ] && [ "$nok" = 0 ]; then nok=1; fi
@@ -105,40 +115,41 @@ finish_script() {
 	fi
 }
 
+tests=()
 for bin in $(ls "$BUILD"/tests/unit/* "$BUILD"/tests/ipc/* 2>/dev/null | grep -v '\.d$' | sort); do
 	[ -x "$bin" ] || continue
 	[ -n "$PATTERN" ] && [[ $bin != *"$PATTERN"* ]] && continue
-	run_criterion "$bin"
+	tests+=("$bin")
 done
-scripts=()
 for sh in $(ls tests/ipc/*.sh tests/e2e/*.sh 2>/dev/null | sort); do
 	case $sh in *chaos.sh) [ -z "${CHAOS_IN_CHECK:-1}" ] && continue ;; esac
 	[ -n "$PATTERN" ] && [[ $sh != *"$PATTERN"* ]] && continue
-	scripts+=("$sh")
+	tests+=("$sh")
 done
 # the slowest first (the last run's durations, or the plain pass's for the sanitizer one;
-# a script not in them, e.g. a new one, first of all)
+# a test not in them, e.g. a new one, first of all)
 durs=$logdir/durations
 [ -s "$durs" ] || durs=${BUILD%-san}/test-logs/durations
-if [ -s "$durs" ] && [ ${#scripts[@]} -gt 0 ]; then
-	mapfile -t scripts < <(printf '%s\n' "${scripts[@]}" |
-		awk 'NR == FNR { d[$2] = $1; next } { print ($0 in d ? d[$0] : 1e9), $0 }' "$durs" - |
+if [ -s "$durs" ] && [ ${#tests[@]} -gt 0 ]; then
+	mapfile -t tests < <(printf '%s\n' "${tests[@]}" |
+		awk -v b="$BUILD/" 'NR == FNR { d[$2] = $1; next }
+			{ k = $0; if (index(k, b) == 1) k = substr(k, length(b) + 1); print (k in d ? d[k] : 1e9), $0 }' "$durs" - |
 		sort -k1,1nr -k2,2 | cut -d' ' -f2-)
 fi
 rm -f "$logdir/durations.new"
 declare -A RUNNING=()
 SJOBS=${TEST_SCRIPT_JOBS:-2}
-for sh in "${scripts[@]}"; do
+for t in "${tests[@]}"; do
 	while [ ${#RUNNING[@]} -ge "$SJOBS" ]; do
 		wait -n -p done_pid
-		finish_script "${RUNNING[$done_pid]}"
+		finish_test "${RUNNING[$done_pid]}"
 		unset "RUNNING[$done_pid]"
 	done
-	start_script "$sh"
+	start_test "$t"
 done
 while [ ${#RUNNING[@]} -gt 0 ]; do
 	wait -n -p done_pid
-	finish_script "${RUNNING[$done_pid]}"
+	finish_test "${RUNNING[$done_pid]}"
 	unset "RUNNING[$done_pid]"
 done
 [ -s "$logdir/durations.new" ] && [ -z "$PATTERN" ] && mv "$logdir/durations.new" "$logdir/durations"
