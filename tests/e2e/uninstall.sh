@@ -132,7 +132,7 @@ kraw PATCH /apis/resource.k8s.io/v1/namespaces/user/resourceclaims/job/status \
 check "the controller is back (its Lease renewed)" 60 eval \
 	'"$GPUKMM_BIN/gpukmmctl" status --runtime-dir "$D/stopped/run-gpukmm" --timeout-ms 1000 &&
 	 l=$(lease) && [ -n "${l%% *}" ] && [ "$l" != "$LEASE0" ]'
-uninstall --timeout 15s
+uninstall --timeout 8s
 rc=$?
 sed 's/^/#   /' "$D/out"
 check "gpukmmctl uninstall while a GPU ResourceClaim is allocated: exit 1 after --timeout" 1 test "$rc" = 1
