@@ -196,16 +196,37 @@ static int hex4(const char *s)
 /* The device names of pci.ids read line by line (the vendor and device lines
  * only; no copy of the list is kept), stopping once every device is named.
  * libpci's pci_lookup_name parses and hashes the whole list (~1.3 MB: 35 ms
- * and 2 MB of heap for a few names). Returns -1 when the plain file cannot be
- * read: libpci then looks the names up (it also reads pci.ids.gz). */
+ * and 2 MB of heap for a few names). The answers, "not listed" among them, are
+ * kept while the file is the same (idscache.c): the next probes read nothing.
+ * Returns -1 when the plain file cannot be read: libpci then looks the names
+ * up (it also reads pci.ids.gz). */
 static int ids_file_names(gk_probe_run_t *pr, const char *path, Gpukmm__PciGpu **g, size_t n)
 {
 	FILE *f = fopen(path, "re");
 	if (!f)
 		return -1;
+	struct stat st;
+	bool cacheable = fstat(fileno(f), &st) == 0;
 	char line[512];
 	int vendor = -1;
 	size_t left = n;
+	for (size_t i = 0; cacheable && i < n; i++) {
+		int c = gkp_ids_cached(path, &st, (uint16_t)g[i]->vendor_id, (uint16_t)g[i]->device_id, line,
+				       sizeof line);
+		if (c < 0)
+			break;
+		if (c && !g[i]->product_name)
+			g[i]->product_name = gkp_strdup(pr, line);
+		if (i + 1 == n)
+			left = 0; /* every device answered from the cache */
+	}
+	if (!left) {
+		fclose(f);
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (g[i]->product_name && cacheable)
+			left--; /* (named from the cache above) */
 	bool skipping = false; /* the rest of a line longer than the buffer */
 	while (left && fgets(line, sizeof line, f)) {
 		size_t len = strlen(line);
@@ -235,7 +256,12 @@ static int ids_file_names(gk_probe_run_t *pr, const char *path, Gpukmm__PciGpu *
 				left--;
 			}
 	}
+	/* read to its end, or stopped with every device named: what is still
+	 * unnamed is not listed (a read error proves nothing: not kept) */
+	bool complete = !ferror(f);
 	fclose(f);
+	for (size_t i = 0; cacheable && complete && i < n; i++)
+		gkp_ids_remember(path, &st, (uint16_t)g[i]->vendor_id, (uint16_t)g[i]->device_id, g[i]->product_name);
 	return 0;
 }
 

@@ -55,6 +55,15 @@ int gkp_link_base(const gk_probe_run_t *pr, const char *rel, char *out, size_t c
 const char *gkp_tri_name(Gpukmm__TriState t);
 const char *gkp_source_name(Gpukmm__ModuleSource s);
 
+/* pci.ids answers kept while the file is the same (idscache.c). gkp_ids_cached:
+ * 1 listed (NAME filled), 0 known not to be listed, -1 not cached. NAME NULL in
+ * gkp_ids_remember: not listed. gkp_ids_forget empties the cache. */
+#define GKP_IDS_CACHE_MAX 32
+struct stat;
+int gkp_ids_cached(const char *path, const struct stat *st, uint16_t vendor, uint16_t device, char *name, size_t cap);
+void gkp_ids_remember(const char *path, const struct stat *st, uint16_t vendor, uint16_t device, const char *name);
+void gkp_ids_forget(void);
+
 /* Parts of a run. */
 void gkp_pci(gk_probe_run_t *pr);
 void gkp_modules(gk_probe_run_t *pr);
