@@ -140,14 +140,17 @@ Test(multiproc, blocking_call_to_a_stopped_server_returns)
 	cr_assert_lt(took, 2000);
 	/* a new client cannot even finish the handshake: nobody reachable. It is
 	 * closed only after the server runs again: nng 1.5.2's close can wait for
-	 * a handshake in progress (nng#1543), which a stopped server never ends */
+	 * a handshake in progress (nng#1543), which a stopped server never ends.
+	 * Even then either close can hang inside nng (seen on the first client,
+	 * 1 run in a few dozen under load): each is bounded and left behind (a
+	 * close left behind holds its client: not reported as a leak) */
 	gk_ipc_client *c2;
 	cr_assert_eq(gk_ipc_client_open(&c2, url, NULL, &e), 0);
 	code = gk_ipc_call(c2, &gpukmm__echo__descriptor, "Echo", &r.base, &m, 500, &e);
 	kill(echo_pid, SIGCONT);
 	cr_assert_eq(code, GK_UNAVAILABLE, "%s", gk_code_name(code));
-	gk_ipc_client_close(c2);
-	gk_ipc_client_close(c);
+	th_bounded((void (*)(void *))gk_ipc_client_close, c2, "second client close");
+	th_bounded((void (*)(void *))gk_ipc_client_close, c, "first client close");
 }
 
 Test(multiproc, thousand_concurrent_calls_from_eight_processes)
