@@ -209,24 +209,20 @@ static int ids_file_names(gk_probe_run_t *pr, const char *path, Gpukmm__PciGpu *
 	bool cacheable = fstat(fileno(f), &st) == 0;
 	char line[512];
 	int vendor = -1;
-	size_t left = n;
-	for (size_t i = 0; cacheable && i < n; i++) {
-		int c = gkp_ids_cached(path, &st, (uint16_t)g[i]->vendor_id, (uint16_t)g[i]->device_id, line,
-				       sizeof line);
-		if (c < 0)
-			break;
-		if (c && !g[i]->product_name)
+	size_t left = 0, uncached = 0; /* devices still unnamed / the cache could not answer */
+	for (size_t i = 0; i < n; i++) {
+		int c = cacheable ? gkp_ids_cached(path, &st, (uint16_t)g[i]->vendor_id, (uint16_t)g[i]->device_id,
+						   line, sizeof line)
+				  : -1;
+		if (c == 1 && !g[i]->product_name)
 			g[i]->product_name = gkp_strdup(pr, line);
-		if (i + 1 == n)
-			left = 0; /* every device answered from the cache */
+		uncached += c < 0;
+		left += !g[i]->product_name;
 	}
-	if (!left) {
+	if (!uncached) {
 		fclose(f);
 		return 0;
 	}
-	for (size_t i = 0; i < n; i++)
-		if (g[i]->product_name && cacheable)
-			left--; /* (named from the cache above) */
 	bool skipping = false; /* the rest of a line longer than the buffer */
 	while (left && fgets(line, sizeof line, f)) {
 		size_t len = strlen(line);
