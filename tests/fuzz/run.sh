@@ -86,11 +86,9 @@ for src in tests/fuzz/fuzz_*.c; do
 		grep -E 'ERROR|SUMMARY|artifact' "$log" | head -10
 		rc=1
 	else
-		if [ "$SECS" = 0 ]; then
-			echo "fuzz: $t: corpus replayed (${execs:-0} executions), no crash (corpus $(ls "$corpus" | wc -l) inputs)"
-		else
-			echo "fuzz: $t: ${execs:-0} executions in ${SECS}s, no crash (corpus $(ls "$corpus" | wc -l) inputs)"
-		fi
+		what="${execs:-0} executions in ${SECS}s"
+		[ "$SECS" = 0 ] && what="corpus replayed (${execs:-0} executions)"
+		echo "fuzz: $t: $what, no crash (corpus $(ls "$corpus" | wc -l) inputs)"
 	fi
 done
 exit $rc
