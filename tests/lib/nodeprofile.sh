@@ -93,7 +93,7 @@ np_kernel() { # NODE KERNEL
 	echo "$kv" >"$NP_DIR/$node/kernel"
 	np_locked "$node" eval 'ln -sfn "$NP_DIR/fx/$kv/$(np_state "$node")" "$NP_DIR/$node/root"'
 }
-np_state() { cat "$NP_DIR/$1/state" 2>/dev/null || echo "$(np_flavor_of "$1")-avail"; }
+np_state() { local f s; np_get f "$NP_DIR/$1/flavor" oot; np_get s "$NP_DIR/$1/state" "$f-avail"; echo "$s"; }
 
 np_start() { # NODE [KERNEL]: KERNEL defaults to the node's last one
 	local n=$1 kv=${2:-$(cat "$NP_DIR/$1/kernel" 2>/dev/null)}
