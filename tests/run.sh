@@ -7,8 +7,10 @@
 #  - Binaries and scripts share one pool of TEST_SCRIPT_JOBS slots (default 2: the
 #    scripts mostly wait on conditions, each in its own temp dir with its own API server
 #    and ports; a binary runs its tests TEST_JOBS at a time), the slowest of the last
-#    run first (their durations in $BUILD/test-logs/durations); results print as they
-#    finish. TEST_SCRIPT_JOBS=1: one after the other.
+#    run first (their durations in $BUILD/test-logs/durations; a fresh clone orders by
+#    tests/durations, a copy of that file from a full run, refreshed now and then by
+#    hand: only an order, a stale or missing line costs some packing, never a test);
+#    results print as they finish. TEST_SCRIPT_JOBS=1: one after the other.
 # Usage: BUILD=build tests/run.sh [PATTERN]   (PATTERN: substring of the test path)
 set -u
 BUILD=${BUILD:-build}
@@ -126,10 +128,12 @@ for sh in $(ls tests/ipc/*.sh tests/e2e/*.sh 2>/dev/null | sort); do
 	[ -n "$PATTERN" ] && [[ $sh != *"$PATTERN"* ]] && continue
 	tests+=("$sh")
 done
-# the slowest first (the last run's durations, or the plain pass's for the sanitizer one;
-# a test not in them, e.g. a new one, first of all)
+# the slowest first (the last run's durations, or the plain pass's for the sanitizer one,
+# or, in a fresh clone, tests/durations: those of a full run, kept in git so that CI's
+# first pass packs its slots too; a test not in them, e.g. a new one, first of all)
 durs=$logdir/durations
 [ -s "$durs" ] || durs=${BUILD%-san}/test-logs/durations
+[ -s "$durs" ] || durs=tests/durations
 if [ -s "$durs" ] && [ ${#tests[@]} -gt 0 ]; then
 	mapfile -t tests < <(printf '%s\n' "${tests[@]}" |
 		awk -v b="$BUILD/" 'NR == FNR { d[$2] = $1; next }
