@@ -218,13 +218,22 @@ k() {
 }
 
 # kraw METHOD PATH [BODY [CONTENT-TYPE]]: raw request, prints the body; the HTTP code
-# goes to $KUBESIM_DIR/code and is echoed by kraw_code. Both (and k) fail loudly when
-# kubesim is not running (no KUBESIM_DIR: a path at the filesystem root otherwise).
+# goes to $KUBESIM_DIR/code and is echoed by kraw_code (000: no response). Both (and k)
+# fail loudly when kubesim is not running (no KUBESIM_DIR: a path at the filesystem root
+# otherwise). The request is made by kreq ($GPUKMM_TBIN, tests/bin/kreq.c: a third to a half of
+# curl's CPU, and the polls make thousands), or by curl with $KRAW_FLAGS (curl's flags).
 kraw() {
 	local method=$1 path=$2 body=${3:-} ctype=${4:-application/json}
-	local args=(-sS -X "$method" -o - -w '%{stderr}%{http_code}' ${KRAW_FLAGS:-})
+	local url=${KUBESIM_URL:?kubesim not running}$path code=${KUBESIM_DIR:?kubesim not running}/code
+	local args=(-X "$method")
 	[ -n "$body" ] && args+=(-H "Content-Type: $ctype" --data-binary "$body")
-	kcurl "${args[@]}" "${KUBESIM_URL:?kubesim not running}$path" 2>"${KUBESIM_DIR:?kubesim not running}/code"
+	if [ -n "${KRAW_FLAGS:-}" ]; then
+		# shellcheck disable=SC2086 # KRAW_FLAGS: words
+		kcurl -sS -o - -w '%{stderr}%{http_code}' "${args[@]}" $KRAW_FLAGS "$url" 2>"$code"
+		return
+	fi
+	[ -n "${KUBESIM_CA:-}" ] && args+=(--cacert "$KUBESIM_CA")
+	KREQ_BEARER=${KRAW_TOKEN-${KUBESIM_ADMIN_TOKEN:-}} "$GPUKMM_TBIN/kreq" "${args[@]}" "$url" 2>"$code"
 }
 kraw_code() { cat "${KUBESIM_DIR:?kubesim not running}/code"; }
 kraw_is() { # "CODES" METHOD PATH ...: one kraw, its code one of CODES (its body in KRAW_OUT)
