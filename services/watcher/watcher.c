@@ -1110,15 +1110,13 @@ void wr_snapshot_fill(wr *w, const Gpukmm__SnapshotRequest *req, Gpukmm__Snapsho
 	gpukmm__snapshot_reply__init(rep);
 	static const char *const extra[] = {"discovery", "leadership"};
 	size_t total = 0;
-	for (int t = 0; t < WT_N; t++)
-		if (wants(req, wr_topic_names[t]))
-			total += w->store[t].n;
-	raw_ctx r = {calloc(total + 1, sizeof *r.f), 0, total, 0};
 	/* before the first lists completed the objects are left out: the reply says
 	 * synced=false, and a consumer takes no snapshot from an unsynced watcher
 	 * (lib/wsub retries until it is); its retries cost a packed cache each */
-	if (!w->ready_sent)
-		total = 0;
+	for (int t = 0; w->ready_sent && t < WT_N; t++)
+		if (wants(req, wr_topic_names[t]))
+			total += w->store[t].n;
+	raw_ctx r = {calloc(total + 1, sizeof *r.f), 0, total, 0};
 	rep->seqs = calloc(WT_N + 2, sizeof *rep->seqs);
 	if (w->pub) {
 		rep->has_epoch = 1;
