@@ -314,6 +314,11 @@ typedef struct gk_kube_client gk_kube_client;
 typedef struct gk_kube_opts {
 	double qps;              /* 0 = 5 (client-go), <0 = unlimited */
 	int burst;               /* 0 = 10 */
+	/* the qps limit stands down for good once a response shows that the server
+	 * applies API Priority and Fairness (X-Kubernetes-PF-* headers): the server
+	 * then queues and sheds by priority, and SIG API Machinery advises clients
+	 * to rely on it (controller-runtime's default since 2025) */
+	bool qps_until_apf;
 	int timeout_ms;          /* whole request, 0 = 30000 (not for watches) */
 	int connect_timeout_ms;  /* 0 = 10000 */
 	size_t max_response;     /* 0 = 64 MiB */
@@ -327,6 +332,7 @@ void gk_kube_client_free(gk_kube_client *c);
 
 typedef struct gk_kube_client_stats {
 	uint64_t requests, errors, unauthorized, token_reloads, throttled_ms;
+	bool apf;                /* qps_until_apf: the server showed APF, the limit is off */
 } gk_kube_client_stats;
 void gk_kube_client_stats_get(const gk_kube_client *c, gk_kube_client_stats *out);
 

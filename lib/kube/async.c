@@ -67,7 +67,7 @@ static int start(gk_kube_call *k, gk_err *err)
 	if (!k->o.unthrottled && !k->token_reserved) {
 		int64_t wait = gk_kube_bucket_take(&c->bucket, gk_kube__mono_ms());
 		if (wait > 0) {
-			c->stats.throttled_ms += (uint64_t)wait;
+			gk_kube__throttled(c, wait);
 			k->token_reserved = true; /* taken: do not take another when due */
 			k->task.due_ms = gk_kube__mono_ms() + wait;
 			return 0;

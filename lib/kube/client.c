@@ -136,6 +136,7 @@ int gk_kube_client_new(gk_kube_client **out, const gk_kube_config *cfg, const gk
 		return gk_err_set(err, GK_RESOURCE_EXHAUSTED, "out of memory");
 	}
 	gk_kube_bucket_init(&c->bucket, c->opts.qps, c->opts.burst, gk_kube__mono_ms());
+	gk_kube__throttled(c, 0); /* the series reads 0 from the start, not absent */
 	if (c->cfg.tls_server_name && !strncmp(c->cfg.server, "https://", 8)) {
 		int rc = server_name_route(c, err);
 		if (rc) {
@@ -527,7 +528,7 @@ static void throttle(gk_kube_client *c)
 	if (wait <= 0)
 		return;
 	/* a blocking client blocks: the caller asked for a synchronous request */
-	c->stats.throttled_ms += (uint64_t)wait;
+	gk_kube__throttled(c, wait);
 	struct timespec ts = {wait / 1000, (wait % 1000) * 1000000};
 	while (nanosleep(&ts, &ts) && errno == EINTR)
 		;
@@ -567,7 +568,7 @@ int gk_kube_request(gk_kube_client *c, const char *method, const char *path,
 		CURLcode cc = curl_easy_perform(e);
 		long http = 0;
 		curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &http);
-		gk_kube__observe(e);
+		gk_kube__observe(c, e);
 		curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);
 		curl_slist_free_all(hdrs);
 		int rc = gk_kube__result(c, cc, http, errbuf, &rb, st, method, path, err);

@@ -70,7 +70,9 @@ int gk_kube__result(gk_kube_client *c, CURLcode cc, long http, const char *errbu
 void gk_kube__disc_free(gk_kube_client *c);
 /* Count and time one finished request (metrics.c): gpukmm_api_requests_total
  * and gpukmm_api_request_duration_seconds{verb,code}. */
-void gk_kube__observe(CURL *e);
+void gk_kube__observe(gk_kube_client *c, CURL *e);
+/* A request waited wait_ms in the client-side limiter (stats and metric). */
+void gk_kube__throttled(gk_kube_client *c, int64_t wait_ms);
 
 /* A verb as a request (verbs.c): shared by the blocking and the async paths. */
 #define GK_KUBE__PATH_CAP 4096 /* the path with its query (a list's continue token) */

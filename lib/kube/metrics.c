@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gpukmm/log.h"
 #include "gpukmm/metrics.h"
 #include "internal.h"
 
@@ -54,8 +55,44 @@ const char *gk_kube_verb(const char *method, const char *path)
 	return "OTHER";
 }
 
-void gk_kube__observe(CURL *e)
+static gk_metric *throttled_metric(void)
 {
+	static gk_metric *m;
+	if (!m)
+		m = gk_metric_counter("gpukmm_api_client_throttled_seconds_total",
+				      "Time API requests waited in the client-side rate limiter (0 once the "
+				      "server shows API Priority and Fairness, where the limit stands down).",
+				      NULL);
+	return m;
+}
+
+void gk_kube__throttled(gk_kube_client *c, int64_t wait_ms)
+{
+	c->stats.throttled_ms += (uint64_t)wait_ms;
+	gk_metric_add(throttled_metric(), (double)wait_ms / 1000.0, NULL);
+}
+
+/* A response classified by API Priority and Fairness carries the flow schema
+ * and priority level that took it: with qps_until_apf the client's own limit
+ * stands down for good (the server queues and sheds by priority itself). */
+static void apf_seen(gk_kube_client *c, CURL *e)
+{
+	struct curl_header *h;
+	if (!c->opts.qps_until_apf || c->stats.apf ||
+	    (curl_easy_header(e, "X-Kubernetes-PF-PriorityLevel-UID", 0, CURLH_HEADER, -1, &h) != CURLHE_OK &&
+	     curl_easy_header(e, "X-Kubernetes-PF-FlowSchema-UID", 0, CURLH_HEADER, -1, &h) != CURLHE_OK))
+		return;
+	c->stats.apf = true;
+	if (c->bucket.qps > 0)
+		GK_INFO("kube: the API server applies priority and fairness: the client-side limit "
+			"(%.0f/s, burst %.0f) is off", c->bucket.qps, c->bucket.burst);
+	c->bucket.qps = -1;
+}
+
+void gk_kube__observe(gk_kube_client *c, CURL *e)
+{
+	if (c)
+		apf_seen(c, e);
 	static gk_metric *requests, *latency;
 	if (!requests) {
 		requests = gk_metric_counter("gpukmm_api_requests_total",

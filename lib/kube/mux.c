@@ -138,7 +138,7 @@ static int drain_done(gk_kube_mux *m)
 		gk_kube__task *t = NULL;
 		curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&t);
 		curl_multi_remove_handle(m->multi, e);
-		gk_kube__observe(e);
+		gk_kube__observe(m->c, e);
 		n++;
 		if (t && t->done)
 			t->done(t, cc); /* may restart e, or free the task */

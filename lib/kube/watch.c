@@ -232,7 +232,7 @@ static void start(gk_kube_watch *w, bool watch)
 	int64_t wait = w->token_reserved ? 0 : gk_kube_bucket_take(&w->m->c->bucket, gk_kube__mono_ms());
 	w->token_reserved = false;
 	if (wait > 0) {
-		w->m->c->stats.throttled_ms += (uint64_t)wait;
+		gk_kube__throttled(w->m->c, wait);
 		w->token_reserved = true; /* do not take another one when the timer fires */
 		schedule(w, wait);
 		return;

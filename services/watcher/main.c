@@ -28,6 +28,7 @@ struct app {
 	gk_ipc_pub *pub;
 	gk_kube_client *kc, *lc;
 	double qps;
+	bool qps_set; /* --qps given: the limit stays, whatever the server applies */
 	int burst;
 	uint64_t rss_kb;
 };
@@ -65,6 +66,7 @@ static int opt_qps(void *u, const char *a)
 	if (parse_secs(a, -1, 100000, &v))
 		return -1;
 	((struct app *)u)->qps = v;
+	((struct app *)u)->qps_set = true;
 	return 0;
 }
 static int opt_burst(void *u, const char *a)
@@ -128,7 +130,10 @@ int main(int argc, char **argv)
 		{"discovery-confirm", 1,
 		 "seconds an API must stay absent (in 3 discovery reads at least) before it is believed gone (default 20)",
 		 opt_disc_confirm, &a},
-		{"qps", 1, "client-side requests per second (default 20, -1 unlimited)", opt_qps, &a},
+		{"qps", 1,
+		 "client-side requests per second (default 20 until the API server shows API Priority and "
+		 "Fairness, then none; a value given here always holds; -1 unlimited)",
+		 opt_qps, &a},
 		{"burst", 1, "client-side burst (default 40)", opt_burst, &a},
 		{"watch-timeout", 1, "watch timeoutSeconds minimum, randomised up to 2x (default 300)",
 		 opt_watch_timeout, &a},
@@ -145,7 +150,8 @@ int main(int argc, char **argv)
 		gk_svc_fini(&a.svc);
 		return 1;
 	}
-	gk_kube_opts ko = {.qps = a.qps, .burst = a.burst, .user_agent = "gpukmm-watcher"};
+	gk_kube_opts ko = {.qps = a.qps, .burst = a.burst, .qps_until_apf = !a.qps_set,
+			   .user_agent = "gpukmm-watcher"};
 	gk_kube_opts lo = {.qps = -1, .timeout_ms = 5000, .connect_timeout_ms = 2000,
 			   .user_agent = "gpukmm-watcher/leader-election"};
 	if (gk_kube_client_new(&a.kc, &cfg, &ko, &err) || gk_kube_client_new(&a.lc, &cfg, &lo, &err)) {

@@ -177,6 +177,7 @@ check "GPU nodes: 2 with the out-of-tree module, none without" bash -c "$(declar
 check "operand device-plugin: 2 of 2 pods ready" bash -c "$(declare -f val eq); eq $C 'gpukmm_policy_operand_ready_pods{service=\"statusd\",$P,operand=\"device-plugin\"}' 2 && eq $C 'gpukmm_policy_operand_desired_pods{service=\"statusd\",$P,operand=\"device-plugin\"}' 2"
 check "the leader says so" eq "$C" 'gpukmm_leader{service="watcher"}' 1
 check "API requests timed (the watcher's lists)" gt "$C" 'gpukmm_api_request_duration_seconds_count{service="watcher",verb="LIST",code="200"}' 0
+check "the watcher's client-side limit stood down: kubesim shows API Priority and Fairness" eq "$C" 'gpukmm_api_client_throttled_seconds_total{service="watcher"}' 0
 check "API writes counted (modmgr's Module create)" gt "$C" 'gpukmm_api_requests_total{service="modmgr",verb="POST",code="201"}' 0
 check "reconcile passes timed (modmgr, gater)" bash -c "$(declare -f val gt); gt $C 'gpukmm_reconcile_duration_seconds_count{service=\"modmgr\",result=\"success\"}' 0 && gt $C 'gpukmm_reconcile_duration_seconds_count{service=\"gater\",result=\"success\"}' 0"
 check "watch relists counted per resource" gt "$C" 'gpukmm_watch_relists_total{service="watcher",resource="nodes"}' 0

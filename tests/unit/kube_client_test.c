@@ -261,6 +261,47 @@ Test(client, qps_limit, .init = setup, .fini = teardown)
 	cr_assert_gt(s.throttled_ms, 0);
 }
 
+/* The blocking client: the limit stands down only when asked to, and only
+ * once the server showed API Priority and Fairness. */
+static uint64_t four_gets_throttled_ms(const char *const *args, bool until_apf, bool *apf)
+{
+	gk_log_set_stream(fopen("/dev/null", "w"));
+	ksim_start(&sim, args);
+	gk_kube_config cfg = {.server = sim.url};
+	gk_kube_opts o = {.qps = 5, .burst = 1, .qps_until_apf = until_apf};
+	gk_err e = {0};
+	cr_assert_eq(gk_kube_client_new(&kc, &cfg, &o, &e), 0);
+	gk_kube_ref r = {"", "v1", "nodes", NULL, NULL, NULL};
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(gk_kube_get(kc, &r, NULL, NULL, &e), 0, "%s", e.msg);
+	gk_kube_client_stats s;
+	gk_kube_client_stats_get(kc, &s);
+	*apf = s.apf;
+	return s.throttled_ms;
+}
+
+Test(client, qps_until_apf_stands_down_under_apf, .init = NULL, .fini = teardown)
+{
+	bool apf = false;
+	cr_assert_eq(four_gets_throttled_ms(NULL, true, &apf), 0);
+	cr_assert(apf);
+}
+
+Test(client, qps_until_apf_holds_without_apf, .init = NULL, .fini = teardown)
+{
+	const char *args[] = {"--no-apf", NULL};
+	bool apf = true;
+	cr_assert_geq(four_gets_throttled_ms(args, true, &apf), 300, "3 waits of up to 200 ms at 5/s");
+	cr_assert(!apf);
+}
+
+Test(client, an_explicit_qps_holds_under_apf, .init = NULL, .fini = teardown)
+{
+	bool apf = true;
+	cr_assert_geq(four_gets_throttled_ms(NULL, false, &apf), 300, "3 waits of up to 200 ms at 5/s");
+	cr_assert(!apf, "not asked to watch for APF");
+}
+
 Test(client, discovery, .init = setup, .fini = teardown)
 {
 	gk_err e = {0};

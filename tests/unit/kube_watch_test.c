@@ -156,6 +156,57 @@ Test(watch, list_then_events_in_order, .init = setup, .fini = teardown)
 	gk_kube_watch_stop(w);
 }
 
+/* A paged list under a client limit of 5/s, burst 1, that stands down under
+ * API Priority and Fairness: against a server showing APF the pages after the
+ * first are not held back; against one without it (--no-apf) they are. */
+static int64_t paged_list_throttled_ms(bool apf, bool *apf_seen)
+{
+	gk_log_set_stream(fopen("/dev/null", "w"));
+	const char *no_apf[] = {"--no-apf", NULL};
+	ksim_start(&sim, apf ? NULL : no_apf);
+	long code;
+	free(ksim_raw(&sim, "POST", "/api/v1/namespaces",
+		      "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"w\"}}", &code, NULL));
+	cr_assert_eq(code, 201);
+	for (int i = 0; i < 20; i++) { /* not through kc: its limit is under test */
+		char b[160];
+		snprintf(b, sizeof b, "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"c%02d\"}}", i);
+		free(ksim_raw(&sim, "POST", "/api/v1/namespaces/w/configmaps", b, &code, NULL));
+		cr_assert_eq(code, 201);
+	}
+	gk_kube_config cfg = {.server = sim.url};
+	gk_kube_opts o = {.qps = 5, .burst = 1, .qps_until_apf = true};
+	gk_err e = {0};
+	cr_assert_eq(gk_kube_client_new(&kc, &cfg, &o, &e), 0, "%s", e.msg);
+	cr_assert_eq(gk_kube_mux_new(&mux, kc, &e), 0, "%s", e.msg);
+	static rec r;
+	memset(&r, 0, sizeof r);
+	gk_kube_watch *w = start(&r); /* pages of 7: 3 pages, then the watch */
+	PUMP_UNTIL(r.synced == 1, 10000);
+	cr_assert_eq(r.n, 20);
+	gk_kube_watch_stop(w);
+	gk_kube_client_stats s;
+	gk_kube_client_stats_get(kc, &s);
+	*apf_seen = s.apf;
+	return (int64_t)s.throttled_ms;
+}
+
+Test(watch, the_limit_stands_down_under_priority_and_fairness, .init = NULL, .fini = teardown)
+{
+	bool seen = false;
+	int64_t ms = paged_list_throttled_ms(true, &seen);
+	cr_assert(seen, "the server's X-Kubernetes-PF-* headers were seen");
+	cr_assert_eq(ms, 0, "no page waited once the first response showed APF (%lld ms)", (long long)ms);
+}
+
+Test(watch, the_limit_holds_without_priority_and_fairness, .init = NULL, .fini = teardown)
+{
+	bool seen = true;
+	int64_t ms = paged_list_throttled_ms(false, &seen);
+	cr_assert(!seen);
+	cr_assert_geq(ms, 300, "pages 2, 3 and the watch waited 200 ms each at 5/s (%lld ms)", (long long)ms);
+}
+
 Test(watch, resumes_after_cut_streams_without_duplicates, .init = setup, .fini = teardown)
 {
 	static rec r;

@@ -83,6 +83,12 @@ static enum MHD_Result send_resp(struct MHD_Connection *conn, ks_server *s, ks_r
 	}
 	MHD_add_response_header(resp, "Content-Type", r->content_type ? r->content_type : "application/json");
 	MHD_add_response_header(resp, "Cache-Control", "no-cache, private");
+	if (!s->no_apf) {
+		/* as an API server with API Priority and Fairness (on by default since
+		 * 1.20): the flow schema and priority level that classified the request */
+		MHD_add_response_header(resp, "X-Kubernetes-Pf-Flowschema-Uid", "6c2f8a1e-5b3d-4e0a-9f1c-0d7e2b4a6c81");
+		MHD_add_response_header(resp, "X-Kubernetes-Pf-Prioritylevel-Uid", "1f9d4c7b-2a6e-4b8d-8c3f-5e0a9b7d2c64");
+	}
 	if (r->retry_after > 0) {
 		char ra[16];
 		snprintf(ra, sizeof(ra), "%d", r->retry_after);

@@ -277,6 +277,7 @@ typedef struct ks_server {
 	int kube_minor; /* --kube-version 1.MINOR; 0: the default (versions.c) */
 	struct ks_ctrl *ctrl; /* the controllers (ctrl.h), NULL without */
 	int openshift;        /* --openshift (openshift.c) */
+	int no_apf;           /* --no-apf: no X-Kubernetes-PF-* headers (http.c) */
 } ks_server;
 
 int ks_server_init(ks_server *s, int history);

@@ -30,6 +30,7 @@ static void usage(FILE *f)
 		   "               [--bookmark-ms N] [--log-level LEVEL]\n"
 		   "               [--kube-version MAJOR.MINOR] [--runtime-config GROUP/VERSION=BOOL,...]\n"
 		   "               [--controllers LIST] [--pod-ready-ms N] [--pod-stop-ms N] [--openshift]\n"
+		   "               [--no-apf]\n"
 		   "\n"
 		   "  --kube-version 1.31|1.32|1.33|1.34\n"
 		   "      act as that Kubernetes release: /version answers it (the kubectl dispatcher\n"
@@ -89,6 +90,9 @@ static void usage(FILE *f)
 		   "      act as OpenShift: security.openshift.io/v1 SecurityContextConstraints\n"
 		   "      (the default restricted-v2 and privileged ones exist; stored, not enforced)\n"
 		   "      and route.openshift.io/v1 Routes are served\n"
+		   "  --no-apf\n"
+		   "      act as an API server without API Priority and Fairness: responses carry\n"
+		   "      no X-Kubernetes-PF-FlowSchema-UID / PriorityLevel-UID headers\n"
 		   "  --token T | --token-file F\n"
 		   "      the admin's bearer token (user kubesim-admin, group system:masters); without\n"
 		   "      --rbac and without it, any request is the admin\n"
@@ -135,7 +139,7 @@ int main(int argc, char **argv)
 	const char *users = NULL;
 	int rbac = 0;
 	ks_ctrl_opts copts = { KS_CTRL_ALL, 300, 200 };
-	int openshift = 0;
+	int openshift = 0, no_apf = 0;
 	int history = 10000, bookmark_ms = 1000;
 	const char *svc[64];
 	int svc_addr[64] = { 0 };
@@ -223,6 +227,10 @@ int main(int argc, char **argv)
 			openshift = 1;
 			continue;
 		}
+		if (strcmp(a, "--no-apf") == 0) {
+			no_apf = 1;
+			continue;
+		}
 		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			usage(stdout);
 			return 0;
@@ -290,6 +298,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	s->bookmark_ms = bookmark_ms;
+	s->no_apf = no_apf;
 	if (ks_versions_set(s, kube_version, runtime_config, &err) ||
 	    ks_ctrl_parse(controllers, &copts.enabled, &err)) {
 		fprintf(stderr, "kubesim: %s\n", err.msg);
