@@ -29,6 +29,7 @@ struct gk_wsub {
 	bool inflight;      /* a snapshot call is out */
 	bool again;         /* a gap while it was out: ask once more after it */
 	bool have_view, closing;
+	bool unsynced;      /* the last reply was refused as unsynced: the next event asks again */
 	gk_timer_id retry, service;
 	buffered *buf;
 	size_t n_buf;
@@ -81,6 +82,15 @@ static void on_event(void *user, const char *topic, uint64_t seq, ProtobufCMessa
 	gk_wsub *w = user;
 	w->st.events++;
 	w->untrimmed++;
+	if (w->unsynced && w->retry && !w->inflight) {
+		/* an unsynced watcher publishes only its state (no object before its
+		 * first lists complete): a change of it is most likely the sync. Ask
+		 * now, once, rather than at the retry timer (up to retry_ms later) */
+		w->unsynced = false;
+		gk_loop_cancel(w->loop, w->retry);
+		w->retry = 0;
+		request_snapshot(w);
+	}
 	if (!w->have_view || w->inflight) {
 		/* kept: applied after the snapshot when newer than it */
 		if (w->n_buf < w->o.buffer_max && strlen(topic) < TOPIC_MAX) {
@@ -163,6 +173,7 @@ static void on_snapshot(void *user, int code, ProtobufCMessage *reply, const cha
 				GK_INFO("watcher snapshot: more than %zu events meanwhile (retrying)", w->o.buffer_max);
 			else
 				GK_DEBUG("watcher snapshot: watcher not synced yet (retrying)");
+			w->unsynced = code == GK_OK && s && !(s->has_synced && s->synced) && !w->overflow;
 		}
 		drop_buffer(w);
 		if (reply) {
@@ -215,6 +226,7 @@ static void request_snapshot(gk_wsub *w)
 		return;
 	}
 	w->inflight = true;
+	w->unsynced = false;
 }
 
 static void on_sub_fd(gk_loop *l, int fd, uint32_t events, void *user)

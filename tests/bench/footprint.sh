@@ -22,6 +22,8 @@
 #   CPU per 1,000 watch events: FP_EVENTS Node label patches (each one watch
 #     event to the watcher, relayed to the consumers), user+sys CPU of every
 #     process of the profile, side by side with kubesim's own CPU serving them
+# FP_KUBESIM_ARGS: more kubesim flags (--no-apf: an API server without API
+# Priority and Fairness, where the watcher keeps its client-side limit).
 # Writes $BUILD/bench/footprint.json.
 set -u
 BUILD=${BUILD:-build}
@@ -52,7 +54,7 @@ cleanup() {
 }
 KUBESIM_NO_TRAP=1
 trap cleanup EXIT
-kubesim_start || exit 1
+kubesim_start ${FP_KUBESIM_ARGS:-} || exit 1
 k apply -f "$GPUKMM_SRC/deploy/namespace/namespace.yaml" -f "$GPUKMM_SRC/deploy/crd/intel.com_clusterpolicies.yaml" -f "$GPUKMM_SRC/deploy/crd/gpukmm.io_nodereportrequests.yaml" \
 	-f "$GPUKMM_SRC/tests/fixtures/kmm/modules.kmm.sigs.x-k8s.io.crd.yaml" >/dev/null || exit 1
 k wait --for condition=established --timeout=20s crd/clusterpolicies.intel.com crd/nodereportrequests.gpukmm.io crd/modules.kmm.sigs.x-k8s.io >/dev/null

@@ -138,13 +138,15 @@ static void teardown(void)
 
 TestSuite(wsub, .init = setup, .fini = teardown, .timeout = 60);
 
-static void open_w(size_t buffer_max)
+static void open_w_retry(size_t buffer_max, int retry_ms)
 {
-	gk_wsub_opts o = { .topics = TOPICS, .n_topics = 2, .buffer_max = buffer_max, .retry_ms = 20,
+	gk_wsub_opts o = { .topics = TOPICS, .n_topics = 2, .buffer_max = buffer_max, .retry_ms = retry_ms,
 			   .snapshot_timeout_ms = 5000 };
 	gk_err e;
 	cr_assert_eq(gk_wsub_open(&W, L, EV_URL, SRV.url, &o, &VIEW, &e), 0, "%s", e.msg);
 }
+
+static void open_w(size_t buffer_max) { open_w_retry(buffer_max, 20); }
 
 /* Run the loop until cond holds (10 s deadline). */
 #define SPIN(cond)                                                                        \
@@ -296,6 +298,32 @@ Test(wsub, failed_and_unsynced_snapshots_are_retried)
 	cr_assert_eq(gk_wsub_stats_get(W)->snapshots, 1);
 	const char *want[] = { "reset s3", "resynced first" };
 	expect_log(want, 2);
+}
+
+Test(wsub, an_event_after_an_unsynced_reply_asks_again_at_once)
+{
+	/* The watcher said "not synced"; the retry is a minute away. Its next
+	 * state event (its sync) brings the snapshot at once, within SPIN's 10 s. */
+	FW.script[0] = NOT_SYNCED;
+	snprintf(FW.id, sizeof(FW.id), "s4");
+	open_w_retry(0, 60000);
+	SPIN(gk_wsub_stats_get(W)->snapshot_failures == 1 && gk_ipc_pub_peers(PUB) > 0);
+	/* until one arrives (the subscriber's side of the subscription may still
+	 * be coming up); the snapshot is from after each */
+	for (uint64_t i = 1; !gk_wsub_synced(W); i++) {
+		cr_assert_lt(i, 50, "no event reached the subscriber");
+		FW.seq_a = i;
+		pub("a", "synced");
+		int64_t until = th_ms() + 200;
+		while (!gk_wsub_synced(W) && th_ms() < until)
+			gk_loop_once(L, 10);
+	}
+	cr_assert_eq(atomic_load(&FW.requests), 2, "the unsynced one, then the one the event brought");
+	cr_assert(logged("reset s4") && logged("resynced first"));
+	/* once, not on every event: a failed reply of another kind waits for its timer */
+	pub("a", "e2");
+	SPIN(logged("apply a e2"));
+	cr_assert_eq(atomic_load(&FW.requests), 2);
 }
 
 Test(wsub, a_buffer_overflow_retries_the_snapshot)
