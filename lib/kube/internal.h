@@ -69,7 +69,8 @@ int gk_kube__result(gk_kube_client *c, CURLcode cc, long http, const char *errbu
 		    const char *path, gk_err *err);
 void gk_kube__disc_free(gk_kube_client *c);
 /* Count and time one finished request (metrics.c): gpukmm_api_requests_total
- * and gpukmm_api_request_duration_seconds{verb,code}. */
+ * and gpukmm_api_request_duration_seconds{verb,code}; with opts.qps_until_apf,
+ * a response showing API Priority and Fairness turns the client's limit off. */
 void gk_kube__observe(gk_kube_client *c, CURL *e);
 /* A request waited wait_ms in the client-side limiter (stats and metric). */
 void gk_kube__throttled(gk_kube_client *c, int64_t wait_ms);

@@ -1,5 +1,7 @@
 /* lib/kube: every API request counted and timed, in one place (the blocking
- * client's perform and the mux's completion both call gk_kube__observe). */
+ * client's perform and the mux's completion both call gk_kube__observe), which
+ * is also where a response's API Priority and Fairness headers are noticed;
+ * and the time requests waited in the client-side limiter. */
 #include <stdio.h>
 #include <string.h>
 
@@ -91,8 +93,7 @@ static void apf_seen(gk_kube_client *c, CURL *e)
 
 void gk_kube__observe(gk_kube_client *c, CURL *e)
 {
-	if (c)
-		apf_seen(c, e);
+	apf_seen(c, e);
 	static gk_metric *requests, *latency;
 	if (!requests) {
 		requests = gk_metric_counter("gpukmm_api_requests_total",
