@@ -320,7 +320,7 @@ Test(wsub, an_event_after_an_unsynced_reply_asks_again_at_once)
 	}
 	cr_assert_eq(atomic_load(&FW.requests), 2, "the unsynced one, then the one the event brought");
 	cr_assert(logged("reset s4") && logged("resynced first"));
-	/* once, not on every event: a failed reply of another kind waits for its timer */
+	/* with a view, an event is applied and asks for nothing */
 	pub("a", "e2");
 	SPIN(logged("apply a e2"));
 	cr_assert_eq(atomic_load(&FW.requests), 2);

@@ -64,6 +64,15 @@ static void pump(int ms)
 		cr_assert(cond, "timed out waiting for: %s", #cond);         \
 	} while (0)
 
+/* The namespace "w", created through the simulator (not through kc). */
+static void make_ns_w(void)
+{
+	long code;
+	free(ksim_raw(&sim, "POST", "/api/v1/namespaces",
+		      "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"w\"}}", &code, NULL));
+	cr_assert_eq(code, 201);
+}
+
 static void setup(void)
 {
 	gk_log_set_stream(fopen("/dev/null", "w"));
@@ -73,10 +82,7 @@ static void setup(void)
 	gk_err e = {0};
 	cr_assert_eq(gk_kube_client_new(&kc, &cfg, &o, &e), 0, "%s", e.msg);
 	cr_assert_eq(gk_kube_mux_new(&mux, kc, &e), 0, "%s", e.msg);
-	long code;
-	free(ksim_raw(&sim, "POST", "/api/v1/namespaces",
-		      "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"w\"}}", &code, NULL));
-	cr_assert_eq(code, 201);
+	make_ns_w();
 }
 
 static void teardown(void)
@@ -164,10 +170,8 @@ static int64_t paged_list_throttled_ms(bool apf, bool *apf_seen)
 	gk_log_set_stream(fopen("/dev/null", "w"));
 	const char *no_apf[] = {"--no-apf", NULL};
 	ksim_start(&sim, apf ? NULL : no_apf);
+	make_ns_w();
 	long code;
-	free(ksim_raw(&sim, "POST", "/api/v1/namespaces",
-		      "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"w\"}}", &code, NULL));
-	cr_assert_eq(code, 201);
 	for (int i = 0; i < 20; i++) { /* not through kc: its limit is under test */
 		char b[160];
 		snprintf(b, sizeof b, "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"c%02d\"}}", i);
