@@ -239,6 +239,25 @@ Test(api, gc_dangling_owner_on_create)
 	cr_assert_eq(do_("GET", CM "/orphan", NULL, NULL), 404);
 }
 
+Test(api, gc_runs_only_when_owners_or_deletions_change)
+{
+	make_owner_and_dependents();
+	uint64_t runs = S->stats.gc_runs;
+	/* a write that leaves the owner references alone cannot change what the collector decides */
+	cr_assert_eq(do_("PATCH", CM "/dep0", "{\"data\":{\"k\":\"v\"}}", MERGE), 200);
+	cr_assert_eq(do_("POST", CM, "{\"metadata\":{\"name\":\"plain\"}}", "application/json"), 201);
+	cr_assert_eq(S->stats.gc_runs, runs);
+	/* one that points them at a missing owner can: the dependent is collected */
+	cr_assert_eq(do_("PATCH", CM "/dep0",
+			 "{\"metadata\":{\"ownerReferences\":[{\"apiVersion\":\"v1\",\"kind\":\"Node\","
+			 "\"name\":\"gone\",\"uid\":\"no-such-uid\"}]}}",
+			 MERGE),
+		     200);
+	cr_assert_eq(S->stats.gc_runs, runs + 1);
+	cr_assert_eq(do_("GET", CM "/dep0", NULL, NULL), 404);
+	cr_assert_eq(do_("GET", CM "/dep1", NULL, NULL), 200);
+}
+
 Test(api, namespace_deletion_removes_content)
 {
 	cr_assert_eq(do_("POST", "/api/v1/namespaces", "{\"metadata\":{\"name\":\"tmp\"}}", "application/json"), 201);

@@ -163,6 +163,19 @@ static int spec_equal(const cJSON *a, const cJSON *b)
 	return 1;
 }
 
+/* Whether an update (cur NULL: a create) sets, changes or drops ownerReferences. */
+static int refs_changed(const cJSON *cur, const cJSON *n)
+{
+	const cJSON *a = cur ? cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cur, "metadata"),
+								 "ownerReferences")
+			     : NULL;
+	const cJSON *b = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(n, "metadata"),
+							  "ownerReferences");
+	if (!a || !b)
+		return a != b;
+	return !ks_json_equal(a, b);
+}
+
 /* Equal except resourceVersion and managedFields timestamps: an update that changes
  * nothing (not even field ownership) is not a write. */
 static int same_object(const cJSON *a, const cJSON *b)
@@ -513,6 +526,9 @@ static void do_write(struct write_req *w, ks_resp *out)
 		const cJSON *dt = cJSON_GetObjectItemCaseSensitive(ks_meta(n), "deletionTimestamp");
 		/* ShouldDeleteDuringUpdate: the last finalizer removed once the grace period is over */
 		int gone = dt && !has_finalizers(n) && cur && has_finalizers(cur) && grace_of(n) == 0;
+		/* the collector scans every object: run it only when this write can change what
+		 * it decides (owners, a deletion), as the real one reacts to such events only */
+		int gc = gone || dt || refs_changed(cur, n);
 		cJSON *reply = cJSON_Duplicate(n, 1);
 		const ks_rtype *st = ks_registry_find_gr(&s->reg, t->group, t->resource);
 		int rc = st && st != t && ks_conv(n, t->group, t->resource, st->version) ? GK_RESOURCE_EXHAUSTED : 0;
@@ -532,7 +548,7 @@ static void do_write(struct write_req *w, ks_resp *out)
 				set_str(ks_meta(reply), "resourceVersion", ks_meta_str(ni->obj, "resourceVersion"));
 		}
 		s->dirty = 1;
-		if (gone || cJSON_GetObjectItemCaseSensitive(ks_meta(reply), "ownerReferences") || dt)
+		if (gc)
 			ks_gc_run(s);
 		pthread_cond_broadcast(&s->cond);
 		pthread_mutex_unlock(&s->mu);

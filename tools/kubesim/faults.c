@@ -349,6 +349,7 @@ cJSON *ks_stats_to_json(const ks_stats *s)
 		return NULL;
 	cJSON_AddNumberToObject(j, "requests", (double)s->requests);
 	cJSON_AddNumberToObject(j, "writes", (double)s->writes);
+	cJSON_AddNumberToObject(j, "gcRuns", (double)s->gc_runs);
 	cJSON_AddItemToObject(j, "byVerb", table(s->req, s->nreq));
 	cJSON *wr = cJSON_CreateObject();
 	for (int i = 0; wr && i < s->nreq; i++) {

@@ -283,6 +283,7 @@ apply:;
 
 void ks_gc_run(ks_server *s)
 {
+	s->stats.gc_runs++;
 	for (int i = 0; i < KS_GC_MAX_ROUNDS; i++) {
 		int changed = one_round(s);
 		changed |= ks_crd_finalize(s);

@@ -214,6 +214,7 @@ typedef struct ks_stats {
 	ks_agent_ent wagent[KS_STATS_MAX];
 	int nwagent;
 	uint64_t requests, writes, faults_injected, watch_events, watchers, watches_opened, refused, http_errors;
+	uint64_t gc_runs; /* passes of the garbage collector (gc.c) */
 	ks_stat_ent fault[KS_STATS_MAX];
 	int nfault;
 } ks_stats;
