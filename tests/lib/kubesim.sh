@@ -293,11 +293,12 @@ in_shell() { (eval "$1"); }
 
 # wait_for SECONDS COMMAND...: polls COMMAND every 0.1 s until it succeeds.
 wait_for() {
-	local deadline=$((SECONDS + $1))
+	local deadline=$((SECONDS + $1)) t0
 	shift
 	while [ $SECONDS -lt $deadline ]; do
+		t0=$EPOCHREALTIME
 		"$@" >/dev/null 2>&1 && return 0
-		nap 0.1
+		poll_nap 100 "$t0"
 	done
 	"$@" >/dev/null 2>&1
 }

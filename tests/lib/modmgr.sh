@@ -34,10 +34,11 @@ check() { # check NAME CMD...
 # wait_for DESC TIMEOUT_S CMD...: polls with a deadline; 0 when CMD succeeded.
 wait_for() {
 	local desc=$1 t=$2; shift 2
-	local deadline=$((SECONDS + t))
+	local deadline=$((SECONDS + t)) t0
 	while [ $SECONDS -lt $deadline ]; do
+		t0=$EPOCHREALTIME
 		"$@" >/dev/null 2>&1 && return 0
-		nap 0.05
+		poll_nap 50 "$t0"
 	done
 	echo "# timed out after ${t}s waiting for: $desc" >&2
 	return 1

@@ -40,8 +40,8 @@ stop_var() {
 	return $rc
 }
 wait_until() {
-	local end=$((SECONDS + $1)); shift
-	until "$@"; do [ $SECONDS -ge $end ] && return 1; nap 0.2; done
+	local end=$((SECONDS + $1)) t0=$EPOCHREALTIME; shift
+	until "$@"; do [ $SECONDS -ge $end ] && return 1; poll_nap 200 "$t0"; t0=$EPOCHREALTIME; done
 }
 san_check() {
 	grep -qE 'Sanitizer|runtime error' "$@" 2>/dev/null || return 0
