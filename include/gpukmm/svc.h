@@ -117,4 +117,14 @@ void gk_svc_on_stop(gk_svc *svc, void (*fn)(void *user), void *user);
 int gk_svc_ready(gk_svc *svc);
 void gk_svc_fini(gk_svc *svc);
 
+/* From now on the process has 3 s ($GPUKMM_STOP_BOUND_MS) to exit: past that a
+ * watchdog thread logs "NAME: WHAT did not finish within N ms (teardown hung,
+ * nng#1543?): exiting CODE now" and _exits CODE. For a teardown that can hang
+ * in nng 1.5.2's nng_close / nng_fini (nng#1543): a service's stop (armed by
+ * gk_svc_init's stop request, CODE 0), a command line tool's close once its
+ * answer is printed (CODE its exit status). exit() disarms it first (an atexit
+ * handler registered after the sanitizers' own), so LeakSanitizer's exit check
+ * runs in full. Once per process: a second call changes nothing. */
+void gk_exit_bound(const char *name, const char *what, int code);
+
 #endif

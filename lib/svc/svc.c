@@ -120,7 +120,8 @@ static struct {
 	pthread_t th;
 	bool armed, done;
 	int64_t deadline_ms;
-	char name[64];
+	char name[64], what[64];
+	int code;
 } wd = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
 static int64_t mono_ms(void)
@@ -151,9 +152,9 @@ static void *watchdog_main(void *arg)
 	pthread_mutex_unlock(&wd.mu);
 	if (done)
 		return NULL;
-	GK_ERROR("%s: stop did not finish within %d ms (teardown hung, nng#1543?): exiting 0 now", wd.name,
-		 stop_bound_ms());
-	_exit(0);
+	GK_ERROR("%s: %s did not finish within %d ms (teardown hung, nng#1543?): exiting %d now", wd.name, wd.what,
+		 stop_bound_ms(), wd.code);
+	_exit(wd.code);
 }
 
 static void watchdog_disarm(void)
@@ -170,7 +171,7 @@ static void watchdog_disarm(void)
 	pthread_mutex_unlock(&wd.mu);
 }
 
-static void watchdog_arm(const char *name)
+void gk_exit_bound(const char *name, const char *what, int code)
 {
 	pthread_mutex_lock(&wd.mu);
 	if (wd.armed || wd.done) {
@@ -178,6 +179,8 @@ static void watchdog_arm(const char *name)
 		return;
 	}
 	snprintf(wd.name, sizeof(wd.name), "%s", name);
+	snprintf(wd.what, sizeof(wd.what), "%s", what);
+	wd.code = code;
 	wd.deadline_ms = mono_ms() + stop_bound_ms();
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
@@ -189,14 +192,14 @@ static void watchdog_arm(const char *name)
 	bool first = wd.armed;
 	pthread_mutex_unlock(&wd.mu);
 	if (!first)
-		GK_WARN("%s: no stop watchdog (thread: out of resources)", name);
+		GK_WARN("%s: no watchdog for the %s (thread: out of resources)", name, what);
 	else
 		atexit(watchdog_disarm);
 }
 
 static void request_stop(gk_svc *svc, const char *why)
 {
-	watchdog_arm(svc->name);
+	gk_exit_bound(svc->name, "stop", 0);
 	if (svc->stopping || !svc->on_stop) {
 		if (svc->stopping)
 			GK_INFO("%s again: stopping now", why);

@@ -15,6 +15,7 @@
 
 #include "ctl.h"
 #include "gpukmm/ipc.h"
+#include "gpukmm/svc.h"
 
 #define LINGER_MS 200
 
@@ -167,6 +168,8 @@ static int do_call(const args *a)
 		free(s);
 		gk_ipc_free(rep);
 	}
+	fflush(stdout);
+	gk_exit_bound("gpukmmctl ipc call", "closing the connection", rc); /* as in cmd_status.c */
 	gk_ipc_client_close(c);
 	gk_ipc_fini();
 	return rc;
