@@ -291,7 +291,8 @@ Y
 # `bash -c "kraw ... | jq -e ..."` ran nothing and, with jq 1.6, passed on the empty output.
 in_shell() { (eval "$1"); }
 
-# wait_for SECONDS COMMAND...: polls COMMAND every 0.1 s until it succeeds.
+# wait_for SECONDS COMMAND...: polls COMMAND every 0.1 s (or twice as long as it took: poll_nap)
+# until it succeeds.
 wait_for() {
 	local deadline=$((SECONDS + $1)) t0
 	shift
