@@ -38,34 +38,45 @@ static int child_status(pid_t pid, long long *took_ms)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-Test(exit_bound, a_hung_teardown_ends_with_the_given_status_after_the_bound)
+/* Runs body() in a child with the bound set to BOUND_MS: its exit status, and how long it took. */
+static int in_child(const char *bound_ms, void (*body)(void), long long *took_ms)
 {
 	pid_t pid = fork();
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
-		setenv("GPUKMM_STOP_BOUND_MS", "300", 1);
-		gk_exit_bound("test", "closing the connection", 7);
-		for (;;)
-			pause(); /* a close that never returns */
+		setenv("GPUKMM_STOP_BOUND_MS", bound_ms, 1);
+		body();
+		_exit(99); /* (not reached) */
 	}
+	return child_status(pid, took_ms);
+}
+
+static void hung_teardown(void)
+{
+	gk_exit_bound("test", "closing the connection", 7);
+	for (;;)
+		pause(); /* a close that never returns */
+}
+
+static void exit_3(void)
+{
+	gk_exit_bound("test", "closing the connection", 7);
+	gk_exit_bound("test", "again", 9); /* once per process: changes nothing */
+	exit(3);
+}
+
+Test(exit_bound, a_hung_teardown_ends_with_the_given_status_after_the_bound)
+{
 	long long took = 0;
-	int rc = child_status(pid, &took);
+	int rc = in_child("300", hung_teardown, &took);
 	cr_assert_eq(rc, 7, "exit %d", rc);
 	cr_assert_geq(took, 250, "ended after %lld ms, before the bound", took);
 }
 
 Test(exit_bound, an_exit_before_the_bound_keeps_its_own_status)
 {
-	pid_t pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0) {
-		setenv("GPUKMM_STOP_BOUND_MS", "10000", 1);
-		gk_exit_bound("test", "closing the connection", 7);
-		gk_exit_bound("test", "again", 9); /* once per process: changes nothing */
-		exit(3);
-	}
 	long long took = 0;
-	int rc = child_status(pid, &took);
+	int rc = in_child("10000", exit_3, &took);
 	cr_assert_eq(rc, 3, "exit %d", rc);
 	cr_assert_lt(took, 5000, "the exit waited %lld ms for the watchdog", took);
 }
