@@ -21,7 +21,7 @@
  *           ("api_p50_ms"/"api_p99_ms": the API's share of the bus figure, what
  *           the watcher cannot be faster than).
  * Prints one JSON object: {"mode","n","p50_ms","p99_ms","max_ms","mean_ms",
- * "requests","writes","writes_per_change"[,"bus_p50_ms","bus_p99_ms"]} (API
+ * "requests","writes","writes_per_change"[,"bus_p50_ms","bus_p99_ms","api_p50_ms","api_p99_ms"]} (API
  * counts from /kubesim/stats, the driver's own ClusterPolicy patches
  * subtracted). */
 #include <cJSON.h>

@@ -84,10 +84,8 @@ int gkctl_status(int argc, char **argv)
 	int rc = gk_ipc_call(c, &gpukmm__control__descriptor, "List", &e.base, &r, timeout, &err);
 	if (rc) {
 		fprintf(stderr, "gpukmmctl status: %s: %s\n", control, err.msg);
-		gk_exit_bound("gpukmmctl status", "closing the connection", 1);
-		gk_ipc_client_close(c);
-		gk_ipc_fini();
-		return 1;
+		rc = 1;
+		goto out;
 	}
 	Gpukmm__ServiceTable *t = (Gpukmm__ServiceTable *)r;
 	if (json) {
@@ -121,6 +119,7 @@ int gkctl_status(int argc, char **argv)
 	}
 	rc = t->ready ? 0 : 1;
 	gk_ipc_free(r);
+out:
 	fflush(stdout);
 	/* the answer is out: a close hung in nng (a probe of a supervisor that is starting
 	 * can leave a pipe in its handshake) must not hang the command */

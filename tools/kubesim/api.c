@@ -166,11 +166,8 @@ static int spec_equal(const cJSON *a, const cJSON *b)
 /* Whether an update (cur NULL: a create) sets, changes or drops ownerReferences. */
 static int refs_changed(const cJSON *cur, const cJSON *n)
 {
-	const cJSON *a = cur ? cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cur, "metadata"),
-								 "ownerReferences")
-			     : NULL;
-	const cJSON *b = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(n, "metadata"),
-							  "ownerReferences");
+	const cJSON *a = ks_jget(ks_jget(cur, "metadata"), "ownerReferences");
+	const cJSON *b = ks_jget(ks_jget(n, "metadata"), "ownerReferences");
 	if (!a || !b)
 		return a != b;
 	return !ks_json_equal(a, b);
