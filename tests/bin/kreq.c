@@ -1,6 +1,6 @@
 /* kreq — one HTTP/1.1 request to kubesim, for the tests' kraw (tests/lib/kubesim.sh):
  *
- *   kreq [-X METHOD] [-H 'Name: value']... [--data-binary BODY] [--cacert FILE] URL
+ *   kreq [-X METHOD] [-H 'Name: value']... [--data-binary BODY] [--cacert FILE] [--max-time S] URL
  *
  * what kraw asked of curl (`curl -sS -X M -o - -w '%{stderr}%{http_code}' ...`) for less
  * of its CPU: curl loads 33 shared libraries at every start (17 ms of CPU a request over
@@ -11,7 +11,9 @@
  *   - stderr ends with the three-digit status code, "000" when no response was read,
  *     after a "kreq: ..." line saying why;
  *   - exit 0 when a response was read (any status, as curl without -f), else 7 (no
- *     connection), 35 (TLS), 56 (send/receive), 2 (usage);
+ *     connection), 35 (TLS), 56 (send/receive), 28 (no complete response within
+ *     --max-time seconds, default 60: a server that hangs fails the request, not the
+ *     test run), 2 (usage);
  *   - $KREQ_BEARER, when set, is sent as "Authorization: Bearer ..." (not in argv);
  *   - TLS verifies the server's certificate against --cacert (else the system's CAs)
  *     and its name or IP address against the URL's host.
@@ -29,6 +31,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <signal.h>
 #include <unistd.h>
 
 #define MAX_HEADERS 16
@@ -42,6 +45,16 @@ static int fail(int rc, const char *fmt, ...)
 	va_end(ap);
 	fputs("\n000", stderr);
 	return rc;
+}
+
+/* --max-time: the whole request, from the first connect to the last byte (SIGALRM). */
+static char timeout_msg[96];
+static void on_alarm(int sig)
+{
+	(void)sig;
+	ssize_t w = write(STDERR_FILENO, timeout_msg, strlen(timeout_msg));
+	(void)w;
+	_exit(28);
 }
 
 typedef struct buf {
@@ -239,6 +252,7 @@ int main(int argc, char **argv)
 	const char *method = "GET", *data = NULL, *cacert = NULL, *url = NULL;
 	const char *headers[MAX_HEADERS];
 	int nh = 0;
+	long max_time = 60;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		bool more = i + 1 < argc;
@@ -250,11 +264,17 @@ int main(int argc, char **argv)
 			data = argv[++i];
 		else if (!strcmp(a, "--cacert") && more)
 			cacert = argv[++i];
+		else if (!strcmp(a, "--max-time") && more) {
+			char *end;
+			max_time = strtol(argv[++i], &end, 10);
+			if (*end || max_time < 1 || max_time > 86400)
+				return fail(2, "--max-time %s: not a whole number of seconds from 1 to 86400", argv[i]);
+		}
 		else if (a[0] != '-' && !url)
 			url = a;
 		else
 			return fail(2, "usage: kreq [-X METHOD] [-H 'Name: value']... [--data-binary BODY] "
-				       "[--cacert FILE] URL (at most %d -H)", MAX_HEADERS);
+				       "[--cacert FILE] [--max-time S] URL (at most %d -H)", MAX_HEADERS);
 	}
 	if (!url)
 		return fail(2, "no URL");
@@ -285,6 +305,9 @@ int main(int argc, char **argv)
 		strcpy(port, tls ? "443" : "80");
 	}
 
+	snprintf(timeout_msg, sizeof timeout_msg, "kreq: no complete response within %ld s\n000", max_time);
+	signal(SIGALRM, on_alarm);
+	alarm((unsigned)max_time);
 	struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL;
 	int gai = getaddrinfo(host, port, &hints, &ai);
 	if (gai)

@@ -71,6 +71,19 @@ port=$KUBESIM_PORT
 kubesim_stop
 refused "no server: exit 7, code 000" "connect 127.0.0.1:$port" 7 "http://127.0.0.1:$port/version"
 refused "not a URL: exit 2" "not an http" 2 "ftp://127.0.0.1/x"
+refused "--max-time 0: exit 2" "not a whole number of seconds" 2 --max-time 0 "http://127.0.0.1:$port/version"
+# a server that never answers: its socket listens and nobody accepts (the kernel completes
+# the connection); kreq gives up after --max-time, not when the server goes away (exit 56)
+exec {hung}< <(exec python3 -c 'import socket, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(4)
+print(s.getsockname()[1], flush=True); time.sleep(60)')
+hung_pid=$!
+hport=
+read -r -t 20 hport <&"$hung" || true
+refused "a server that never answers: exit 28 after --max-time" "no complete response within 1 s" 28 \
+	--max-time 1 "http://127.0.0.1:${hport:-1}/version"
+kill "$hung_pid" 2>/dev/null
+exec {hung}<&-
 
 echo "# over https (RBAC: a bearer token)"
 KUBESIM_NO_TRAP=1 kubesim_start --rbac || { echo "not ok - kubesim starts with TLS"; exit 1; }
