@@ -168,12 +168,12 @@ $(BUILD)/bench/%: tests/bench/%.c $(LIBAPP) $(LIBGK) | $(PROTO_H)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< -Wl,--start-group $(LIBAPP) $(LIBGK) -Wl,--end-group $(LDLIBS)
 
 # ---- test / bench / fuzz -----------------------------------------------------
-# make check: everything, then everything again under ASan+UBSan.
+# make check: everything, then everything again under ASan+UBSan (tests/check.sh: the
+# sanitizer build runs niced beside the plain pass's tests); T=pattern limits the tests.
 # Builds with -j$(JOBS) (default 2: the machines are 2-core) so `make check` alone is enough.
 JOBS ?= 2
 check:
-	$(MAKE) -j$(JOBS) BUILD=$(BUILD) SAN=0 check-run
-	$(MAKE) -j$(JOBS) BUILD=$(BUILD)-san SAN=1 OPT=-O1 check-run
+	BUILD=$(BUILD) JOBS=$(JOBS) MAKE="$(MAKE)" tests/check.sh $(T)
 
 # one pass in one build dir; T=pattern limits the tests run (e.g. T=ipc)
 check-run: tests
