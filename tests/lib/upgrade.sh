@@ -16,9 +16,10 @@
 #                            loop that replaces an evicted trainer on a node that
 #                            is schedulable and has the driver (the ReplicaSet
 #                            controller and the scheduler kubesim does not run)
-#   up_sampler_start / up_sampler_max KIND   sample every 100 ms: KIND "nodriver"
-#                            = GPU nodes without the module loaded (fake-kmm's record),
-#                            "active" = nodes in draining/unloading/loading; the max seen
+#   up_sampler_start / up_sampler_max KIND   a sample at every change of a GPU node (a
+#                            watch): KIND "nodriver" = GPU nodes without the module loaded
+#                            (fake-kmm's record), "active" = nodes in draining/unloading/
+#                            loading; the max seen
 #   version_on NODE V / reports NODE V / state_is NODE S / done_on NODE V
 #   evictions                the upgrader's pods/eviction creates so far (kubesim)
 #   agent_writes AGENT       kubesim's count of the writes of a client program (JSON)
@@ -121,16 +122,36 @@ up_trainer() { # NAME NODE
 trainer_on() { [ -n "$(kraw GET "/api/v1/namespaces/work/pods?labelSelector=app%3Dtrainer&fieldSelector=spec.nodeName%3D$1" | jq -r '.items[]? | select(.metadata.deletionTimestamp == null) | .metadata.name')" ]; }
 
 # ---- the sampler -----------------------------------------------------------------------------------
+# One watch of the nodes (curl) and one jq that keeps the GPU nodes and writes a sample
+# "NODRIVER ACTIVE" at every change of one: every state the API went through, for two
+# processes in all (a poll every 100 ms forked two each time and could miss a state that
+# lasted less). A watch that ends (its timeout, kubesim gone) is opened again; its
+# synthetic ADDED events rebuild the state, and a state rebuilt in part never counts more
+# than the whole.
 up_sampler_start() {
 	: >"$D/samples"
 	(
-		trap 'exit 0' TERM
+		c= j=
+		trap 'kill $c $j 2>/dev/null; exit 0' TERM
 		while :; do
-			kraw GET /api/v1/nodes 2>/dev/null | jq -r --arg l "$LOADED" --arg s "$STATE" '
-				[.items[] | select(.metadata.name | startswith("gpu-"))] |
-				"\([.[] | select(.metadata.annotations[$l] == null)] | length) \([.[] |
-				select(.metadata.labels[$s] == "draining" or .metadata.labels[$s] == "unloading" or
-				.metadata.labels[$s] == "loading")] | length)"' 2>/dev/null >>"$D/samples"
+			rm -f "$D/nodes.watch" && mkfifo "$D/nodes.watch" || exit 1
+			curl -sN ${KUBESIM_CA:+--cacert "$KUBESIM_CA"} \
+				${KUBESIM_ADMIN_TOKEN:+-H "Authorization: Bearer $KUBESIM_ADMIN_TOKEN"} \
+				"$KUBESIM_URL/api/v1/nodes?watch=1&timeoutSeconds=900" >"$D/nodes.watch" 2>/dev/null &
+			c=$!
+			jq -nr --unbuffered --arg l "$LOADED" --arg s "$STATE" '
+				foreach (inputs | select(.object.metadata.name? // "" | startswith("gpu-"))) as $e ({};
+					if $e.type == "DELETED" then del(.[$e.object.metadata.name])
+					elif $e.type == "ADDED" or $e.type == "MODIFIED" then .[$e.object.metadata.name] = $e.object
+					else . end;
+					[.[]] | "\([.[] | select(.metadata.annotations[$l] == null)] | length) \([.[] |
+						select(.metadata.labels[$s] | . == "draining" or . == "unloading" or . == "loading")] | length)")' \
+				<"$D/nodes.watch" >>"$D/samples" 2>/dev/null &
+			j=$!
+			wait "$j"
+			kill "$c" 2>/dev/null
+			wait "$c"
+			c= j=
 			nap 0.1
 		done
 	) >/dev/null 2>&1 &
