@@ -25,3 +25,27 @@ poll_nap() {
 	printf -v s '%d.%06d' $((us / 1000000)) $((us % 1000000))
 	nap "$s"
 }
+
+# read_line FD SECONDS VAR: the next whole line of FD in VAR, waiting at most SECONDS.
+# Returns 0 (a line), 2 (none whole yet) or 1 (end of input; a last line without its
+# newline is dropped: a stream cut there). bash's `read -t` returns what it had read of a
+# line when its time is up, and the rest comes with the next read as a line of its own:
+# a loop that reads a stream with a timeout split the lines the timeout cut. Here that
+# part is kept (per FD) and put in front of the rest.
+declare -gA READ_LINE_PART=()
+read_line() {
+	local _l _rc
+	IFS= read -r -t "$2" -u "$1" _l
+	_rc=$?
+	if [ "$_rc" = 0 ]; then
+		printf -v "$3" '%s' "${READ_LINE_PART[$1]:-}$_l"
+		READ_LINE_PART[$1]=
+		return 0
+	fi
+	if [ "$_rc" -gt 128 ]; then
+		READ_LINE_PART[$1]+=$_l
+		return 2
+	fi
+	READ_LINE_PART[$1]=
+	return 1
+}

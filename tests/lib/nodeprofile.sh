@@ -19,7 +19,7 @@
 #                               "sb-idle": Secure Boot on, lockdown integrity)
 #   np_kernel NODE KERNEL       the node boots another kernel (its root follows; the
 #                               Node's status.nodeInfo is the caller's business)
-#   np_follow_start             the stand-in for KMM's worker pods: a loop that points
+#   np_follow_start             the stand-in for KMM's worker pods: a watch of the Nodes that points
 #                               each node's root at "oot-idle" while fake-kmm records a
 #                               module loaded there (annotation fake-kmm.gpukmm.io/loaded.*,
 #                               "<kernel>[ <version>]": with a version, the root
@@ -139,32 +139,64 @@ np_stop_all() { # prints "ok"/"not ok" per node supervisor when NP_CHECK=1
 	done
 }
 
-# One GET of all Nodes per round; a node's root is switched only when its state
-# changes (the prober sees the new tree on its next interval). Flavor "sb": the
-# roots of a Secure Boot node.
+# The follower: one watch of the Nodes (curl) and one jq that prints "NAME<tab>VERSION" at
+# every change of a node ("-": no module recorded; "!": the node was deleted), read by this
+# loop as they come (read_line: a line that a timeout cut is not lost). A node's root is
+# switched only when its state changes (the prober sees the new tree on its next interval).
+# After 0.3 s without an event, every node known is looked at again (builtins only: no
+# process per node and round), for what changes outside the API: a pin lifted, a node's
+# kernel. A watch that ends (its timeout, kubesim restarted) is opened again; its
+# synthetic ADDED events give every node's state anew. Flavor "sb": the roots of a
+# Secure Boot node.
+np_follow_one() { # NODE VERSION
+	local n=$1 ver=$2 fl want st kv
+	[ -f "$NP_DIR/$n/kernel" ] && [ ! -f "$NP_DIR/$n/pin" ] || return 0
+	np_get fl "$NP_DIR/$n/flavor" oot
+	want=$fl-avail
+	if [ "$ver" != - ]; then
+		want=$fl-idle
+		[ -n "$ver" ] && want=$want@$ver
+	fi
+	np_get st "$NP_DIR/$n/state" "$fl-avail"
+	[ "$st" = "$want" ] && return 0
+	np_get kv "$NP_DIR/$n/kernel" ""
+	np_fixture "$kv" "$want" || return 0
+	np_locked "$n" eval '[ ! -f "$NP_DIR/$n/pin" ] && np_set_root "$n" "$kv" "$want"'
+}
 np_follow_start() {
 	(
-		trap 'exit 0' TERM
+		c= j= wfd= n= v= line= rc=
+		declare -A vers=()
+		trap 'kill $c $j 2>/dev/null; exit 0' TERM
 		while :; do
-			kcurl -s --max-time 5 "$KUBESIM_URL/api/v1/nodes" 2>/dev/null |
-				jq -r '.items[]? | [.metadata.name, ((.metadata.annotations // {}) | to_entries |
-					map(select(.key | startswith("fake-kmm.gpukmm.io/loaded."))) |
-					if length == 0 then "-" else (.[0].value | split(" ") | .[1] // "") end)] | @tsv' 2>/dev/null |
-				while IFS=$'\t' read -r n ver; do
-					[ -f "$NP_DIR/$n/kernel" ] && [ ! -f "$NP_DIR/$n/pin" ] || continue
-					# (no process per node and round: builtins only until a root switches)
-					np_get fl "$NP_DIR/$n/flavor" oot
-					want=$fl-avail
-					if [ "$ver" != - ]; then
-						want=$fl-idle
-						[ -n "$ver" ] && want=$want@$ver
-					fi
-					np_get st "$NP_DIR/$n/state" "$fl-avail"
-					[ "$st" = "$want" ] && continue
-					np_get kv "$NP_DIR/$n/kernel" ""
-					np_fixture "$kv" "$want" || continue
-					np_locked "$n" eval '[ ! -f "$NP_DIR/$n/pin" ] && np_set_root "$n" "$kv" "$want"'
-				done
+			rm -f "$NP_DIR/nodes.watch" && mkfifo "$NP_DIR/nodes.watch" || exit 1
+			curl -sN ${KUBESIM_CA:+--cacert "$KUBESIM_CA"} \
+				${KUBESIM_ADMIN_TOKEN:+-H "Authorization: Bearer $KUBESIM_ADMIN_TOKEN"} \
+				"$KUBESIM_URL/api/v1/nodes?watch=1&timeoutSeconds=900" >"$NP_DIR/nodes.watch" 2>/dev/null &
+			c=$!
+			exec {wfd}< <(exec jq --unbuffered -r 'select(.type == "ADDED" or .type == "MODIFIED" or
+				.type == "DELETED") | [.object.metadata.name, if .type == "DELETED" then "!" else
+				((.object.metadata.annotations // {}) | to_entries |
+				 map(select(.key | startswith("fake-kmm.gpukmm.io/loaded."))) |
+				 if length == 0 then "-" else (.[0].value | split(" ") | .[1] // "") end) end] | @tsv' \
+				<"$NP_DIR/nodes.watch" 2>/dev/null)
+			j=$!
+			while :; do
+				read_line "$wfd" 0.3 line
+				rc=$?
+				if [ $rc = 0 ]; then
+					n=${line%%$'\t'*} v=${line#*$'\t'}
+					if [ "$v" = "!" ]; then unset "vers[$n]"; else vers[$n]=$v; np_follow_one "$n" "$v"; fi
+				elif [ $rc = 2 ]; then
+					for n in "${!vers[@]}"; do np_follow_one "$n" "${vers[$n]}"; done
+				else
+					break # the watch ended
+				fi
+			done
+			exec {wfd}<&-
+			kill "$c" "$j" 2>/dev/null
+			wait "$c" "$j" 2>/dev/null
+			c= j=
 			nap 0.3
 		done
 	) >/dev/null 2>&1 &
