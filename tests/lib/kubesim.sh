@@ -29,6 +29,7 @@
 #   kubesim_admin_kubeconfig FILE            one with the admin token
 # $KUBESIM_ARGS: the flags kubesim was started with (a restart passes them again).
 #   kcurl ARGS...                            curl with the CA and the admin token
+#   kwatch FIFO PATH                         a watch streamed into FIFO (curl's pid: KWATCH_PID)
 #   kubesim_denials [USER-REGEX]             the 403s kubesim answered (to that user), one per line
 #   kubesim_kubeconfigs DIR NS               DIR/{kubeconfig,node-kubeconfig,kmm-kubeconfig}
 #   kubesim_rbac_verdict NS [EXPECTED]       ok/not ok: none of NS's ServiceAccounts was refused
@@ -132,6 +133,17 @@ kcurl() {
 	[ -n "${KUBESIM_CA:-}" ] && args+=(--cacert "$KUBESIM_CA")
 	[ -n "$tok" ] && args+=(-H "Authorization: Bearer $tok")
 	curl "${args[@]}" "$@"
+}
+
+# kwatch FIFO PATH: a watch of kubesim (PATH with ?watch=1...) streamed by curl into FIFO
+# (made anew), with kcurl's CA and token; curl's own pid in KWATCH_PID (to kill it). The
+# script's follower and sampler read their watch of the Nodes this way.
+kwatch() {
+	local tok=${KRAW_TOKEN-${KUBESIM_ADMIN_TOKEN:-}}
+	rm -f "$1" && mkfifo "$1" || return 1
+	curl -sN ${KUBESIM_CA:+--cacert "$KUBESIM_CA"} ${tok:+-H "Authorization: Bearer $tok"} \
+		"${KUBESIM_URL:?kubesim not running}$2" >"$1" 2>/dev/null &
+	KWATCH_PID=$!
 }
 
 # A kubeconfig for ServiceAccount NS/NAME: its token under RBAC, else just a token.

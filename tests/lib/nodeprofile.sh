@@ -169,11 +169,8 @@ np_follow_start() {
 		declare -A vers=()
 		trap 'kill $c $j 2>/dev/null; exit 0' TERM
 		while :; do
-			rm -f "$NP_DIR/nodes.watch" && mkfifo "$NP_DIR/nodes.watch" || exit 1
-			curl -sN ${KUBESIM_CA:+--cacert "$KUBESIM_CA"} \
-				${KUBESIM_ADMIN_TOKEN:+-H "Authorization: Bearer $KUBESIM_ADMIN_TOKEN"} \
-				"$KUBESIM_URL/api/v1/nodes?watch=1&timeoutSeconds=900" >"$NP_DIR/nodes.watch" 2>/dev/null &
-			c=$!
+			kwatch "$NP_DIR/nodes.watch" "/api/v1/nodes?watch=1&timeoutSeconds=900" || exit 1
+			c=$KWATCH_PID
 			exec {wfd}< <(exec jq --unbuffered -r 'select(.type == "ADDED" or .type == "MODIFIED" or
 				.type == "DELETED") | [.object.metadata.name, if .type == "DELETED" then "!" else
 				((.object.metadata.annotations // {}) | to_entries |

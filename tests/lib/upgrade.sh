@@ -134,11 +134,8 @@ up_sampler_start() {
 		c= j=
 		trap 'kill $c $j 2>/dev/null; exit 0' TERM
 		while :; do
-			rm -f "$D/nodes.watch" && mkfifo "$D/nodes.watch" || exit 1
-			curl -sN ${KUBESIM_CA:+--cacert "$KUBESIM_CA"} \
-				${KUBESIM_ADMIN_TOKEN:+-H "Authorization: Bearer $KUBESIM_ADMIN_TOKEN"} \
-				"$KUBESIM_URL/api/v1/nodes?watch=1&timeoutSeconds=900" >"$D/nodes.watch" 2>/dev/null &
-			c=$!
+			kwatch "$D/nodes.watch" "/api/v1/nodes?watch=1&timeoutSeconds=900" || exit 1
+			c=$KWATCH_PID
 			jq -nr --unbuffered --arg l "$LOADED" --arg s "$STATE" '
 				foreach (inputs | select(.object.metadata.name? // "" | startswith("gpu-"))) as $e ({};
 					if $e.type == "DELETED" then del(.[$e.object.metadata.name])
