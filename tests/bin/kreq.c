@@ -24,6 +24,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -31,7 +32,6 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
-#include <signal.h>
 #include <unistd.h>
 
 #define MAX_HEADERS 16
