@@ -91,13 +91,13 @@ static int one_round(ks_server *s)
 	for (int bi = 0; bi < st->nb; bi++) {
 		ks_bucket *b = &st->b[bi];
 		for (int i = 0; i < b->n; i++) {
-			const char *uid = ks_meta_str(b->items[i].obj, "uid");
-			if (!uid)
+			const ks_item *it = &b->items[i];
+			if (!it->uid)
 				continue;
-			struct owner *o = um_get(&m, uid, 1);
-			o->deleting = cJSON_GetObjectItemCaseSensitive(ks_meta(b->items[i].obj), "deletionTimestamp") != NULL;
-			o->orphan = o->deleting && has_fin(b->items[i].obj, "orphan");
-			o->foreground = o->deleting && has_fin(b->items[i].obj, "foregroundDeletion");
+			struct owner *o = um_get(&m, it->uid, 1);
+			o->deleting = it->deleting;
+			o->orphan = o->deleting && has_fin(it->obj, "orphan");
+			o->foreground = o->deleting && has_fin(it->obj, "foregroundDeletion");
 		}
 	}
 	/* pass 2: dependents decide; actions collected, applied after the scan */
@@ -113,8 +113,9 @@ static int one_round(ks_server *s)
 		if (!t)
 			continue;
 		for (int i = 0; i < b->n; i++) {
-			const cJSON *obj = b->items[i].obj;
-			const cJSON *refs = cJSON_GetObjectItemCaseSensitive(ks_meta((cJSON *)obj), "ownerReferences");
+			const cJSON *refs = b->items[i].refs;
+			if (!refs)
+				continue;
 			int nrefs = cJSON_GetArraySize(refs), dangling = 0, strip = 0, fg = 0;
 			const cJSON *ref;
 			cJSON_ArrayForEach(ref, refs) {
@@ -130,16 +131,15 @@ static int one_round(ks_server *s)
 				else if (o->foreground)
 					fg = 1;
 			}
-			int deleting = cJSON_GetObjectItemCaseSensitive(ks_meta((cJSON *)obj), "deletionTimestamp") != NULL;
 			struct action a = { .t = t };
-			snprintf(a.ns, sizeof(a.ns), "%s", b->items[i].ns);
-			snprintf(a.name, sizeof(a.name), "%s", b->items[i].name);
 			if (strip)
 				a.kind = 1;
-			else if (!deleting && ((nrefs > 0 && dangling == nrefs) || fg))
+			else if (!b->items[i].deleting && ((nrefs > 0 && dangling == nrefs) || fg))
 				a.kind = 0;
 			else
 				continue;
+			snprintf(a.ns, sizeof(a.ns), "%s", b->items[i].ns);
+			snprintf(a.name, sizeof(a.name), "%s", b->items[i].name);
 			if (nact == capact) {
 				struct action *na = realloc(acts, sizeof(*acts) * (size_t)capact * 2);
 				if (!na)
@@ -163,9 +163,10 @@ static int one_round(ks_server *s)
 			continue;
 		int is_ns = !grp[0] && strcmp(res, "namespaces") == 0;
 		for (int i = 0; i < b->n; i++) {
+			if (!b->items[i].deleting || !b->items[i].uid)
+				continue;
 			const cJSON *obj = b->items[i].obj;
-			const char *uid = ks_meta_str(obj, "uid");
-			struct owner *o = uid ? um_get(&m, uid, 0) : NULL;
+			struct owner *o = um_get(&m, b->items[i].uid, 0);
 			if (!o || !o->deleting)
 				continue;
 			struct action a = { .t = t };
@@ -187,8 +188,7 @@ static int one_round(ks_server *s)
 						for (int k = 0; t2 && k < st->b[bj].n; k++) {
 							if (strcmp(st->b[bj].items[k].ns, b->items[i].name) != 0)
 								continue;
-							if (cJSON_GetObjectItemCaseSensitive(ks_meta(st->b[bj].items[k].obj),
-											     "deletionTimestamp"))
+							if (st->b[bj].items[k].deleting)
 								continue;
 							struct action d = { .kind = 0, .t = t2 };
 							snprintf(d.ns, sizeof(d.ns), "%s", st->b[bj].items[k].ns);

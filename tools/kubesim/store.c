@@ -196,6 +196,15 @@ static int record(ks_store *s, int type, const char *gr, ks_blob *cur, ks_blob *
 	return 0;
 }
 
+static void item_cache(ks_item *it)
+{
+	const cJSON *m = cJSON_GetObjectItemCaseSensitive(it->obj, "metadata");
+	const cJSON *uid = cJSON_GetObjectItemCaseSensitive(m, "uid");
+	it->uid = cJSON_IsString(uid) ? uid->valuestring : NULL;
+	it->refs = cJSON_GetObjectItemCaseSensitive(m, "ownerReferences");
+	it->deleting = cJSON_GetObjectItemCaseSensitive(m, "deletionTimestamp") != NULL;
+}
+
 int ks_store_put(ks_store *s, const char *group, const char *resource, const char *ns, const char *name,
 		 cJSON *obj)
 {
@@ -213,6 +222,7 @@ int ks_store_put(ks_store *s, const char *group, const char *resource, const cha
 	if (found) {
 		cJSON_Delete(b->items[i].obj);
 		b->items[i].obj = obj;
+		item_cache(&b->items[i]);
 		old = b->items[i].blob; /* the item's reference moves to the event */
 		b->items[i].blob = ks_blob_ref(blob);
 	} else {
@@ -239,6 +249,7 @@ int ks_store_put(ks_store *s, const char *group, const char *resource, const cha
 		b->items[i].ns = nsd;
 		b->items[i].name = nd;
 		b->items[i].obj = obj;
+		item_cache(&b->items[i]);
 		b->items[i].blob = ks_blob_ref(blob);
 		b->n++;
 		s->nobjs++;
