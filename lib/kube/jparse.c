@@ -22,6 +22,13 @@ static void *ja_alloc(gk_jarena *a, size_t n)
 {
 	n = (n + 15) & ~(size_t)15;
 	gk_jblk *b = a->b;
+	if ((!b || b->cap - b->used < n) && a->spare && a->spare->cap >= n) {
+		gk_jblk *nb = a->spare;
+		a->spare = nb->next;
+		nb->next = b;
+		nb->used = 0;
+		a->b = b = nb;
+	}
 	if (!b || b->cap - b->used < n) {
 		size_t cap = b ? (b->cap < JA_MAX_BLK ? b->cap * 2 : b->cap) : JA_FIRST;
 		if (cap < n)
@@ -39,14 +46,26 @@ static void *ja_alloc(gk_jarena *a, size_t n)
 	return p;
 }
 
+void gk_jarena_rewind(gk_jarena *a)
+{
+	for (gk_jblk *b = a->b, *n; b; b = n) {
+		n = b->next;
+		b->next = a->spare;
+		a->spare = b;
+	}
+	a->b = NULL;
+}
+
 void gk_jarena_reset(gk_jarena *a)
 {
 	gk_jblk *keep = NULL;
-	for (gk_jblk *b = a->b, *n; b; b = n) {
-		n = b->next;
-		if (!keep && b->cap <= JA_KEEP)
+	gk_jarena_rewind(a);
+	for (gk_jblk *b = a->spare; b; b = b->next)
+		if (b->cap <= JA_KEEP && (!keep || b->cap > keep->cap))
 			keep = b;
-		else
+	for (gk_jblk *b = a->spare, *n; b; b = n) {
+		n = b->next;
+		if (b != keep)
 			free(b);
 	}
 	if (keep) {
@@ -54,15 +73,17 @@ void gk_jarena_reset(gk_jarena *a)
 		keep->used = 0;
 	}
 	a->b = keep;
+	a->spare = NULL;
 }
 
 void gk_jarena_free(gk_jarena *a)
 {
-	for (gk_jblk *b = a->b, *n; b; b = n) {
+	gk_jarena_rewind(a);
+	for (gk_jblk *b = a->spare, *n; b; b = n) {
 		n = b->next;
 		free(b);
 	}
-	a->b = NULL;
+	a->spare = NULL;
 }
 
 typedef struct jp {

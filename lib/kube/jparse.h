@@ -15,7 +15,8 @@
 
 typedef struct gk_jblk gk_jblk;
 typedef struct gk_jarena {
-	gk_jblk *b; /* newest block first */
+	gk_jblk *b;     /* newest block first */
+	gk_jblk *spare; /* blocks a rewind kept, used again before any new one */
 } gk_jarena;
 
 /* Parses one JSON value at s (leading whitespace skipped), reading at most len
@@ -25,6 +26,10 @@ typedef struct gk_jarena {
 cJSON *gk_jparse(gk_jarena *a, const char *s, size_t len, size_t *used);
 /* Drops every tree of the arena; keeps one block of moderate size for reuse. */
 void gk_jarena_reset(gk_jarena *a);
+/* Drops every tree but keeps every block for the next documents: between the
+ * pages of one list, each of which needs megabytes (a fresh mapping per page
+ * costs its page faults again); reset once the list is over. */
+void gk_jarena_rewind(gk_jarena *a);
 void gk_jarena_free(gk_jarena *a);
 
 #endif

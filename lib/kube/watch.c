@@ -412,22 +412,28 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *user)
 
 /* ---- transfer finished ---- */
 
-static void list_done(gk_kube_watch *w)
+/* A page of a big list is hundreds of KB: neither its buffer nor its arena's
+ * blocks are kept for the life of the watch (the stream needs no body buffer),
+ * only from one page to the next. */
+static void list_buffers_drop(gk_kube_watch *w)
 {
-	const cJSON *j = w->body.data ? gk_jparse(&w->arena, w->body.data, w->body.len, NULL) : NULL;
 	if (w->body.cap > 64 * 1024) {
-		/* a page of a big list (hundreds of KB): do not keep it for the
-		 * life of the watch, the stream itself needs no body buffer */
 		free(w->body.data);
 		w->body.data = NULL;
 		w->body.cap = w->body.len = 0;
 	}
+}
+
+static void list_done(gk_kube_watch *w)
+{
+	const cJSON *j = w->body.data ? gk_jparse(&w->arena, w->body.data, w->body.len, NULL) : NULL;
 	gk_err cerr = {0};
 	if (gk_kube_check_list(j, w->group, w->version, &cerr)) {
 		/* not an empty cluster: a failed list. Nothing is deleted, the
 		 * cache is kept, the whole list starts over after a backoff */
 		char msg[GK_ERR_MSG_MAX + 64];
 		gk_jarena_reset(&w->arena);
+		list_buffers_drop(w);
 		w->stats.bad_lists++;
 		snprintf(msg, sizeof msg, "list failed: %s%s", j ? "" : "the body does not parse as JSON; ",
 			 j ? cerr.msg : "");
@@ -444,6 +450,7 @@ static void list_done(gk_kube_watch *w)
 		if (key && listed_add(w, key)) {
 			free(key);
 			gk_jarena_reset(&w->arena);
+			list_buffers_drop(w);
 			report_error(w, GK_RESOURCE_EXHAUSTED, "out of memory");
 			backoff(w, -1);
 			return;
@@ -464,8 +471,12 @@ static void list_done(gk_kube_watch *w)
 	w->cont = NULL;
 	if (cJSON_IsString(cont) && cont->valuestring[0]) {
 		w->cont = strdup(cont->valuestring);
-		gk_jarena_reset(&w->arena);
+		/* the next page needs as much again: keep the arena's blocks and
+		 * the body buffer until the list is over */
+		gk_jarena_rewind(&w->arena);
 		if (!w->cont) {
+			gk_jarena_reset(&w->arena);
+			list_buffers_drop(w);
 			report_error(w, GK_RESOURCE_EXHAUSTED, "out of memory");
 			backoff(w, -1);
 			return;
@@ -474,6 +485,7 @@ static void list_done(gk_kube_watch *w)
 		return;
 	}
 	gk_jarena_reset(&w->arena);
+	list_buffers_drop(w);
 	/* complete: whatever the cache knew that the list lacks is gone */
 	const char **old = gk_kmap_keys(&w->keys);
 	if (!old) {

@@ -275,6 +275,55 @@ Test(jparse, big_documents_span_blocks)
 	free(s);
 }
 
+Test(jparse, a_rewind_keeps_every_block_for_the_next_page)
+{
+	/* the pages of one list: each needs several blocks; after a rewind the
+	 * next page is built in the blocks the last one used, none allocated */
+	size_t n = 20000, cap = n * 40 + 64;
+	char *s[2];
+	size_t len[2];
+	for (int p = 0; p < 2; p++) {
+		cr_assert((s[p] = malloc(cap)));
+		len[p] = (size_t)sprintf(s[p], "{\"items\":[");
+		for (size_t i = 0; i < n; i++)
+			len[p] += (size_t)sprintf(s[p] + len[p], "%s{\"metadata\":{\"name\":\"p%d-%zu\"}}", i ? "," : "",
+						  p, i);
+		len[p] += (size_t)sprintf(s[p] + len[p], "]}");
+	}
+	gk_jarena a = {0};
+	cr_assert(gk_jparse(&a, s[0], len[0], NULL));
+	gk_jblk *head = a.b;
+	cr_assert(head);
+	gk_jarena_rewind(&a);
+	cr_assert_null(a.b);
+	cr_assert(a.spare);
+	const cJSON *j = gk_jparse(&a, s[1], len[1], NULL);
+	cr_assert(j);
+	/* the same sizes again: every spare block taken, in the order they grew,
+	 * so the last one is the head of before */
+	cr_assert_null(a.spare);
+	cr_assert_eq(a.b, head);
+	const cJSON *items = cJSON_GetObjectItem(j, "items");
+	cr_assert_eq(cJSON_GetArraySize(items), (int)n);
+	cr_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(items, 0), "metadata"), "name")
+				 ->valuestring,
+			 "p1-0");
+	cr_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(items, (int)n - 1), "metadata"),
+					     "name")
+				 ->valuestring,
+			 "p1-19999");
+	/* a reset after the list keeps one moderate block and no spares */
+	gk_jarena_rewind(&a);
+	gk_jarena_reset(&a);
+	cr_assert_null(a.spare);
+	cr_assert(a.b);
+	gk_jarena_free(&a);
+	cr_assert_null(a.b);
+	cr_assert_null(a.spare);
+	free(s[0]);
+	free(s[1]);
+}
+
 /* ---- relist diff ---- */
 
 static void count_key(void *user, const char *key)
