@@ -9,6 +9,8 @@
 #include <re2/re2.h>
 
 #include <cstdio>
+#include <memory>
+#include <mutex>
 #include <string>
 
 static void opts_go(RE2::Options *o)
@@ -63,18 +65,51 @@ extern "C" int gk_policy_re2go_check(const char *pattern, char *msg, size_t cap)
 	}
 }
 
+/* The last patterns compiled, for matching: statusd matches every selected
+ * Node's kernel against its policy's mappings (15,000 nodes × 3 policies at a
+ * cold start), and compiling the pattern each time was most of that work. A
+ * policy has a few mappings; a small ring is enough and bounds the memory (each
+ * RE2 may grow its DFA cache up to its share of max_mem). A compiled RE2 is
+ * safe to match from several threads; the ring itself is under a mutex. */
+#define RE_CACHE_SLOTS 16
+
+struct re_slot {
+	std::string pattern;
+	std::shared_ptr<const RE2> re;
+};
+
+static std::mutex re_mu;
+static re_slot re_cache[RE_CACHE_SLOTS];
+static unsigned re_next;
+
+static std::shared_ptr<const RE2> compiled(const char *pattern)
+{
+	{
+		std::lock_guard<std::mutex> g(re_mu);
+		for (const re_slot &sl : re_cache)
+			if (sl.re && sl.pattern == pattern)
+				return sl.re;
+	}
+	RE2::Options o;
+	opts_go(&o);
+	auto re = std::make_shared<const RE2>(pattern, o);
+	std::lock_guard<std::mutex> g(re_mu);
+	re_slot &sl = re_cache[re_next++ % RE_CACHE_SLOTS];
+	sl.pattern = pattern;
+	sl.re = re;
+	return re;
+}
+
 /* 1 = matches (unanchored, like Go's MatchString), 0 = no match, -1 = invalid pattern. */
 extern "C" int gk_policy_re2go_match(const char *pattern, const char *text)
 {
 	if (!pattern || !text)
 		return -1;
 	try {
-		RE2::Options o;
-		opts_go(&o);
-		RE2 re(pattern, o);
-		if (!re.ok())
+		std::shared_ptr<const RE2> re = compiled(pattern);
+		if (!re->ok())
 			return -1;
-		return RE2::PartialMatch(text, re) ? 1 : 0;
+		return RE2::PartialMatch(text, *re) ? 1 : 0;
 	} catch (...) {
 		return -1;
 	}

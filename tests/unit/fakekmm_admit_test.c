@@ -1,6 +1,7 @@
 /* fake-kmm admission rules: every rule and message of KMM's Module webhook,
  * table-driven after KMM's own internal/webhook/module_test.go cases. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -354,4 +355,25 @@ Test(admit, re2_go_semantics)
 	cr_expect_str_eq(m, "error parsing regexp: missing closing ]: `[a`");
 	cr_expect_eq(gk_policy_re2go_check("(?P<n>a)", m, sizeof m), 0);
 	cr_expect_eq(gk_policy_re2go_check("", m, sizeof m), 0);
+}
+
+Test(admit, re2_match_keeps_answers_through_its_cache)
+{
+	/* the compiled patterns are kept in a small ring: more patterns than
+	 * slots, each asked again after the others pushed it out, an invalid one
+	 * among them, a pattern that differs from a kept one in its last byte */
+	char pat[40][32], text[32];
+	for (int round = 0; round < 3; round++) {
+		for (int i = 0; i < 40; i++) {
+			snprintf(pat[i], sizeof pat[i], "^6\\.%d\\.", i);
+			snprintf(text, sizeof text, "6.%d.0-18-amd64", i);
+			cr_assert_eq(gk_policy_re2go_match(pat[i], text), 1, "%s on %s", pat[i], text);
+			snprintf(text, sizeof text, "6.%d.0-18-amd64", i + 100);
+			cr_assert_eq(gk_policy_re2go_match(pat[i], text), 0, "%s on %s", pat[i], text);
+			cr_assert_eq(gk_policy_re2go_match("(", "x"), -1);
+		}
+		cr_assert_eq(gk_policy_re2go_match("^6\\.1\\.", "6.1.0"), 1);
+		cr_assert_eq(gk_policy_re2go_match("^6\\.1\\.$", "6.1.0"), 0);
+		cr_assert_eq(gk_policy_re2go_match("^6\\.1\\.", "6.10.0"), 0);
+	}
 }
