@@ -113,33 +113,32 @@ static void do_list(ks_server *s, const ks_rtype *t, const char *ns, const ks_re
 		snprintf(start_name, sizeof(start_name), "%s", sep + 1);
 		have_start = 1;
 	}
-	cJSON *list = cJSON_CreateObject();
-	cJSON *items = cJSON_CreateArray();
+	/* The page is written from each object's stored compact JSON (its blob,
+	 * what cJSON_PrintUnformatted of it gives) joined in the list's frame; only
+	 * an object stored in another version is converted and printed. A page of
+	 * 250 Nodes printed as one cJSON tree spent most of the list's time in the
+	 * printer and its growing buffer. Bucket items are sorted by (namespace,
+	 * name): a namespace and a continue key start by binary search. */
 	char av[256];
-	if (!list || !items) {
-		cJSON_Delete(list);
-		cJSON_Delete(items);
-		ks_selector_free(&ls);
-		ks_selector_free(&fs);
-		ks_resp_status(out, 500, "InternalError", NULL, NULL, NULL, NULL, "out of memory");
-		return;
-	}
-	cJSON_AddStringToObject(list, "kind", t->list_kind);
-	cJSON_AddStringToObject(list, "apiVersion", ks_rtype_api_version(t, av, sizeof(av)));
-	cJSON *meta = cJSON_AddObjectToObject(list, "metadata");
+	ks_rtype_api_version(t, av, sizeof(av));
 	pthread_mutex_lock(&s->mu);
 	ks_bucket *b = ks_store_bucket(&s->store, t->group, t->resource, 0);
+	int i0 = 0;
+	if (b && have_start)
+		i0 = ks_store_after(b, start_ns, start_name);
+	else if (b && ns && *ns)
+		i0 = ks_store_after(b, ns, "");
 	long count = 0;
-	char last_ns[256] = "", last_name[256] = "";
-	int more = 0;
-	for (int i = 0; b && i < b->n; i++) {
+	int more = 0, oom = 0, last = -1;
+	size_t cap = 64, n = 0, total = 0;
+	struct part { const char *json; size_t len; char *owned; } *parts = malloc(cap * sizeof(*parts));
+	oom = !parts;
+	for (int i = i0; !oom && b && i < b->n; i++) {
 		ks_item *it = &b->items[i];
-		if (ns && *ns && strcmp(it->ns, ns) != 0)
+		if (ns && *ns && strcmp(it->ns, ns) != 0) {
+			if (strcmp(it->ns, ns) > 0)
+				break; /* past the namespace */
 			continue;
-		if (have_start) {
-			int c = strcmp(it->ns, start_ns);
-			if (c < 0 || (c == 0 && strcmp(it->name, start_name) <= 0))
-				continue;
 		}
 		const cJSON *labels = cJSON_GetObjectItemCaseSensitive(
 			cJSON_GetObjectItemCaseSensitive(it->obj, "metadata"), "labels");
@@ -149,39 +148,77 @@ static void do_list(ks_server *s, const ks_rtype *t, const char *ns, const ks_re
 			more = 1;
 			break;
 		}
+		if (n == cap) {
+			struct part *np = realloc(parts, 2 * cap * sizeof(*parts));
+			if (!np) {
+				oom = 1;
+				break;
+			}
+			parts = np;
+			cap *= 2;
+		}
+		struct part *pt = &parts[n];
+		memset(pt, 0, sizeof(*pt));
 		const char *iav = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it->obj, "apiVersion"));
 		if (iav && strcmp(iav, av) != 0) { /* stored in another version: a converted copy */
 			cJSON *c = cJSON_Duplicate(it->obj, 1);
 			if (c && ks_conv(c, t->group, t->resource, t->version) == 0)
-				cJSON_AddItemToArray(items, c);
-			else
-				cJSON_Delete(c);
-		} else {
-			cJSON_AddItemReferenceToArray(items, it->obj);
+				pt->owned = cJSON_PrintUnformatted(c);
+			cJSON_Delete(c);
+			if (!pt->owned)
+				continue; /* as before: an object that does not convert is left out */
+			pt->json = pt->owned;
+		} else if (it->blob && it->blob->json) {
+			pt->json = it->blob->json;
+			pt->len = it->blob->len;
+		} else if (!(pt->json = pt->owned = cJSON_PrintUnformatted(it->obj))) {
+			oom = 1;
+			break;
 		}
-		snprintf(last_ns, sizeof(last_ns), "%s", it->ns);
-		snprintf(last_name, sizeof(last_name), "%s", it->name);
+		if (!pt->len)
+			pt->len = strlen(pt->json);
+		total += pt->len + 1;
+		n++;
+		last = i;
 		count++;
 	}
-	char rvs[32];
-	snprintf(rvs, sizeof(rvs), "%" PRIu64, s->store.rv);
-	if (meta) {
-		cJSON_AddStringToObject(meta, "resourceVersion", rvs);
-		if (more) {
+	char head[1600], *body = NULL;
+	int hl = 0;
+	if (!oom) {
+		char cont_out[1000] = "";
+		if (more && last >= 0) {
 			char key[600], enc[900];
-			snprintf(key, sizeof(key), "%s\x1f%s", last_ns, last_name);
+			snprintf(key, sizeof(key), "%s\x1f%s", b->items[last].ns, b->items[last].name);
 			if (b64enc(key, enc, sizeof(enc)) == 0)
-				cJSON_AddStringToObject(meta, "continue", enc);
+				snprintf(cont_out, sizeof(cont_out), ",\"continue\":\"%s\"", enc);
 		}
+		hl = snprintf(head, sizeof(head),
+			      "{\"kind\":\"%s\",\"apiVersion\":\"%s\",\"metadata\":{\"resourceVersion\":\"%" PRIu64
+			      "\"%s},\"items\":[",
+			      t->list_kind, av, s->store.rv, cont_out);
+		body = hl > 0 && (size_t)hl < sizeof(head) ? malloc((size_t)hl + total + 3) : NULL;
 	}
-	cJSON_AddItemToObject(list, "items", items);
-	free(out->body);
-	out->body = cJSON_PrintUnformatted(list);
+	if (body) {
+		char *w = body;
+		memcpy(w, head, (size_t)hl);
+		w += hl;
+		for (size_t k = 0; k < n; k++) {
+			if (k)
+				*w++ = ',';
+			memcpy(w, parts[k].json, parts[k].len);
+			w += parts[k].len;
+		}
+		memcpy(w, "]}", 3);
+	}
 	pthread_mutex_unlock(&s->mu);
-	cJSON_Delete(list);
-	out->code = out->body ? 200 : 500;
+	for (size_t k = 0; parts && k < n; k++)
+		free(parts[k].owned);
+	free(parts);
+	free(out->body);
+	out->body = body;
+	out->code = body ? 200 : 500;
 	out->content_type = "application/json";
-	if (!out->body)
+	if (!body)
 		ks_resp_status(out, 500, "InternalError", NULL, NULL, NULL, NULL, "out of memory");
 	ks_selector_free(&ls);
 	ks_selector_free(&fs);

@@ -124,6 +124,8 @@ int ks_store_init(ks_store *s, int history);
 void ks_store_free(ks_store *s);
 ks_bucket *ks_store_bucket(ks_store *s, const char *group, const char *resource, int create);
 ks_item *ks_store_get(ks_store *s, const char *group, const char *resource, const char *ns, const char *name);
+/* The index of the first item of b after (ns, name) in the bucket's order. */
+int ks_store_after(const ks_bucket *b, const char *ns, const char *name);
 /* Insert or replace; assigns the next RV into metadata.resourceVersion and records
  * the event (ADDED when new, MODIFIED otherwise). Takes ownership of obj. */
 int ks_store_put(ks_store *s, const char *group, const char *resource, const char *ns, const char *name,

@@ -146,6 +146,12 @@ int ks_state_load(ks_server *s, const char *dir, gk_err *err)
 			if (it && orv) {
 				cJSON *m = ks_meta(it->obj);
 				cJSON_ReplaceItemInObjectCaseSensitive(m, "resourceVersion", cJSON_CreateString(orv));
+				/* the blob is the object as stored: lists are written from it */
+				ks_blob *nb = ks_blob_new(it->ns, it->obj);
+				if (nb) {
+					ks_blob_unref(it->blob);
+					it->blob = nb;
+				}
 			}
 		}
 	}

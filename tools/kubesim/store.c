@@ -142,6 +142,19 @@ static int find_pos(const ks_bucket *b, const char *ns, const char *name, int *f
 	return lo;
 }
 
+int ks_store_after(const ks_bucket *b, const char *ns, const char *name)
+{
+	int lo = 0, hi = b->n;
+	while (lo < hi) {
+		int mid = (lo + hi) / 2;
+		if (cmp_key(b->items[mid].ns, b->items[mid].name, ns, name) <= 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 ks_item *ks_store_get(ks_store *s, const char *group, const char *resource, const char *ns, const char *name)
 {
 	ks_bucket *b = ks_store_bucket(s, group, resource, 0);
