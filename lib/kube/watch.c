@@ -412,11 +412,13 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *user)
 
 /* ---- transfer finished ---- */
 
-/* A page of a big list is hundreds of KB: neither its buffer nor its arena's
- * blocks are kept for the life of the watch (the stream needs no body buffer),
- * only from one page to the next. */
-static void list_buffers_drop(gk_kube_watch *w)
+/* A page of a big list is hundreds of KB and its parsed tree megabytes: the
+ * body buffer and the arena's blocks are kept from one page to the next, not
+ * for the life of the watch (the stream needs no body buffer). A list that is
+ * over (complete, failed, or to start again from its first page) lets them go. */
+static void list_release(gk_kube_watch *w)
 {
+	gk_jarena_reset(&w->arena);
 	if (w->body.cap > 64 * 1024) {
 		free(w->body.data);
 		w->body.data = NULL;
@@ -432,8 +434,7 @@ static void list_done(gk_kube_watch *w)
 		/* not an empty cluster: a failed list. Nothing is deleted, the
 		 * cache is kept, the whole list starts over after a backoff */
 		char msg[GK_ERR_MSG_MAX + 64];
-		gk_jarena_reset(&w->arena);
-		list_buffers_drop(w);
+		list_release(w);
 		w->stats.bad_lists++;
 		snprintf(msg, sizeof msg, "list failed: %s%s", j ? "" : "the body does not parse as JSON; ",
 			 j ? cerr.msg : "");
@@ -449,8 +450,7 @@ static void list_done(gk_kube_watch *w)
 		char *key = gk_kube_obj_key(it);
 		if (key && listed_add(w, key)) {
 			free(key);
-			gk_jarena_reset(&w->arena);
-			list_buffers_drop(w);
+			list_release(w);
 			report_error(w, GK_RESOURCE_EXHAUSTED, "out of memory");
 			backoff(w, -1);
 			return;
@@ -475,8 +475,7 @@ static void list_done(gk_kube_watch *w)
 		 * the body buffer until the list is over */
 		gk_jarena_rewind(&w->arena);
 		if (!w->cont) {
-			gk_jarena_reset(&w->arena);
-			list_buffers_drop(w);
+			list_release(w);
 			report_error(w, GK_RESOURCE_EXHAUSTED, "out of memory");
 			backoff(w, -1);
 			return;
@@ -484,8 +483,7 @@ static void list_done(gk_kube_watch *w)
 		start_list(w); /* next page */
 		return;
 	}
-	gk_jarena_reset(&w->arena);
-	list_buffers_drop(w);
+	list_release(w);
 	/* complete: whatever the cache knew that the list lacks is gone */
 	const char **old = gk_kmap_keys(&w->keys);
 	if (!old) {
@@ -573,6 +571,7 @@ static void done(gk_kube__task *t, CURLcode cc)
 			goto out;
 		free(w->cont); /* an expired continue token: start the list over */
 		w->cont = NULL;
+		list_release(w);
 		w->rv[0] = 0;
 		if (w->events_since_relist == 0 && w->stats.expired > 1)
 			backoff(w, w->st.retry_after_s); /* 410 right after a relist: do not spin */
@@ -590,6 +589,7 @@ static void done(gk_kube__task *t, CURLcode cc)
 			w->relist_needed = true;
 			free(w->cont);
 			w->cont = NULL;
+			list_release(w);
 		}
 		backoff(w, -1);
 		goto out;
@@ -612,6 +612,7 @@ static void done(gk_kube__task *t, CURLcode cc)
 			w->relist_needed = true;
 			free(w->cont);
 			w->cont = NULL;
+			list_release(w);
 		}
 		backoff(w, w->st.retry_after_s);
 		goto out;
