@@ -90,8 +90,9 @@ correct() { bash "$GPUKMM_SRC/tests/lib/chaos_check.sh" "$KUBESIM_URL" "$NS" >"$
 # there; the full checker then confirms the state was correct (else the time is
 # taken when it says so). A poll of the policies and Modules every 20 ms, as this
 # bench did before, spent a core of the 2 while the profile started.
-exec {WFD}< <(exec curl -sN "$KUBESIM_URL/apis/intel.com/v1alpha1/clusterpolicies?watch=1&timeoutSeconds=900")
-WPID=$!
+kwatch "$T/policies.watch" "/apis/intel.com/v1alpha1/clusterpolicies?watch=1&timeoutSeconds=900" || exit 1
+WPID=$KWATCH_PID
+exec {WFD}<"$T/policies.watch"
 modules_there() {
 	kraw GET "/apis/kmm.sigs.x-k8s.io/v1beta1/namespaces/$NS/modules" |
 		jq -e --argjson n "$POLICIES" '.items | length == $n' >/dev/null 2>&1
@@ -102,14 +103,13 @@ OPERATOR_NAMESPACE=$NS GPUKMM_LOG_LEVEL=${FP_LOG_LEVEL:-warn} "$GPUKMM_BIN/gpukm
 SUP=$!
 declare -A done_cp=()
 deadline=$((SECONDS + 600))
-part= # what a read that timed out had of a line (read -t keeps it, the rest comes next)
 while :; do
-	if ! IFS= read -r -t 1 -u "$WFD" ev; then
-		part+=$ev
-		[ $SECONDS -lt $deadline ] && kill -0 "$SUP" 2>/dev/null && kill -0 "$WPID" 2>/dev/null && continue
-		echo "never correct (or the watch of the policies ended)"; tail "$T/controller.log"; exit 1
-	fi
-	ev=$part$ev part=
+	read_line "$WFD" 1 ev # a line that the timeout cut is kept for the next read
+	case $? in
+	0) ;;
+	2) [ $SECONDS -lt $deadline ] && kill -0 "$SUP" 2>/dev/null && continue ;&
+	*) echo "never correct (or the watch of the policies ended)"; tail "$T/controller.log"; exit 1 ;;
+	esac
 	read -r name st < <(jq -r '[.object.metadata.name, (.object.status.observedGeneration == .object.metadata.generation
 		and .object.status.kmmStatus != null and .type != "DELETED")] | @tsv' <<<"$ev")
 	if [ "$st" = true ]; then done_cp[$name]=1; else unset "done_cp[$name]"; fi
