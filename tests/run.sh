@@ -90,12 +90,12 @@ finish_criterion() {
 		echo "FAIL $name (${secs}s, tested $t, passing $p, failing $f, crashing $c, rc $rc) — log: $log"
 		# (a warning or a runner error fails the run with every test passing: shown too)
 		grep -a -E '\[----\]|\[FAIL\]|\[WARN\]|\[ERR |ERROR|Sanitizer|runtime error' "$log" | grep -a -v '^\[----\] Criterion v' | head -40
-		if [ -z "$synth" ]; then
-			# the runner itself died: which tests had started and never ended, and its last words
-			crit_unfinished "$log"
-			echo "  last lines of the log:"
-			grep -a -v '^\[' "$log" | tail -15 | sed 's/^/  | /'
-		fi
+		# the runner itself died: which tests had started and never ended
+		[ -z "$synth" ] && crit_unfinished "$log"
+		# and the last words beside Criterion's (a test's stderr: its children's
+		# warnings, a sanitizer's report), which CI's record would not show otherwise
+		echo "  last lines of the log beside Criterion's:"
+		grep -a -v '^\[' "$log" | tail -15 | sed 's/^/  | /'
 	else
 		echo "PASS $name ($p tests, ${secs}s)"
 	fi

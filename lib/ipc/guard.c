@@ -5,13 +5,17 @@
  * endpoint keeps accepting connections and even completes their handshakes,
  * but the pipes are never handed to the socket. So the probe checks exactly
  * that hand-over: it connects a raw AF_UNIX socket, sends the SP header of the
- * socket's peer protocol (a complete, ordinary handshake) and waits for the
- * socket's NNG_PIPE_EV_ADD_PRE event (any pipe added since the probe began
- * proves the listener alive). None within the timeout, or no listener at the
- * path at all, means stuck: the flag is set and the owner's eventfd
- * signalled. The re-creation runs on the owner's thread (closing a listener
- * from an nng callback could deadlock on nng's own threads). The probe runs on
- * an nng sleep aio: no thread of ours, only non-blocking syscalls there. */
+ * socket's peer protocol (a complete, ordinary handshake), reads the server's
+ * SP header back and waits for the socket's NNG_PIPE_EV_ADD_PRE event (any
+ * pipe added since the probe began proves the listener alive). The verdict is
+ * gk_probe_decide's: no pipe within the timeout after the server answered, or
+ * no answer at all within several timeouts, or no listener at the path, means
+ * stuck: the flag is set and the owner's eventfd signalled. A re-creation
+ * closes every pipe of the old listener, so a slow machine must not pass for a
+ * stuck listener: the clock starts at the answer. The re-creation runs on the
+ * owner's thread (closing a listener from an nng callback could deadlock on
+ * nng's own threads). The probe runs on an nng sleep aio: no thread of ours,
+ * only non-blocking syscalls there. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -43,6 +47,8 @@ struct gk_ipc_guard {
 	int fd;                    /* probe connection, -1 when none */
 	uint64_t adds0;            /* pipe adds when the probe began */
 	int64_t started, next_ms;
+	int64_t answered;          /* when the server's SP header came back, -1 */
+	size_t heard;              /* bytes of it so far */
 	unsigned gen, probe_gen;   /* gen++ on every re-creation */
 	atomic_int stuck;
 	atomic_uint_fast64_t relistens;
@@ -93,6 +99,8 @@ static void probe_start(gk_ipc_guard *g)
 		(void)w;
 		g->fd = fd;
 		g->started = gk_mono_ms();
+		g->answered = -1;
+		g->heard = 0;
 		return;
 	}
 	int e = errno;
@@ -104,15 +112,42 @@ static void probe_start(gk_ipc_guard *g)
 		verdict_stuck(g, strerror(e));
 }
 
+enum gk_probe_verdict gk_probe_decide(bool piped, int64_t started, int64_t answered, int64_t now,
+				      int timeout_ms)
+{
+	if (piped)
+		return GK_PROBE_ALIVE;
+	if (answered >= 0)
+		return now - answered >= timeout_ms ? GK_PROBE_NOT_HANDED_OVER : GK_PROBE_WAIT;
+	return now - started >= (int64_t)GK_PROBE_HANDSHAKE_WAITS * timeout_ms ? GK_PROBE_NO_HANDSHAKE
+									       : GK_PROBE_WAIT;
+}
+
 static void probe_check(gk_ipc_guard *g)
 {
-	if (atomic_load(&g->adds) != g->adds0) {
+	int64_t now = gk_mono_ms();
+	if (g->answered < 0) {
+		uint8_t h[SP_HEADER];
+		ssize_t r = recv(g->fd, h, SP_HEADER - g->heard, MSG_DONTWAIT);
+		if (r > 0 && (g->heard += (size_t)r) == SP_HEADER)
+			g->answered = now;
+		/* (a hang-up or an error leaves it unanswered: the handshake clock) */
+	}
+	switch (gk_probe_decide(atomic_load(&g->adds) != g->adds0, g->started, g->answered, now,
+				g->timeout_ms)) {
+	case GK_PROBE_WAIT:
+		return;
+	case GK_PROBE_ALIVE:
 		probe_end(g); /* the socket got a pipe: the listener works */
 		return;
-	}
-	if (gk_mono_ms() - g->started >= g->timeout_ms) {
+	case GK_PROBE_NOT_HANDED_OVER:
 		probe_end(g);
 		verdict_stuck(g, "connections are not handed to the socket");
+		return;
+	case GK_PROBE_NO_HANDSHAKE:
+		probe_end(g);
+		verdict_stuck(g, "no SP handshake from the listener");
+		return;
 	}
 }
 
@@ -166,8 +201,8 @@ int gk_ipc_guard_open(gk_ipc_guard **out, nng_socket s, const char *url, const g
 	    nng_socket_get_int(s, NNG_OPT_PEER, &peer) == 0) {
 		memcpy(g->path, p, strlen(p) + 1);
 		g->peer_proto = (uint16_t)peer;
-		/* a healthy nng answers within milliseconds; give a loaded machine
-		 * (and ASan) ample room: a false "stuck" only costs a reconnect */
+		/* a healthy nng hands a pipe over within milliseconds of its
+		 * answer; a false "stuck" costs every client a reconnect */
 		g->timeout_ms = PROBE_TIMEOUT_MS;
 		g->next_ms = gk_mono_ms() + c->probe_ms;
 		if (nng_aio_alloc(&g->timer, guard_cb, g) != 0) {

@@ -120,4 +120,23 @@ typedef struct gk_seq_state {
 enum gk_seq_action gk_seq_decide(gk_seq_state *st, int kind, uint32_t epoch, uint64_t seq,
 				 uint64_t *expected);
 
+/* ---- the listener guard's verdict on a probe (pure; guard.c) -------------------
+ * A probe is a raw connection that sent nng's SP header. piped: the socket got
+ * a pipe (any) since the probe began; started: when it began; answered: when
+ * the server's 8-byte SP header came back on it (<0: not yet). nng#1518 breaks
+ * the hand-over, not the transport: a stuck listener still answers the
+ * handshake and then never hands the connection to the socket. So the clock
+ * that convicts runs from the answer: a loaded machine that is slow to accept
+ * and to answer (seconds, under ASan on 2 shared cores) is waited for, up to
+ * GK_PROBE_HANDSHAKE_WAITS timeouts, before "no handshake" convicts too. */
+#define GK_PROBE_HANDSHAKE_WAITS 5
+enum gk_probe_verdict {
+	GK_PROBE_WAIT,
+	GK_PROBE_ALIVE,
+	GK_PROBE_NOT_HANDED_OVER, /* answered, then no pipe within timeout_ms */
+	GK_PROBE_NO_HANDSHAKE,    /* no answer within GK_PROBE_HANDSHAKE_WAITS x timeout_ms */
+};
+enum gk_probe_verdict gk_probe_decide(bool piped, int64_t started, int64_t answered, int64_t now,
+				      int timeout_ms);
+
 #endif

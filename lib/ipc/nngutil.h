@@ -49,8 +49,9 @@ int gk_ipc_is_ipc_url(const char *url);
  * connection is under way completes the listener's accept with NNG_ECLOSED,
  * and the core listener takes that as "closed" and never accepts again. Every
  * ipc:// listener is therefore probed: on a timer (nng's, no thread of ours) a
- * raw AF_UNIX connection is made and must get nng's 8-byte SP header back
- * within a timeout; a listener that does not answer is "stuck". The owner's
+ * raw AF_UNIX connection is made and must be handed to the socket as a pipe
+ * within a timeout of the server's SP header coming back (gk_probe_decide,
+ * internal.h); a listener that does not is "stuck". The owner's
  * thread then re-creates it (gk_ipc_guard_service), on the same nng socket:
  * contexts and queued requests stay; the pipes of the old listener are closed
  * and REQ peers resend on their new pipe (calls are idempotent or deduped). */

@@ -1,6 +1,6 @@
 /* lib/ipc pure pieces: envelope/reply framing (byte-compatible with
- * protobuf-c), garbage input, capped unpack, dedupe cache, bus framing and the
- * subscriber's sequence decisions. */
+ * protobuf-c), garbage input, capped unpack, dedupe cache, bus framing, the
+ * subscriber's sequence decisions and the listener guard's verdict. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
@@ -250,4 +250,30 @@ Test(bus, sequence_decisions)
 	gk_seq_state s5 = { .last = 100, .known = true, .epoch_known = true, .epoch = 3 };
 	cr_assert_eq(gk_seq_decide(&s5, GK_BUS_EVENT, 4, 1, &exp), GK_SEQ_GAP_DELIVER, "event of a new epoch");
 	cr_assert_eq(gk_seq_decide(&s5, GK_BUS_EVENT, 3, 101, &exp), GK_SEQ_GAP_DELIVER, "and back");
+}
+
+/* The listener guard convicts on nng#1518's signature only: the server answered
+ * the probe's handshake and then handed no pipe to the socket. A machine too
+ * loaded to answer within a timeout is waited for (a re-creation would close
+ * every client's pipe), up to GK_PROBE_HANDSHAKE_WAITS timeouts. */
+Test(guard, a_probe_convicts_from_the_answer_not_from_the_connect)
+{
+	const int t = 1000;
+	const int64_t s = 50000;
+	cr_assert_eq(gk_probe_decide(true, s, -1, s + 60000, t), GK_PROBE_ALIVE, "a pipe came");
+	cr_assert_eq(gk_probe_decide(true, s, s + 10, s + 60000, t), GK_PROBE_ALIVE);
+	/* answered at once: a second later without a pipe is the bug */
+	cr_assert_eq(gk_probe_decide(false, s, s + 5, s + 5 + t - 1, t), GK_PROBE_WAIT);
+	cr_assert_eq(gk_probe_decide(false, s, s + 5, s + 5 + t, t), GK_PROBE_NOT_HANDED_OVER);
+	/* a loaded machine answers after 3 s: not convicted 1 s after the connect
+	 * (the old rule), nor half a second after the answer */
+	cr_assert_eq(gk_probe_decide(false, s, -1, s + t, t), GK_PROBE_WAIT);
+	cr_assert_eq(gk_probe_decide(false, s, -1, s + 3 * t - 1, t), GK_PROBE_WAIT);
+	cr_assert_eq(gk_probe_decide(false, s, s + 3 * t, s + 3 * t + t / 2, t), GK_PROBE_WAIT);
+	cr_assert_eq(gk_probe_decide(false, s, s + 3 * t, s + 4 * t, t), GK_PROBE_NOT_HANDED_OVER);
+	/* no answer at all: convicted after GK_PROBE_HANDSHAKE_WAITS timeouts */
+	int64_t w = (int64_t)GK_PROBE_HANDSHAKE_WAITS * t;
+	cr_assert_gt(GK_PROBE_HANDSHAKE_WAITS, 1);
+	cr_assert_eq(gk_probe_decide(false, s, -1, s + w - 1, t), GK_PROBE_WAIT);
+	cr_assert_eq(gk_probe_decide(false, s, -1, s + w, t), GK_PROBE_NO_HANDSHAKE);
 }
