@@ -311,6 +311,12 @@ void gk_field_value(const cJSON *obj, const char *path, char *buf, size_t cap);
 
 typedef struct gk_kube_client gk_kube_client;
 
+/* The client-side limit of the controller's writing services (--kube-qps):
+ * a cold start or a fleet-wide change writes a few requests per policy and per
+ * object at once; client-go's 5/s (burst 10) would queue them 200 ms apart. */
+#define GK_KUBE_WRITER_QPS 50
+#define GK_KUBE_WRITER_BURST 100
+
 typedef struct gk_kube_opts {
 	double qps;              /* 0 = 5 (client-go), <0 = unlimited */
 	int burst;               /* 0 = 10 */

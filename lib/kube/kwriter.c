@@ -148,7 +148,8 @@ int gk_kube_conn_open(gk_kube_conn *c, const char *kubeconfig, double qps, const
 	memset(c, 0, sizeof(*c));
 	int rc = gk_kube_config_load(&c->cfg, kubeconfig, err);
 	if (rc == GK_OK) {
-		gk_kube_opts ko = { .qps = qps ? qps : 50, .burst = 100, .timeout_ms = 15000, .user_agent = user_agent };
+		gk_kube_opts ko = { .qps = qps ? qps : GK_KUBE_WRITER_QPS, .burst = GK_KUBE_WRITER_BURST,
+				    .timeout_ms = 15000, .user_agent = user_agent };
 		rc = gk_kube_client_new(&c->kc, &c->cfg, &ko, err);
 	}
 	if (rc == GK_OK)

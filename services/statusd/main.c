@@ -35,6 +35,7 @@
 #include "nodew.h"
 #include "nrrw.h"
 #include "view.h"
+#include "gpukmm/ctl.h"
 #include "gpukmm/ipc.h"
 #include "gpukmm/kube.h"
 #include "gpukmm/log.h"
@@ -58,6 +59,7 @@ typedef struct app {
 	const char *node_name;
 	const char *report_token_file;
 	const char *node_sa;
+	double qps;             /* --kube-qps, 0 = the mode's default */
 	gk_sd_nodew *nodew;
 	gk_sd_nrrw *nrrw;
 	gk_kube_mux *rmux;      /* the supervisor's /metrics access reviews (gpukmm/review.h) */
@@ -187,6 +189,10 @@ int main(int argc, char **argv)
 		  "controller mode: the node profile's ServiceAccount, the only one whose NodeReportRequests are "
 		  "applied (default gpukmm-node)",
 		  opt_str, &a.node_sa },
+		{ "kube-qps", 1,
+		  "client-side API request limit per second (default 50, burst 100; node mode 5, burst 10; "
+		  "< 0 = none)",
+		  gk_ctl_opt_qps, &a.qps },
 		{ 0 },
 	};
 #define COUNTER(n, h, p) gk_metric_counter_var("gpukmm_" n "_total", h, p)
@@ -210,7 +216,15 @@ int main(int argc, char **argv)
 		}
 	}
 	gk_kube_config cfg = { 0 };
-	const gk_kube_opts kopts = { .timeout_ms = 4000, .connect_timeout_ms = 2000 };
+	/* controller mode writes like the other controller services (a status per
+	 * policy, re-read and patched, all at once on a start); a node's statusd is
+	 * one of thousands and keeps client-go's 5/s */
+	const bool ctrl_mode = strcmp(a.mode, "controller") == 0;
+	const gk_kube_opts kopts = { .qps = a.qps ? a.qps : ctrl_mode ? GK_KUBE_WRITER_QPS : 0,
+				     .burst = ctrl_mode ? GK_KUBE_WRITER_BURST : 0,
+				     .timeout_ms = 4000,
+				     .connect_timeout_ms = 2000,
+				     .user_agent = "gpukmm-statusd" };
 	rc = 1;
 	if (gk_kube_config_load(&cfg, a.svc.kubeconfig, &err) || gk_kube_client_new(&a.kc, &cfg, &kopts, &err)) {
 		GK_ERROR("kubernetes client: %s", err.msg);

@@ -85,6 +85,22 @@ report '{"component":"modmgr","policy":"gpu","generation":2,"kmm_status":"1/2"}'
 check "409 storm: status converges" wait_for conflicts 20 st_has '.kmmStatus == "1/2" and .observedGeneration == 2'
 kraw PUT /kubesim/faults '{"rules":[]}' >/dev/null
 
+# ---- many policies at once: written without a client-side queue -------------------------------
+# A start (or a change every policy sees) makes statusd re-read and patch each policy's status at
+# once: 12 policies are 24 requests within a debounce window. client-go's 5/s (burst 10) queued
+# them 200 ms apart; statusd's controller mode allows what the other controller services do
+# (GK_KUBE_WRITER_QPS 50, burst 100), so none waits on its own limiter.
+sd_stop TERM
+for i in $(seq 1 12); do apply_cp "many-$i" dra "$KM_BASIC"; done
+sd_start
+check "statusd answers Report (many policies)" wait_for "statusd up" 10 report '{"component":"modmgr","policy":"many-1","generation":1,"kmm_status":"0/1"}'
+for i in $(seq 2 12); do report "{\"component\":\"modmgr\",\"policy\":\"many-$i\",\"generation\":1,\"kmm_status\":\"0/1\"}"; done
+all_written() { [ "$(kraw GET /apis/intel.com/v1alpha1/clusterpolicies | jq '[.items[] | select(.metadata.name | startswith("many-")) | select(.status.kmmStatus == "0/1")] | length')" = 12 ]; }
+check "the 12 statuses are written" wait_for many 20 all_written
+check "statusd counted the 12 writes" sd_idle_after "$SD_PID" statusd_writes 11
+check "no request waited on statusd's client-side limit (throttled $(sd_counter "$SD_PID" api_client_throttled_seconds) s)" \
+	test "$(sd_counter "$SD_PID" api_client_throttled_seconds)" = 0
+
 # ---- garbage ----------------------------------------------------------------------------------
 check "unknown component rejected" bash -c "'$CTL' ipc call '$SD_SOCK' gpukmm.Status.Report '{\"component\":\"x\",\"policy\":\"gpu\"}' 2>&1 | grep -q INVALID_ARGUMENT"
 check "report without policy rejected" bash -c "'$CTL' ipc call '$SD_SOCK' gpukmm.Status.Report '{\"component\":\"modmgr\"}' 2>&1 | grep -q INVALID_ARGUMENT"
