@@ -7,7 +7,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <spawn.h>
+#include <signal.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -87,7 +88,10 @@ static inline void th_server_stop(th_server *t)
 /* Spawns $ENVDIR/prog with stderr appended to log (NULL = inherited). The
  * child's environment drops Criterion's BXFI_* variables: a program linked with
  * libcriterion (tests/bin helpers were, before the Makefile got its own rule for
- * them) takes them as "you are a Criterion worker" and aborts. */
+ * them) takes them as "you are a Criterion worker" and aborts. The child dies
+ * with the test's process (PR_SET_PDEATHSIG): a test that fails between the
+ * spawn and its own kill leaves no server running. Call it from the test's
+ * main thread (the signal follows the thread that forked). */
 static inline pid_t th_spawn(const char *envdir, const char *prog, char *const argv[], const char *log)
 {
 	extern char **environ;
@@ -99,19 +103,27 @@ static inline pid_t th_spawn(const char *envdir, const char *prog, char *const a
 	while (environ[n])
 		n++;
 	char **env = calloc(n + 1, sizeof(char *));
+	cr_assert_not_null(env);
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++)
 		if (strncmp(environ[i], "BXFI_", 5) != 0)
 			env[k++] = environ[i];
-	posix_spawn_file_actions_t fa;
-	posix_spawn_file_actions_init(&fa);
-	if (log)
-		posix_spawn_file_actions_addopen(&fa, 2, log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-	pid_t pid;
-	int rc = posix_spawn(&pid, path, &fa, NULL, argv, env);
-	posix_spawn_file_actions_destroy(&fa);
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid == 0) { /* async-signal-safe calls only from here on */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+			_exit(127);
+		if (log) {
+			int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+			if (fd < 0 || dup2(fd, 2) < 0)
+				_exit(127);
+			close(fd);
+		}
+		execve(path, argv, env);
+		_exit(127);
+	}
 	free(env);
-	cr_assert_eq(rc, 0, "spawn %s", path);
+	cr_assert_gt(pid, 0, "spawn %s: %s", path, strerror(errno));
 	return pid;
 }
 

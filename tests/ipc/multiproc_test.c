@@ -6,7 +6,6 @@
 #include <nng/protocol/reqrep0/req.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -42,16 +41,17 @@ static int call_echo(const char *u, int timeout_ms, Gpukmm__EchoReply **out)
 	return code;
 }
 
-static pid_t start_echo(void)
+/* Starts gpukmm-echo as echo_pid (set before the wait: a server that does not
+ * come up is still the teardown's to kill, not left running). */
+static void start_echo(void)
 {
 	char listen[160];
 	snprintf(listen, sizeof(listen), "--listen=%s", url);
 	char *argv[] = { "gpukmm-echo", listen, "--log-level=warn", NULL };
-	pid_t pid = spawn("GPUKMM_BIN", "gpukmm-echo", argv);
+	echo_pid = spawn("GPUKMM_BIN", "gpukmm-echo", argv);
 	int64_t end = th_ms() + 10000;
 	while (call_echo(url, 200, NULL) != 0)
 		cr_assert_lt(th_ms(), end, "gpukmm-echo did not come up");
-	return pid;
 }
 
 static void reap(pid_t pid, int sig)
@@ -66,7 +66,7 @@ static void setup(void)
 {
 	th_tmpdir(dir, sizeof(dir));
 	snprintf(url, sizeof(url), "ipc://%s/echo.sock", dir);
-	echo_pid = start_echo();
+	start_echo();
 }
 
 static void teardown(void)
@@ -115,7 +115,7 @@ Test(multiproc, server_killed_mid_call_fails_within_the_deadline)
 	cr_assert(res.code == GK_UNAVAILABLE || res.code == GK_DEADLINE_EXCEEDED, "code %s", gk_code_name(res.code));
 	cr_assert_leq(took, 1500 + 1000, "took %lld ms (deadline 1500)", (long long)took);
 	/* a restarted server at the same address serves the same client again */
-	echo_pid = start_echo();
+	start_echo();
 	Gpukmm__EchoRequest q = GPUKMM__ECHO_REQUEST__INIT;
 	ProtobufCMessage *m;
 	cr_assert_eq(gk_ipc_call(c, &gpukmm__echo__descriptor, "Echo", &q.base, &m, 5000, &e), 0, "%s", e.msg);
