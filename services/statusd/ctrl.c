@@ -35,6 +35,13 @@ typedef struct entry {
 	gk_kube_call *call;    /* in flight (its ctx is freed on drop) */
 	int conflicts;         /* 409s in a row */
 	int64_t not_before;    /* mono ms: no new attempt before */
+	/* its node summary as of view generation sum_gen (valid when sum_ok):
+	 * every write of the policy's status summarizes all the nodes, and a
+	 * start writes each policy several times (once per component's first
+	 * report) over the same view: 15,000 nodes cost ~25 ms a time */
+	gk_sd_nodes *sum;
+	uint64_t sum_gen;
+	bool sum_ok;
 } entry;
 
 static bool no_reports(const entry *e)
@@ -61,7 +68,6 @@ struct gk_sd_ctrl {
 	gk_sd_stats st;
 	const gk_sd_view *view;
 	uint64_t term;         /* the view's leadership term the grace period was started for */
-	gk_sd_nodes sum; /* scratch */
 };
 
 /* the context of one call: the policy is looked up by name at completion
@@ -149,6 +155,7 @@ static void drop(gk_sd_ctrl *c, entry *e)
 		if (e->rep[k])
 			gpukmm__status_report__free_unpacked(e->rep[k], NULL);
 	gk_sd_metrics_forget(e->name);
+	free(e->sum);
 	*e = c->e[--c->n];
 }
 
@@ -158,8 +165,9 @@ static bool leading(const gk_sd_ctrl *c)
 }
 
 /* The status.nodes summary for a policy from the view: *nodes NULL without a
- * view (or policy). 0, or 1 on failure (retry later). */
-static int summarize(gk_sd_ctrl *c, const entry *e, const gk_sd_nodes **nodes)
+ * view (or policy). Computed again only when the view changed since the
+ * entry's last one (gk_sd_view_gen). 0, or 1 on failure (retry later). */
+static int summarize(gk_sd_ctrl *c, entry *e, const gk_sd_nodes **nodes)
 {
 	*nodes = NULL;
 	if (!c->view)
@@ -167,12 +175,23 @@ static int summarize(gk_sd_ctrl *c, const entry *e, const gk_sd_nodes **nodes)
 	const Gpukmm__ClusterPolicy *cp = gk_sd_view_policy(c->view, e->name);
 	if (!cp)
 		return 0;
+	uint64_t gen = gk_sd_view_gen(c->view);
+	if (e->sum_ok && e->sum_gen == gen) {
+		c->st.summaries_reused++;
+		*nodes = e->sum;
+		return 0;
+	}
+	if (!e->sum && !(e->sum = malloc(sizeof(*e->sum))))
+		return 1;
 	size_t n;
 	const gk_sd_node *const *v = gk_sd_view_nodes(c->view, &n);
 	gk_err err;
-	if (gk_sd_nodes_summarize(cp, v, n, &c->sum, &err) != GK_OK)
+	c->st.summaries++;
+	e->sum_ok = gk_sd_nodes_summarize(cp, v, n, e->sum, &err) == GK_OK;
+	e->sum_gen = gen;
+	if (!e->sum_ok)
 		return 1;
-	*nodes = &c->sum;
+	*nodes = e->sum;
 	return 0;
 }
 

@@ -21,6 +21,8 @@ typedef struct gk_sd_stats {
 	uint64_t not_leader;  /* evaluations skipped: another instance leads */
 	uint64_t pending;     /* policies waiting for an evaluation (a gauge: 0 = idle) */
 	uint64_t other_term;  /* reports made under another leadership term than the view's (not used) */
+	uint64_t summaries;   /* node summaries computed (all the view's nodes against a policy) */
+	uint64_t summaries_reused; /* evaluations that reused the policy's summary: the view had not changed */
 } gk_sd_stats;
 
 typedef struct gk_sd_ctrl gk_sd_ctrl;

@@ -280,6 +280,11 @@ int main(int argc, char **argv)
 		GAUGE("statusd_pending", "Policies waiting for an evaluation (0: idle).", &st->pending);
 		COUNTER("statusd_other_term", "Reports made under another leadership term than the view's (not used).",
 			&st->other_term);
+		COUNTER("statusd_node_summaries", "Node summaries computed (every node of the view against a policy).",
+			&st->summaries);
+		COUNTER("statusd_node_summaries_reused",
+			"Status evaluations that reused the policy's node summary (the view had not changed).",
+			&st->summaries_reused);
 	} else {
 		const char *env = getenv("GPUKMM_REPORT_TOKEN_FILE");
 		if (!a.report_token_file)

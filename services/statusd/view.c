@@ -16,6 +16,7 @@ struct gk_sd_view {
 	bool synced, leader, kmm;
 	uint64_t term;  /* Leadership.term: reports of another term are not used */
 	uint64_t node_changes, node_dropped;
+	uint64_t gen;   /* gk_sd_view_gen */
 };
 
 static const char *pname(const Gpukmm__ClusterPolicy *p)
@@ -44,6 +45,7 @@ static size_t lower(const gk_sd_view *v, const char *name)
 
 static void clear(gk_sd_view *v)
 {
+	v->gen++;
 	for (size_t i = 0; i < v->n_pol; i++)
 		gpukmm__cluster_policy__free_unpacked(v->pol[i], NULL);
 	v->n_pol = 0;
@@ -92,6 +94,7 @@ static int put_policy(gk_sd_view *v, const Gpukmm__ClusterPolicy *p, bool del, g
 		if (i < v->n_pol) {
 			gpukmm__cluster_policy__free_unpacked(v->pol[i], NULL);
 			v->pol[i] = v->pol[--v->n_pol];
+			v->gen++;
 		}
 		return GK_OK;
 	}
@@ -105,6 +108,7 @@ static int put_policy(gk_sd_view *v, const Gpukmm__ClusterPolicy *p, bool del, g
 	else
 		v->n_pol++;
 	v->pol[i] = d;
+	v->gen++;
 	return GK_OK;
 }
 
@@ -123,6 +127,7 @@ static int put_node(gk_sd_view *v, const Gpukmm__Node *n, bool del, gk_err *err)
 		free(v->node[i]);
 		memmove(&v->node[i], &v->node[i + 1], (v->n_node - i - 1) * sizeof(*v->node));
 		v->n_node--;
+		v->gen++;
 		return 1;
 	}
 	gk_sd_node *d = malloc(sizeof(*d));
@@ -138,6 +143,7 @@ static int put_node(gk_sd_view *v, const Gpukmm__Node *n, bool del, gk_err *err)
 		gk_sd_node_clear(v->node[i]);
 		free(v->node[i]);
 		v->node[i] = d;
+		v->gen += !same;
 		return same ? 0 : 1;
 	}
 	if (v->n_node >= GK_SD_VIEW_MAX_NODES) {
@@ -150,6 +156,7 @@ static int put_node(gk_sd_view *v, const Gpukmm__Node *n, bool del, gk_err *err)
 	memmove(&v->node[i + 1], &v->node[i], (v->n_node - i) * sizeof(*v->node));
 	v->node[i] = d;
 	v->n_node++;
+	v->gen++;
 	return 1;
 }
 
@@ -232,6 +239,11 @@ size_t gk_sd_view_n_policies(const gk_sd_view *v)
 const Gpukmm__ClusterPolicy *gk_sd_view_policy_at(const gk_sd_view *v, size_t i)
 {
 	return i < v->n_pol ? v->pol[i] : NULL;
+}
+
+uint64_t gk_sd_view_gen(const gk_sd_view *v)
+{
+	return v->gen;
 }
 
 const gk_sd_node *const *gk_sd_view_nodes(const gk_sd_view *v, size_t *n)

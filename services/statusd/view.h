@@ -39,6 +39,10 @@ const Gpukmm__ClusterPolicy *gk_sd_view_policy(const gk_sd_view *v, const char *
 size_t gk_sd_view_n_policies(const gk_sd_view *v);
 const Gpukmm__ClusterPolicy *gk_sd_view_policy_at(const gk_sd_view *v, size_t i);
 const gk_sd_node *const *gk_sd_view_nodes(const gk_sd_view *v, size_t *n);
+/* Moves on every change of what a policy's node summary is computed from: a
+ * snapshot, a policy put or deleted, a node whose digest changed or that went.
+ * Equal numbers: the same policies and nodes (a summary may be reused). */
+uint64_t gk_sd_view_gen(const gk_sd_view *v);
 bool gk_sd_view_synced(const gk_sd_view *v);
 bool gk_sd_view_leader(const gk_sd_view *v);
 /* The leadership term (Leadership.term; 0 without an election): the term the

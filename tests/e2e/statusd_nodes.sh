@@ -126,6 +126,23 @@ kraw PATCH /api/v1/nodes/b '{"metadata":{"labels":{"team":"x"}}}' application/me
 check "statusd saw the node change and is idle" sd_idle_after "$SD_PID" statusd_events "$e0"
 check "an unrelated node change writes nothing ($w0 -> $(status_writes))" test "$(status_writes)" = "$w0"
 
+# ---- the node summary is computed again only when the view changed ---------------------------------
+# (every evaluation summarizes all the nodes against the policy; a start evaluates each policy
+# once per component's first report, over the same view)
+summaries() { echo "$(sd_counter "$SD_PID" statusd_node_summaries)/$(sd_counter "$SD_PID" statusd_node_summaries_reused)"; }
+s0=$(sd_counter "$SD_PID" statusd_node_summaries)
+u0=$(sd_counter "$SD_PID" statusd_node_summaries_reused)
+p0=$(sd_counter "$SD_PID" statusd_passes)
+report '{"component":"modmgr","policy":"gpu","generation":1,"kmm_status":"2/2"}'
+check "a report over an unchanged view is evaluated" sd_idle_after "$SD_PID" statusd_passes "$p0"
+check "with the summary it had: none computed, one reused ($s0/$u0 -> $(summaries))" \
+	test "$(summaries)" = "$s0/$((u0 + 1))"
+p0=$(sd_counter "$SD_PID" statusd_passes)
+kraw PATCH /api/v1/nodes/b '{"metadata":{"labels":{"team":"y"}}}' application/merge-patch+json >/dev/null
+check "a node change is evaluated" sd_idle_after "$SD_PID" statusd_passes "$p0"
+check "with a new summary ($s0/$((u0 + 1)) -> $(summaries))" test "$(summaries)" = "$((s0 + 1))/$((u0 + 1))"
+check "a label nobody selects writes nothing ($w0 -> $(status_writes))" test "$(status_writes)" = "$w0"
+
 # ---- restart writes nothing, also before any component reported again ------------------------------
 sd_stop TERM
 check "statusd exits 0 on SIGTERM" test $? = 0

@@ -219,3 +219,43 @@ Test(statusd_view, fifteen_thousand_nodes_share_their_strings)
 	free(np);
 	free(nodes);
 }
+
+/* gk_sd_view_gen moves on what a node summary is computed from (statusd reuses
+ * a policy's summary while it stays): a snapshot, a policy put or deleted, a
+ * node whose digest changed, added or deleted; not on an equal node event. */
+Test(statusd_view, generation_moves_with_what_a_summary_reads)
+{
+	rec r = { 0 };
+	gk_sd_view *v;
+	gk_err e;
+	cr_assert_eq(gk_sd_view_new(&v, on_dirty, &r, &e), GK_OK);
+	uint64_t g = gk_sd_view_gen(v);
+	load(v, "{\"synced\":true,\"cluster_policies\":[{\"metadata\":{\"name\":\"gpu\"}}],"
+		"\"nodes\":[{\"metadata\":{\"name\":\"a\"}}]}");
+	cr_assert_gt(gk_sd_view_gen(v), g, "a snapshot");
+	g = gk_sd_view_gen(v);
+	cr_assert_eq(apply(v, "node", NODE("b", "6.8.0", "")), GK_OK);
+	cr_assert_gt(gk_sd_view_gen(v), g, "a node added");
+	g = gk_sd_view_gen(v);
+	cr_assert_eq(apply(v, "node", NODE("b", "6.8.0", "")), GK_OK);
+	cr_assert_eq(gk_sd_view_gen(v), g, "an equal node event");
+	cr_assert_eq(apply(v, "node", NODE("b", "6.9.0", "")), GK_OK);
+	cr_assert_gt(gk_sd_view_gen(v), g, "a node's kernel changed");
+	g = gk_sd_view_gen(v);
+	cr_assert_eq(apply(v, "node", "{\"type\":\"DELETED\",\"node\":{\"metadata\":{\"name\":\"b\"}}}"), GK_OK);
+	cr_assert_gt(gk_sd_view_gen(v), g, "a node deleted");
+	g = gk_sd_view_gen(v);
+	cr_assert_eq(apply(v, "clusterpolicy", "{\"type\":\"MODIFIED\",\"cluster_policy\":{\"metadata\":"
+						"{\"name\":\"gpu\",\"generation\":2}}}"),
+		     GK_OK);
+	cr_assert_gt(gk_sd_view_gen(v), g, "a policy put");
+	g = gk_sd_view_gen(v);
+	cr_assert_eq(apply(v, "clusterpolicy", "{\"type\":\"DELETED\",\"cluster_policy\":{\"metadata\":"
+						"{\"name\":\"gpu\"}}}"),
+		     GK_OK);
+	cr_assert_gt(gk_sd_view_gen(v), g, "a policy deleted");
+	g = gk_sd_view_gen(v);
+	cr_assert_eq(apply(v, "leadership", "{\"leadership\":{\"leader\":true,\"term\":9}}"), GK_OK);
+	cr_assert_eq(gk_sd_view_gen(v), g, "leadership is not what a summary reads");
+	gk_sd_view_free(v);
+}
