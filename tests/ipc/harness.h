@@ -16,7 +16,9 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -125,6 +127,20 @@ static inline pid_t th_spawn(const char *envdir, const char *prog, char *const a
 	free(env);
 	cr_assert_gt(pid, 0, "spawn %s: %s", path, strerror(errno));
 	return pid;
+}
+
+/* A plain AF_UNIX connection to the socket file of an ipc:// URL, nothing sent:
+ * the tests that speak (or break) nng's wire protocol by hand. */
+static inline int th_ipc_connect(const char *url)
+{
+	const char *path = url + strlen("ipc://");
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	cr_assert(strncmp(url, "ipc://", 6) == 0 && strlen(path) < sizeof(a.sun_path), "not an ipc:// URL: %s", url);
+	memcpy(a.sun_path, path, strlen(path) + 1);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0, "connect %s: %s", path, strerror(errno));
+	return fd;
 }
 
 static inline int64_t th_ms(void)

@@ -6,8 +6,6 @@
  * are served again, established ones keep working, and a call in flight
  * completes. One test shows the bug itself with the probe turned off. */
 #include <pthread.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 
 #include "../../services/echo/echo.h"
 #include "echo.pb-c.h"
@@ -29,12 +27,7 @@ static void start(int probe_ms)
  * handshake and sees the peer gone. */
 static void hang_up_mid_handshake(const char *url)
 {
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	cr_assert_geq(fd, 0);
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	snprintf(a.sun_path, sizeof(a.sun_path), "%s", url + strlen("ipc://"));
-	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0, "connect %s", a.sun_path);
-	close(fd);
+	close(th_ipc_connect(url));
 }
 
 static int echo_call(gk_ipc_client *c, const char *method, uint32_t delay_ms, int timeout_ms, gk_err *e)

@@ -6,8 +6,6 @@
 #include <nng/protocol/reqrep0/req.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 
 #include "../../lib/ipc/internal.h"
@@ -213,20 +211,15 @@ static nng_socket raw_open(void)
  * it with that request pending is nng#1543.) */
 static int oversized_frame_dropped(void)
 {
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	cr_assert_geq(fd, 0);
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	const char *path = url + strlen("ipc://");
-	cr_assert_lt(strlen(path), sizeof(a.sun_path));
-	memcpy(a.sun_path, path, strlen(path) + 1);
-	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0, "connect: %s", strerror(errno));
+	int fd = th_ipc_connect(url);
 	const uint8_t hello[8] = { 0, 'S', 'P', 0, 0, 0x30 /* req0 */, 0, 0 };
 	cr_assert_eq(send(fd, hello, sizeof(hello), MSG_NOSIGNAL), (ssize_t)sizeof(hello));
 	uint8_t theirs[8];
 	size_t got = 0;
 	struct pollfd pf = { fd, POLLIN, 0 };
 	int64_t end = th_ms() + 10000;
-	while (got < sizeof(theirs) && poll(&pf, 1, (int)(end - th_ms() > 0 ? end - th_ms() : 0)) > 0) {
+#define LEFT_MS() (int)(end > th_ms() ? end - th_ms() : 0)
+	while (got < sizeof(theirs) && poll(&pf, 1, LEFT_MS()) > 0) {
 		ssize_t r = recv(fd, theirs + got, sizeof(theirs) - got, 0);
 		if (r <= 0)
 			break;
@@ -240,7 +233,7 @@ static int oversized_frame_dropped(void)
 		head[1 + i] = (uint8_t)(big >> (56 - 8 * i));
 	cr_assert_eq(send(fd, head, sizeof(head), MSG_NOSIGNAL), (ssize_t)sizeof(head));
 	int rc = -1;
-	while (poll(&pf, 1, (int)(end - th_ms() > 0 ? end - th_ms() : 0)) > 0) {
+	while (poll(&pf, 1, LEFT_MS()) > 0) {
 		uint8_t c;
 		ssize_t r = recv(fd, &c, 1, 0);
 		if (r == 0 || (r < 0 && errno == ECONNRESET)) {
@@ -250,6 +243,7 @@ static int oversized_frame_dropped(void)
 		cr_assert_geq(r, 0, "recv: %s", strerror(errno));
 		cr_assert_fail("the server answered an oversized frame");
 	}
+#undef LEFT_MS
 	close(fd);
 	return rc;
 }
